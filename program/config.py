@@ -1,0 +1,43 @@
+"""Base for small typed configs: frozen, validated, unknown keys rejected with a clear error."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from program.errors import ConfigError
+
+T = TypeVar("T", bound="StrictConfig")
+
+
+class StrictConfig(BaseModel):
+    """A frozen pydantic model that forbids unknown keys.
+
+    Use :meth:`from_mapping` to build one from user input: it turns pydantic's
+    ``ValidationError`` into a :class:`ConfigError` that names every bad key.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @classmethod
+    def from_mapping(cls: type[T], values: Mapping[str, Any] | None = None, **overrides: Any) -> T:
+        data = dict(values or {})
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+                if err["type"] == "extra_forbidden":
+                    problems.append(f"unknown key '{loc}'")
+                else:
+                    problems.append(f"{loc}: {err['msg']}")
+            allowed = ", ".join(sorted(cls.model_fields))
+            raise ConfigError(
+                f"invalid {cls.__name__}: " + "; ".join(problems) + f" (allowed keys: {allowed})"
+            ) from None
+
+    def replace(self: T, **changes: Any) -> T:
+        return type(self).from_mapping(self.model_dump(), **changes)

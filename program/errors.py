@@ -1,0 +1,51 @@
+"""Specific exceptions with messages a user can act on."""
+
+from __future__ import annotations
+
+
+class SharpError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ConfigError(SharpError, ValueError):
+    """A configuration value or key is invalid."""
+
+
+class QuestionError(SharpError, ValueError):
+    """A question cannot be answered as given (empty, too long, ...)."""
+
+
+class IndexMissingError(SharpError, FileNotFoundError):
+    """No retrieval index exists where one was expected."""
+
+
+class IndexMismatchError(SharpError):
+    """An index was built with another embedding model or corpus than the one asked for."""
+
+
+class RetrievalError(SharpError):
+    """A retriever failed to answer a query."""
+
+
+class LMError(SharpError):
+    """A language-model call failed."""
+
+
+class LMTimeoutError(LMError, TimeoutError):
+    """A language-model call ran past its timeout (after bounded retries)."""
+
+
+class LMUnavailableError(LMError, ConnectionError):
+    """The language-model endpoint cannot be reached."""
+
+
+class LMProviderError(LMError):
+    """The provider refused the call (rate limit, bad key, unknown model, ...)."""
+
+
+class ModelFileError(SharpError):
+    """A local model file is missing, incomplete or fails its checksum."""
+
+
+class ProgramFileError(SharpError):
+    """A saved program file is missing, tampered with, or does not match this code's version."""
