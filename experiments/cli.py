@@ -1,0 +1,50 @@
+"""The `sharp` command line. Each area registers its commands from experiments/commands/."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+
+import typer
+
+# Offline by default: no hub, no LiteLLM price-table fetch, no telemetry.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+app = typer.Typer(
+    help="SHARP: self-correcting multi-hop QA in DSPy. Index a corpus, ask, evaluate, compile, tune.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+# Modules under experiments/commands that define `register(app)`.
+COMMAND_MODULES = ["data", "lm", "program", "arena", "compile"]
+
+
+@app.callback()
+def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level.")) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+for _name in COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(f"experiments.commands.{_name}")
+    except ModuleNotFoundError as exc:  # an area not written yet
+        if exc.name != f"experiments.commands.{_name}":
+            raise
+        continue
+    _mod.register(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

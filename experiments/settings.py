@@ -1,0 +1,39 @@
+"""Where data is read from and where generated things go. Resolved here, passed down explicitly."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from program.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_dir(explicit: str | Path | None = None) -> Path:
+    """The datasets folder: --data-dir, else $SHARP_DATA, else ./datasets, else ../shared/datasets."""
+    candidates = []
+    if explicit:
+        candidates.append(Path(explicit))
+    elif os.environ.get("SHARP_DATA"):
+        candidates.append(Path(os.environ["SHARP_DATA"]))
+    else:
+        candidates += [Path.cwd() / "datasets", PROJECT_ROOT / "datasets", PROJECT_ROOT.parent / "shared" / "datasets"]
+    for c in candidates:
+        if c.is_dir():
+            return c.resolve()
+    raise ConfigError(
+        "no datasets folder found (tried: " + ", ".join(str(c) for c in candidates) + "). "
+        "Pass --data-dir DIR or set SHARP_DATA=DIR (here: export SHARP_DATA=$PWD/../shared/datasets)."
+    )
+
+
+def workspace(explicit: str | Path | None = None) -> Path:
+    """Everything the project generates: --workspace, else $SHARP_WORKSPACE, else ./workspace."""
+    path = Path(explicit or os.environ.get("SHARP_WORKSPACE") or PROJECT_ROOT / "workspace")
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
+
+
+def index_dir(dataset: str, ws: Path | None = None) -> Path:
+    return (ws or workspace()) / "indexes" / dataset
