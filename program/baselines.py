@@ -1,0 +1,49 @@
+"""Plain single-shot RAG, in the same prediction shape as SHARP: the reference number."""
+
+from __future__ import annotations
+
+import dspy
+from pydantic import Field
+
+from program.config import StrictConfig
+from program.generation import answer_from_evidence
+from program.lm.accounting import recording
+from program.retrieval.base import Retriever
+from program.sharp import check_question
+from program.signatures import GenerateAnswer
+from program.steps import Budget, Tracer
+
+
+class VanillaConfig(StrictConfig):
+    k: int = Field(5, ge=1, le=50)
+    passage_chars: int = Field(600, ge=50, le=5000)
+    generator_reasoning: bool = False
+    max_question_chars: int = Field(2000, ge=50)
+
+
+class VanillaRAG(dspy.Module):
+    """Retrieve k passages with the question, generate once."""
+
+    SYSTEM = "vanilla"
+
+    def __init__(self, retriever: Retriever, config: VanillaConfig | None = None):
+        super().__init__()
+        self.config = config or VanillaConfig()
+        self.retriever = retriever
+        self.generator = (dspy.ChainOfThought if self.config.generator_reasoning else dspy.Predict)(GenerateAnswer)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        q, truncated = check_question(question, self.config.max_question_chars)
+        with recording() as ledger:
+            tr = Tracer(Budget(max_lm_calls=None), ledger)
+            if truncated:
+                tr.add("input", note=f"question truncated to {self.config.max_question_chars} characters")
+            evidence = self.retriever.retrieve(q, self.config.k)
+            tr.add("retriever", round=0, k=self.config.k, queries=[q],
+                   retrieved_ids=[[p.id for p in evidence]], new_ids=[p.id for p in evidence])
+            answer, cited = answer_from_evidence(self.generator, q, evidence, self.config.passage_chars, tr)
+        return dspy.Prediction(
+            answer=answer, passages=evidence, cited_ids=cited, trace=tr.steps,
+            cost=ledger.summary(), calls=[r.to_dict() for r in ledger.records],
+            sub_queries=[q], queries=[q], retries=0, stop_reason="single_shot", system=self.SYSTEM,
+        )

@@ -1,0 +1,54 @@
+"""The generator step shared by every system: answer from numbered evidence, never crash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dspy
+
+from program.answers import clean_answer
+from program.evidence import format_evidence
+from program.steps import Tracer
+from program.types import Passage
+
+
+def answer_from_evidence(generator: dspy.Module, q: str, evidence: list[Passage], passage_chars: int,
+                         tr: Tracer, role: str = "generator") -> tuple[str, list[str]]:
+    """Run ``generator`` (a GenerateAnswer predictor); return the cleaned answer and cited ids.
+
+    An unparseable output is salvaged from the raw text when possible, else the answer is
+    "unknown"; the step records which fallback ran.
+    """
+    pred, step = tr.call(
+        role, generator, {"question": q[:200], "n_passages": len(evidence)},
+        question=q, evidence=format_evidence(evidence, passage_chars),
+    )
+    if pred is not None:
+        answer = clean_answer(getattr(pred, "answer", ""), q)
+        numbers = getattr(pred, "supporting_passages", None) or []
+    else:
+        raw = salvage(step.get("raw_output"))
+        step["fallback"] = "salvaged raw output" if raw else "no answer"
+        answer, numbers = (clean_answer(raw, q) if raw else "unknown"), []
+    cited = [evidence[n - 1].id for n in ints(numbers) if 1 <= n <= len(evidence)]
+    step.update(answer=answer, cited_ids=cited, evidence_ids=[p.id for p in evidence])
+    return answer, cited
+
+
+def ints(values: Any) -> list[int]:
+    out = []
+    for v in values if isinstance(values, (list, tuple)) else [values]:
+        try:
+            out.append(int(str(v).strip().strip("[]")))
+        except ValueError:
+            continue
+    return out
+
+
+def salvage(raw: str | None) -> str:
+    """The first line of the answer field in a raw ChatAdapter reply (or of the reply itself)."""
+    if not raw:
+        return ""
+    text = raw.split("[[ ## answer ## ]]", 1)[-1].split("[[ ##", 1)[0]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0][:200] if lines else ""

@@ -1,0 +1,183 @@
+"""SHARP: plan -> retrieve -> critique -> (targeted re-retrieval with a widening k)* -> generate."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import dspy
+from pydantic import Field, field_validator, model_validator
+
+from program.config import StrictConfig
+from program.errors import QuestionError
+from program.evidence import EvidencePool, format_evidence
+from program.generation import answer_from_evidence
+from program.lm.accounting import recording
+from program.retrieval.base import Retriever
+from program.signatures import CritiqueEvidence, GenerateAnswer, PlanSubQueries
+from program.steps import Budget, Tracer
+from program.types import Passage
+
+_TRIVIAL = {"", "none", "n/a", "na", "nothing", "null", "-", "no", "[]"}
+
+
+class SharpConfig(StrictConfig):
+    """Everything an optimizer may tune, validated."""
+
+    k_schedule: tuple[int, ...] = (3, 5, 7)
+    confidence_threshold: float = Field(0.7, ge=0.0, le=1.0)
+    max_retries: int = Field(2, ge=0, le=10)
+    evidence_cap: int = Field(8, ge=1, le=40)
+    passage_chars: int = Field(600, ge=50, le=5000)
+    max_sub_queries: int = Field(3, ge=1, le=8)
+    queries_per_retry: int = Field(2, ge=1, le=6)
+    include_question: bool = True
+    critic_reasoning: bool = False
+    generator_reasoning: bool = False
+    max_question_chars: int = Field(2000, ge=50)
+    budget: Budget = Budget()
+
+    @field_validator("k_schedule")
+    @classmethod
+    def _schedule(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or any(k < 1 for k in v) or list(v) != sorted(v):
+            raise ValueError(f"k_schedule must be a non-empty, non-decreasing list of k >= 1, got {list(v)}")
+        return tuple(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SharpConfig":
+        if self.evidence_cap < self.k_schedule[0]:
+            raise ValueError(f"evidence_cap ({self.evidence_cap}) is below the first k ({self.k_schedule[0]})")
+        return self
+
+    def k_for_round(self, round_no: int) -> int:
+        return self.k_schedule[min(round_no, len(self.k_schedule) - 1)]
+
+
+def check_question(question: Any, max_chars: int) -> tuple[str, bool]:
+    """Return the question stripped (and truncated when longer than max_chars) and whether it was."""
+    if not isinstance(question, str) or not question.strip():
+        raise QuestionError("empty question: ask something with at least one non-space character")
+    q = " ".join(question.split())
+    return (q[:max_chars], True) if len(q) > max_chars else (q, False)
+
+
+def _items(values: Any) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str):
+        values = [values]
+    return [str(v).strip() for v in values if str(v).strip().lower() not in _TRIVIAL]
+
+
+def _confidence(value: Any) -> float | None:
+    try:
+        c = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(c) or c < 0:
+        return None
+    if 1.0 < c <= 100.0:  # a percentage
+        c /= 100.0
+    return c if c <= 1.0 else None
+
+
+class SharpRAG(dspy.Module):
+    """The self-correcting multi-hop program. Predictors: planner, critic, generator."""
+
+    SYSTEM = "sharp"
+
+    def __init__(self, retriever: Retriever, config: SharpConfig | None = None):
+        super().__init__()
+        self.config = config or SharpConfig()
+        self.retriever = retriever
+        self.planner = dspy.Predict(PlanSubQueries)
+        self.critic = (dspy.ChainOfThought if self.config.critic_reasoning else dspy.Predict)(CritiqueEvidence)
+        self.generator = (dspy.ChainOfThought if self.config.generator_reasoning else dspy.Predict)(GenerateAnswer)
+
+    # ---- steps -------------------------------------------------------------------------------
+    def _plan(self, q: str, tr: Tracer) -> list[str]:
+        pred, step = tr.call("planner", self.planner, {"question": q[:200]}, question=q)
+        planned = _items(getattr(pred, "sub_queries", None))[: self.config.max_sub_queries]
+        step["sub_queries"] = planned
+        queries = ([q] if self.config.include_question else []) + planned
+        if not queries:  # the planner failed and the question is not included: search the question
+            queries = [q]
+            step["fallback"] = "question used as the only query"
+        return list(dict.fromkeys(queries))
+
+    def _retrieve(self, queries: list[str], k: int, pool: EvidencePool, tr: Tracer, round_no: int) -> list[Passage]:
+        results = self.retriever.retrieve_many(queries, k)
+        new: list[Passage] = []
+        for query, passages in zip(queries, results):
+            new += pool.add(query, passages)
+        tr.add("retriever", round=round_no, k=k, queries=queries,
+               retrieved_ids=[[p.id for p in ps] for ps in results], new_ids=[p.id for p in new])
+        return new
+
+    def _critique(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> dict:
+        evidence = pool.select(self.config.evidence_cap)
+        pred, step = tr.call(
+            "critic", self.critic, {"question": q[:200], "n_passages": len(evidence)},
+            question=q, sub_queries=list(pool.by_query), evidence=format_evidence(evidence, self.config.passage_chars),
+        )
+        verdict = getattr(pred, "verdict", None)
+        confidence = _confidence(getattr(pred, "confidence", None))
+        missing = _items(getattr(pred, "missing_information", None))
+        suggested = _items(getattr(pred, "suggested_queries", None))
+        problem = None
+        if pred is None:
+            problem = "unparseable"
+        elif verdict not in ("sufficient", "insufficient", "contradictory") or confidence is None:
+            problem = f"invalid fields (verdict={verdict!r}, confidence={getattr(pred, 'confidence', None)!r})"
+        elif verdict == "sufficient" and suggested and missing:
+            problem = "inconsistent: sufficient but lists missing information"
+        if problem:
+            verdict, confidence = "insufficient", 0.0
+        step.update(round=round_no, evidence_ids=[p.id for p in evidence],
+                    evidence_titles=[p.title for p in evidence], verdict=verdict,
+                    confidence=confidence, missing_information=missing,
+                    suggested_queries=suggested, critic_problem=problem)
+        return step
+
+    def _next_queries(self, crit: dict, pool: EvidencePool) -> list[str]:
+        candidates = crit["suggested_queries"] or crit["missing_information"]
+        fresh = [c for c in dict.fromkeys(candidates) if not pool.asked(c)]
+        return fresh[: self.config.queries_per_retry]
+
+    # ---- control flow ------------------------------------------------------------------------
+    def forward(self, question: str) -> dspy.Prediction:
+        cfg = self.config
+        q, truncated = check_question(question, cfg.max_question_chars)
+        with recording() as ledger:
+            tr = Tracer(cfg.budget, ledger)
+            if truncated:
+                tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
+            pool = EvidencePool()
+            sub_queries = self._plan(q, tr)
+            self._retrieve(sub_queries, cfg.k_for_round(0), pool, tr, 0)
+            retries, stop = 0, None
+            while stop is None:
+                if (spent := tr.exhausted()) is not None:
+                    stop = f"budget_{spent}"
+                    break
+                crit = self._critique(q, pool, tr, retries)
+                if crit["verdict"] == "sufficient" and crit["confidence"] >= cfg.confidence_threshold:
+                    stop = "sufficient"
+                elif retries >= cfg.max_retries:
+                    stop = "max_retries"
+                elif not (queries := self._next_queries(crit, pool)):
+                    stop = "no_new_queries"
+                else:
+                    retries += 1
+                    if not self._retrieve(queries, cfg.k_for_round(retries), pool, tr, retries):
+                        stop = "no_new_passages"
+                crit["action"] = "stop" if stop else "retry"
+            evidence = pool.select(cfg.evidence_cap)
+            answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
+        return dspy.Prediction(
+            answer=answer, passages=evidence, cited_ids=cited, trace=tr.steps,
+            cost=ledger.summary(), calls=[r.to_dict() for r in ledger.records],
+            sub_queries=sub_queries, queries=list(pool.by_query), retries=retries,
+            stop_reason=stop, system=self.SYSTEM,
+        )

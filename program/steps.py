@@ -1,0 +1,85 @@
+"""Run one predictor call as a traced step: its own ledger slice, timing, and error capture.
+
+A weak model returns unparseable fields; an endpoint times out. Those are recorded in the step
+and the caller falls back; they never crash a batch. Anything else is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError, DSPyError
+
+from program.config import StrictConfig
+from program.errors import LMError
+from program.lm.accounting import Ledger, recording
+
+log = logging.getLogger(__name__)
+
+RECOVERABLE = (AdapterParseError, DSPyError, LMError, ValueError, TypeError, KeyError)
+
+
+class Budget(StrictConfig):
+    """Per-question limits. None means unlimited."""
+
+    max_lm_calls: int | None = 12
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+
+
+@dataclass
+class Tracer:
+    """Collects the steps of one question and enforces its budget."""
+
+    budget: Budget
+    ledger: Ledger
+    started: float = field(default_factory=time.perf_counter)
+    steps: list[dict] = field(default_factory=list)
+
+    def exhausted(self) -> str | None:
+        """The name of the budget that is used up, or None."""
+        s = self.ledger.summary()
+        b = self.budget
+        if b.max_lm_calls is not None and s["lm_calls"] >= b.max_lm_calls:
+            return "lm_calls"
+        if b.max_tokens is not None and s["prompt_tokens"] + s["completion_tokens"] >= b.max_tokens:
+            return "tokens"
+        if b.max_seconds is not None and time.perf_counter() - self.started >= b.max_seconds:
+            return "seconds"
+        return None
+
+    def add(self, role: str, **info: Any) -> dict:
+        step = {"step": len(self.steps), "role": role, **info}
+        self.steps.append(step)
+        return step
+
+    def call(self, role: str, predictor: Callable[..., dspy.Prediction], summary: dict,
+             **inputs: Any) -> tuple[dspy.Prediction | None, dict]:
+        """Call ``predictor(**inputs)``; return (prediction or None on a recoverable error, step)."""
+        t0 = time.perf_counter()
+        error, raw, pred = None, None, None
+        with recording() as calls:
+            try:
+                pred = predictor(**inputs)
+            except RECOVERABLE as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                raw = getattr(exc, "lm_response", None)
+                log.warning("%s step failed: %s", role, error)
+        cost = calls.summary()
+        step = self.add(
+            role,
+            inputs=summary,
+            seconds=round(time.perf_counter() - t0, 3),
+            lm_calls=cost["lm_calls"],
+            prompt_tokens=cost["prompt_tokens"],
+            completion_tokens=cost["completion_tokens"],
+            cached_calls=cost["cached_calls"],
+            error=error,
+        )
+        if raw is not None:
+            step["raw_output"] = str(raw)[:1000]
+        return pred, step
