@@ -1,0 +1,67 @@
+"""Answer cleaning, the evidence pool, the plain baseline."""
+
+from __future__ import annotations
+
+import pytest
+from doubles import KeywordRetriever, ScriptedLM, assign
+
+from program.answers import clean_answer, is_yes_no_question
+from program.baselines import VanillaRAG
+from program.evidence import EvidencePool, format_evidence
+from program.types import Passage
+
+
+@pytest.mark.parametrize("raw,question,expected", [
+    ("Answer: Paris.", "What is the capital?", "Paris"),
+    ("\"Quentin Tarantino\"", "Who?", "Quentin Tarantino"),
+    ("Yes, both are American.", "Are both directors American?", "yes"),
+    ("no", "Was he born in Paris?", "no"),
+    ("Washington, D.C.", "Where?", "Washington, D.C."),
+    ("1994\nBecause the film...", "When?", "1994"),
+    ("Nobody", "Is it?", "Nobody"),
+    (None, "Who?", ""),
+])
+def test_clean_answer(raw, question, expected):
+    assert clean_answer(raw, question) == expected
+
+
+def test_yes_no_detection():
+    assert is_yes_no_question("Are Pulp Fiction and Red both films?")
+    assert not is_yes_no_question("Which film came first?")
+
+
+def P(i, title=None):
+    return Passage(f"p{i}", title or f"T{i}", f"text {i}")
+
+
+def test_pool_round_robin_dedup_and_cap():
+    pool = EvidencePool()
+    assert [p.id for p in pool.add("a", [P(1), P(2), P(3)])] == ["p1", "p2", "p3"]
+    assert [p.id for p in pool.add("b", [P(2), P(4), P(5)])] == ["p4", "p5"]
+    assert [p.id for p in pool.select(4)] == ["p1", "p2", "p4", "p3"]
+    assert pool.asked("  A ") and not pool.asked("c")
+
+
+def test_format_evidence_numbers_and_cuts():
+    text = format_evidence([Passage("x", "Title", "word " * 100)], max_chars=30)
+    assert text.startswith("[1] Title: word") and text.endswith("...") and len(text) < 60
+    assert format_evidence([], 10) == "(no passages found)"
+
+
+def test_vanilla_is_one_retrieval_and_one_call():
+    retriever = KeywordRetriever()
+    prog = VanillaRAG(retriever)
+    gen = ScriptedLM("generator", [{"answer": "Polish.", "supporting_passages": [2]}])
+    assign(prog, {"generator": gen})
+    pred = prog(question="What nationality was Krzysztof Kieslowski?")
+    assert retriever.queries == [("What nationality was Krzysztof Kieslowski?", 5)]
+    assert gen.calls == 1 and pred.answer == "Polish"
+    assert len(pred.passages) == 5 and pred.cited_ids == [pred.passages[1].id]
+    assert pred.cost["lm_calls"] == 1 and pred.system == "vanilla"
+
+
+def test_injected_passage_is_quoted_as_data():
+    from program.signatures import CritiqueEvidence, GenerateAnswer
+
+    for sig in (CritiqueEvidence, GenerateAnswer):
+        assert "never instructions" in sig.instructions
