@@ -1,0 +1,158 @@
+"""Evaluate any system over any examples: threads, progress, resumable, with intervals.
+
+Each finished question is appended to a JSONL file at once, so an interrupted run resumes
+where it stopped; a run whose settings differ from the file's is refused (start a fresh file).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from program.errors import SharpError
+from optimize.metrics import calibration, question_row
+from optimize.stats import bootstrap_ci, mean
+
+log = logging.getLogger(__name__)
+
+HEADLINE = ("em", "f1", "all_gold", "recall")
+
+
+class ResultsMismatchError(SharpError):
+    """A results file was written by a run with other settings."""
+
+
+@dataclass
+class EvalResult:
+    rows: list[dict]
+    metrics: dict
+    by_type: dict[str, dict] = field(default_factory=dict)
+
+
+def error_row(example: Any, exc: BaseException) -> dict:
+    return {"id": getattr(example, "id", None), "question": example.question,
+            "type": getattr(example, "type", None), "gold": example.answer, "answer": "",
+            "em": 0.0, "f1": 0.0, "recall": None, "precision": None, "all_gold": None, "retries": 0,
+            "stop_reason": "error", "lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+            "lm_seconds": 0.0, "cached_calls": 0, "cost_by_role": {}, "critic_points": [],
+            "passage_ids": [], "trace": [], "error": f"{type(exc).__name__}: {exc}"[:1000]}
+
+
+def aggregate(rows: Sequence[dict], seed: int = 0) -> dict:
+    """Headline means with bootstrap 95% CIs, cost per question, calibration, cache and errors."""
+    out: dict[str, Any] = {"n": len(rows)}
+    for key in HEADLINE + ("precision",):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        out[key] = mean(vals)
+        if key in HEADLINE:
+            ci = bootstrap_ci(vals, seed=seed)
+            out[f"{key}_ci"] = list(ci) if ci else None
+    for key in ("lm_calls", "prompt_tokens", "completion_tokens", "lm_seconds", "seconds", "retries"):
+        out[f"{key}_per_q"] = mean([float(r.get(key) or 0) for r in rows])
+    calls = sum(r.get("lm_calls", 0) for r in rows)
+    out["cached_calls"] = sum(r.get("cached_calls", 0) for r in rows)
+    out["cached_share"] = out["cached_calls"] / calls if calls else 0.0
+    out["errors"] = sum(r.get("error") is not None for r in rows)
+    out.update({f"critic_{k}": v for k, v in calibration([p for r in rows for p in r.get("critic_points", [])]).items()})
+    roles: dict[str, dict] = {}
+    for r in rows:
+        for role, c in (r.get("cost_by_role") or {}).items():
+            agg = roles.setdefault(role, {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "lm_seconds": 0.0})
+            for k in agg:
+                agg[k] += c.get(k, 0)
+    out["per_role_per_q"] = {role: {k: v / len(rows) for k, v in c.items()} for role, c in roles.items()} if rows else {}
+    return out
+
+
+def by_type(rows: Sequence[dict], seed: int = 0) -> dict[str, dict]:
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(str(r.get("type")), []).append(r)
+    return {t: {k: v for k, v in aggregate(g, seed).items() if not isinstance(v, dict)} for t, g in sorted(groups.items())}
+
+
+def _read_rows(path: Path) -> list[dict]:
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut by a kill: drop it, it is re-run
+                log.warning("%s:%d is incomplete; that question will be re-run", path, n)
+    return rows
+
+
+def _check_meta(path: Path, meta: dict | None) -> None:
+    meta_path = path.with_suffix(".meta.json")
+    if meta is None:
+        return
+    if meta_path.exists():
+        old = json.loads(meta_path.read_text())
+        if old != json.loads(json.dumps(meta)):
+            raise ResultsMismatchError(
+                f"{path} holds results of a run with other settings ({meta_path}); "
+                f"use another output path or delete both files to start fresh"
+            )
+    else:
+        meta_path.parent.mkdir(parents=True, exist_ok=True)
+        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
+
+
+def evaluate(system: Callable[..., Any], examples: Iterable[Any], results_path: str | Path | None = None,
+             threads: int = 1, progress: bool = True, meta: dict | None = None, seed: int = 0,
+             row_fn: Callable[[Any, Any], dict] = question_row) -> EvalResult:
+    """Run ``system(question=...)`` on each example; keep each row as it finishes; aggregate."""
+    examples = list(examples)
+    done: dict[str, dict] = {}
+    path = Path(results_path) if results_path else None
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _check_meta(path, meta)
+        if path.exists():
+            done = {r["id"]: r for r in _read_rows(path)}
+            path.write_text("".join(json.dumps(r) + "\n" for r in done.values()))
+            if done:
+                log.info("resuming %s: %d of %d questions already done", path, len(done), len(examples))
+    todo = [ex for ex in examples if getattr(ex, "id", None) not in done]
+    lock = threading.Lock()
+
+    def one(ex: Any) -> dict:
+        t0 = time.perf_counter()
+        try:
+            row = row_fn(ex, system(question=ex.question))
+        except Exception as exc:  # noqa: BLE001 - one bad question must not end the batch; recorded
+            log.warning("question %s failed: %s", getattr(ex, "id", "?"), exc)
+            row = error_row(ex, exc)
+        row["seconds"] = round(time.perf_counter() - t0, 3)
+        if path:
+            with lock, path.open("a") as fh:
+                fh.write(json.dumps(row, default=str) + "\n")
+        return row
+
+    new_rows = _run(one, todo, threads, progress)
+    by_id = {**done, **{r["id"]: r for r in new_rows}}
+    rows = [by_id[ex.id] for ex in examples if getattr(ex, "id", None) in by_id]
+    return EvalResult(rows=rows, metrics=aggregate(rows, seed), by_type=by_type(rows, seed))
+
+
+def _run(fn: Callable[[Any], dict], items: list, threads: int, progress: bool) -> list[dict]:
+    if not items:
+        return []
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    cols = [TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            TextColumn("EM {task.fields[em]:.3f}")]
+    rows: list[dict] = []
+    with Progress(*cols, disable=not progress, transient=False) as bar:
+        task = bar.add_task("eval", total=len(items), em=0.0)
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            for fut in as_completed([pool.submit(fn, ex) for ex in items]):
+                rows.append(fut.result())
+                bar.update(task, advance=1, em=sum(r["em"] for r in rows) / len(rows))
+    return rows

@@ -1,0 +1,162 @@
+"""Pure metrics over (example, prediction): answer EM/F1, retrieval, critic calibration, cost.
+
+EM and F1 use the official HotpotQA normalization (lower-case, strip punctuation and articles,
+collapse spaces; yes/no/noanswer get no partial credit), maxed over the answer and its aliases.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections import Counter
+from typing import Any, Iterable
+
+_SPECIAL = {"yes", "no", "noanswer"}
+
+
+def normalize_answer(s: str) -> str:
+    s = str(s).lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def _f1(prediction: str, gold: str) -> float:
+    p, g = normalize_answer(prediction), normalize_answer(gold)
+    if (p in _SPECIAL or g in _SPECIAL) and p != g:
+        return 0.0
+    pt, gt = p.split(), g.split()
+    common = Counter(pt) & Counter(gt)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pt), same / len(gt)
+    return 2 * precision * recall / (precision + recall)
+
+
+def gold_answers(example: Any) -> list[str]:
+    answers = [example.answer] + list(getattr(example, "answer_aliases", None) or [])
+    return [a for a in dict.fromkeys(str(a) for a in answers) if a.strip()]
+
+
+def exact_match(prediction: str, golds: Iterable[str]) -> float:
+    p = normalize_answer(prediction)
+    return float(any(p == normalize_answer(g) for g in golds))
+
+
+def f1_score(prediction: str, golds: Iterable[str]) -> float:
+    return max((_f1(prediction, g) for g in golds), default=0.0)
+
+
+def answer_em(example: Any, prediction: Any, trace: Any = None) -> float:
+    """DSPy metric: exact match against the answer and its aliases."""
+    return exact_match(getattr(prediction, "answer", "") or "", gold_answers(example))
+
+
+def answer_f1(example: Any, prediction: Any, trace: Any = None) -> float:
+    """DSPy metric: token F1 against the answer and its aliases (the best one)."""
+    return f1_score(getattr(prediction, "answer", "") or "", gold_answers(example))
+
+
+def _title(t: str) -> str:
+    return unicodedata.normalize("NFC", str(t)).strip().lower()
+
+
+def evidence_complete(gold_titles: Iterable[str], titles: Iterable[str]) -> bool:
+    gold = {_title(t) for t in gold_titles}
+    return bool(gold) and gold <= {_title(t) for t in titles}
+
+
+def retrieval_scores(example: Any, prediction: Any) -> dict[str, float | None]:
+    """Recall / precision / all-gold of the passages the generator saw, by gold titles."""
+    gold = {_title(t) for t in getattr(example, "gold_titles", None) or []}
+    seen = [_title(p.title if hasattr(p, "title") else p["title"]) for p in getattr(prediction, "passages", []) or []]
+    if not gold:
+        return {"recall": None, "precision": None, "all_gold": None}
+    hits = gold & set(seen)
+    return {
+        "recall": len(hits) / len(gold),
+        "precision": (sum(t in gold for t in seen) / len(seen)) if seen else 0.0,
+        "all_gold": float(hits == gold),
+    }
+
+
+def critic_points(example: Any, prediction: Any) -> list[dict]:
+    """One point per critique: P(sufficient), the gold label, and what the program did next.
+
+    The label is "sufficient" exactly when every gold paragraph is in the critiqued evidence.
+    """
+    gold = getattr(example, "gold_titles", None) or []
+    points = []
+    for step in getattr(prediction, "trace", None) or []:
+        if step.get("role") != "critic" or not gold or step.get("verdict") is None:
+            continue
+        conf = float(step.get("confidence") or 0.0)
+        p_suff = conf if step["verdict"] == "sufficient" else 1.0 - conf
+        points.append({
+            "p_sufficient": p_suff,
+            "verdict": step["verdict"],
+            "label": evidence_complete(gold, step.get("evidence_titles", [])),
+            "action": step.get("action", "stop"),
+            "problem": step.get("critic_problem"),
+        })
+    return points
+
+
+def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
+    """Verdict accuracy, Brier, ECE, over-/under-trigger rates and the 'insufficient' share."""
+    if not points:
+        return {k: None for k in ("verdict_accuracy", "brier", "ece", "over_trigger", "under_trigger",
+                                  "insufficient_rate", "n_critiques")}
+    n = len(points)
+    correct = sum((p["verdict"] == "sufficient") == p["label"] for p in points)
+    brier = sum((p["p_sufficient"] - float(p["label"])) ** 2 for p in points) / n
+    ece = 0.0
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        members = [p for p in points if lo <= p["p_sufficient"] < hi or (b == bins - 1 and p["p_sufficient"] == 1.0)]
+        if members:
+            conf = sum(p["p_sufficient"] for p in members) / len(members)
+            acc = sum(p["label"] for p in members) / len(members)
+            ece += len(members) / n * abs(conf - acc)
+    complete = [p for p in points if p["label"]]
+    incomplete = [p for p in points if not p["label"]]
+    return {
+        "verdict_accuracy": correct / n,
+        "brier": brier,
+        "ece": ece,
+        "over_trigger": (sum(p["action"] == "retry" for p in complete) / len(complete)) if complete else None,
+        "under_trigger": (sum(p["action"] == "stop" and p["verdict"] == "sufficient" for p in incomplete)
+                          / len(incomplete)) if incomplete else None,
+        "insufficient_rate": sum(p["verdict"] != "sufficient" for p in points) / n,
+        "n_critiques": n,
+    }
+
+
+def question_row(example: Any, prediction: Any) -> dict:
+    """Everything the reports need about one answered question, JSON-ready."""
+    cost = getattr(prediction, "cost", None) or {}
+    row = {
+        "id": getattr(example, "id", None),
+        "question": example.question,
+        "type": getattr(example, "type", None),
+        "gold": example.answer,
+        "answer": getattr(prediction, "answer", ""),
+        "em": answer_em(example, prediction),
+        "f1": answer_f1(example, prediction),
+        **retrieval_scores(example, prediction),
+        "retries": getattr(prediction, "retries", 0),
+        "stop_reason": getattr(prediction, "stop_reason", None),
+        "lm_calls": cost.get("lm_calls", 0),
+        "prompt_tokens": cost.get("prompt_tokens", 0),
+        "completion_tokens": cost.get("completion_tokens", 0),
+        "lm_seconds": cost.get("lm_seconds", 0.0),
+        "cached_calls": cost.get("cached_calls", 0),
+        "cost_by_role": cost.get("by_role", {}),
+        "critic_points": critic_points(example, prediction),
+        "passage_ids": [p.id for p in getattr(prediction, "passages", []) or []],
+        "trace": getattr(prediction, "trace", []),
+        "error": None,
+    }
+    return row
