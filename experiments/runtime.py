@@ -1,0 +1,92 @@
+"""Composition: turn CLI options into a dataset, a retriever, LMs per role and a system."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import dspy
+
+from experiments import settings
+from program.lm import LMConfig, assign_lms
+from program.registry import SYSTEMS, build_system, config_for
+from program.saved import SavedProgram, load_into, read_program
+
+log = logging.getLogger(__name__)
+
+DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
+
+
+@dataclass
+class Runtime:
+    """Where things are, and how LMs and retrieval are set up for one command."""
+
+    dataset: str = "hotpotqa"
+    data_dir: Path | None = None
+    workspace: Path = field(default_factory=settings.workspace)
+    lm_config: LMConfig = field(default_factory=LMConfig)
+    retriever_config: dict = field(default_factory=dict)
+    cache: bool = True
+    cache_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        configure_cache(self.cache, self.cache_dir)
+
+    # ---- data -----------------------------------------------------------------------------
+    def examples(self, split: str, limit: int | None = None, seed: int = 0, balanced: bool = False) -> list:
+        from data.loaders import load_examples
+
+        return load_examples(self.dataset, split, settings.data_dir(self.data_dir), limit=limit, seed=seed,
+                             balanced=balanced)
+
+    def index_dir(self) -> Path:
+        name = Path(self.dataset).stem if self.dataset not in DATASETS else self.dataset
+        return settings.index_dir(name, self.workspace)
+
+    # ---- retrieval -------------------------------------------------------------------------
+    def retriever_settings(self, overrides: Mapping[str, Any] | None = None) -> Any:
+        from program.retrieval import RetrieverConfig
+
+        return RetrieverConfig.from_mapping({**self.retriever_config, **(overrides or {})})
+
+    def retriever(self, overrides: Mapping[str, Any] | None = None) -> Any:
+        from program.retrieval import open_retriever
+
+        return open_retriever(self.index_dir(), self.retriever_settings(overrides))
+
+    def index_manifest(self) -> dict:
+        path = self.index_dir() / "manifest.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    # ---- systems ---------------------------------------------------------------------------
+    def system(self, name: str, config: Mapping[str, Any] | None = None, retriever: Any = None) -> dspy.Module:
+        cfg = config_for(name, config)
+        if retriever is None and getattr(SYSTEMS[name][0], "NEEDS_RETRIEVER", True):
+            retriever = self.retriever()
+        module = build_system(name, retriever, cfg)
+        assign_lms(module, self.lm_config)
+        return module
+
+    def load_program(self, path: str | Path) -> tuple[dspy.Module, SavedProgram]:
+        saved = read_program(path)
+        retriever = self.retriever(saved.retriever)
+        module = load_into(saved, retriever)
+        assign_lms(module, self.lm_config)
+        return module, saved
+
+
+def configure_cache(enabled: bool, cache_dir: Path | None) -> None:
+    """DSPy's answer cache: on by default; off, or in a separate folder, on request."""
+    if cache_dir is not None:
+        os.environ["DSPY_CACHEDIR"] = str(cache_dir)
+    dspy.configure_cache(enable_disk_cache=enabled, enable_memory_cache=enabled,
+                         **({"disk_cache_dir": str(cache_dir)} if cache_dir else {}))
+
+
+def config_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]

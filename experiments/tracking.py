@@ -1,0 +1,140 @@
+"""The only place that talks to MLflow. A local sqlite store in the workspace by default."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from program.errors import SharpError
+
+log = logging.getLogger(__name__)
+
+PARAM_MAX = 6000
+
+
+class TrackingError(SharpError):
+    """The tracking server cannot be reached or refused the request."""
+
+
+def default_uri(ws: Path) -> str:
+    return f"sqlite:///{ws / 'mlflow.db'}"
+
+
+def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> str:
+    """Point MLflow at ``tracking_uri`` (default: the workspace store); fail fast if it is down."""
+    import mlflow
+
+    uri = tracking_uri or default_uri(ws)
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as resp:
+                resp.read()
+        except (urllib.error.URLError, OSError) as exc:
+            raise TrackingError(
+                f"MLflow tracking server {uri} is not reachable ({exc}); start it "
+                f"(mlflow server --host 127.0.0.1 --port 5000) or drop --tracking-uri to use the local store"
+            ) from None
+    mlflow.set_tracking_uri(uri)
+    if mlflow.get_experiment_by_name(experiment) is None:
+        location = (ws / "mlartifacts").as_uri() if not uri.startswith(("http://", "https://")) else None
+        mlflow.create_experiment(experiment, artifact_location=location)
+    mlflow.set_experiment(experiment)
+    return uri
+
+
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            text = json.dumps(value, default=str) if isinstance(value, (list, tuple)) else str(value)
+            out[name] = text[:PARAM_MAX]
+    return out
+
+
+def numeric(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """The finite numbers of a (nested) metrics dict; CI pairs become _lo/_hi."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(numeric(value, name + "."))
+        elif isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+            out[name + "_lo"], out[name + "_hi"] = float(value[0]), float(value[1])
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out[name] = float(value)
+    return {k.replace("/", "."): v for k, v in out.items()}
+
+
+@contextmanager
+def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
+        nested: bool = False) -> Iterator[Any]:
+    """An MLflow run that ends FAILED (not left running) when the block raises or is interrupted."""
+    import mlflow
+
+    active = mlflow.start_run(run_name=name, nested=nested, tags=dict(tags or {}))
+    try:
+        if params:
+            mlflow.log_params(flatten(params))
+        yield active
+    except BaseException:
+        mlflow.end_run(status="FAILED" if not isinstance(_exc(), KeyboardInterrupt) else "KILLED")
+        raise
+    else:
+        mlflow.end_run(status="FINISHED")
+
+
+def _exc() -> BaseException | None:
+    import sys
+
+    return sys.exc_info()[1]
+
+
+def log_eval(result: Any, prefix: str = "") -> None:
+    """Aggregate metrics, per-type metrics and the per-question table of an EvalResult."""
+    import mlflow
+
+    mlflow.log_metrics(numeric(result.metrics, prefix))
+    for qtype, m in result.by_type.items():
+        mlflow.log_metrics(numeric(m, f"{prefix}type.{qtype}."))
+    rows = [{k: (json.dumps(v, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items()
+             if k != "trace"} for r in result.rows]
+    if rows:
+        mlflow.log_table(data=_columns(rows), artifact_file=f"{prefix}questions.json")
+    log_json({"rows": result.rows}, f"{prefix}questions_with_traces.json")
+
+
+def _columns(rows: list[dict]) -> dict[str, list]:
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    return {k: [r.get(k) for r in rows] for k in keys}
+
+
+def log_json(obj: Any, name: str) -> None:
+    import mlflow
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(json.dumps(obj, indent=2, default=str))
+        mlflow.log_artifact(str(path))
+
+
+def log_file(path: Path, artifact_path: str | None = None) -> None:
+    import mlflow
+
+    mlflow.log_artifact(str(path), artifact_path=artifact_path)
+
+
+def enable_dspy_traces() -> None:
+    """Let mlflow.dspy record a trace per program call (LM inputs/outputs, per predictor)."""
+    import mlflow
+
+    mlflow.dspy.autolog(log_traces=True, log_compiles=False, log_evals=False)

@@ -1,0 +1,44 @@
+"""Every system by name: its module class and its config class. One place, no branching on names."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import dspy
+
+from program.baselines import VanillaConfig, VanillaRAG
+from program.config import StrictConfig
+from program.errors import ConfigError
+from program.retrieval.base import Retriever
+from program.sharp import SharpConfig, SharpRAG
+
+SYSTEMS: dict[str, tuple[type[dspy.Module], type[StrictConfig]]] = {
+    "sharp": (SharpRAG, SharpConfig),
+    "vanilla": (VanillaRAG, VanillaConfig),
+}
+
+
+class UnknownSystemError(ConfigError):
+    """A system name that is not registered."""
+
+
+def system_names() -> list[str]:
+    return sorted(SYSTEMS)
+
+
+def register(name: str, module_cls: type[dspy.Module], config_cls: type[StrictConfig]) -> None:
+    SYSTEMS[name] = (module_cls, config_cls)
+
+
+def config_for(name: str, values: Mapping[str, Any] | None = None) -> StrictConfig:
+    if name not in SYSTEMS:
+        raise UnknownSystemError(f"unknown system '{name}'; valid systems: {', '.join(system_names())}")
+    return SYSTEMS[name][1].from_mapping(values or {})
+
+
+def build_system(name: str, retriever: Retriever | None, config: Mapping[str, Any] | StrictConfig | None = None,
+                 **kwargs: Any) -> dspy.Module:
+    """Instantiate system ``name`` with its validated config."""
+    cfg = config if isinstance(config, StrictConfig) else config_for(name, config)
+    module_cls = SYSTEMS[name][0]
+    return module_cls(retriever, cfg, **kwargs)

@@ -1,0 +1,102 @@
+"""A saved program: JSON state + config + retriever settings, no pickles.
+
+Loading never executes code from the file: it rebuilds the system from this package's classes
+and the validated config, then loads demos and instructions. A file from another code version,
+an unknown system, a bad config or a tampered digest is a :class:`ProgramFileError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+import program
+from program.errors import ProgramFileError, SharpError
+
+FORMAT = "sharp-program"
+
+
+@dataclass(frozen=True)
+class SavedProgram:
+    system: str
+    config: dict
+    state: dict
+    retriever: dict
+    lm: dict
+    index_manifest: dict
+    meta: dict
+
+
+def _strip_lms(state: Any) -> Any:
+    if isinstance(state, dict):
+        return {k: _strip_lms(v) for k, v in state.items() if k != "lm"}
+    if isinstance(state, list):
+        return [_strip_lms(v) for v in state]
+    return state
+
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def save_program(path: str | Path, module: dspy.Module, system: str, retriever: dict | None = None,
+                 lm: dict | None = None, index_manifest: dict | None = None, meta: dict | None = None) -> Path:
+    body = {
+        "format": FORMAT,
+        "code_version": program.__version__,
+        "system": system,
+        "config": module.config.model_dump(mode="json"),
+        "state": _strip_lms(module.dump_state()),
+        "retriever": retriever or {},
+        "lm": lm or {},
+        "index_manifest": index_manifest or {},
+        "meta": meta or {},
+    }
+    body["sha256"] = _digest(body)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(body, indent=2, default=str))
+    tmp.replace(path)
+    return path
+
+
+def read_program(path: str | Path) -> SavedProgram:
+    path = Path(path)
+    try:
+        body = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ProgramFileError(f"no program file at {path}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ProgramFileError(f"{path} is not a readable program file: {exc}") from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        raise ProgramFileError(f"{path} is not a SHARP program file (format {body.get('format')!r})")
+    digest = body.pop("sha256", None)
+    if digest != _digest(body):
+        raise ProgramFileError(f"{path} was modified after it was saved (checksum mismatch); re-export it")
+    if body["code_version"] != program.__version__:
+        raise ProgramFileError(
+            f"{path} was saved by code version {body['code_version']}, this is {program.__version__}; "
+            f"install that version or recompile the program"
+        )
+    return SavedProgram(body["system"], body["config"], body["state"], body["retriever"], body["lm"],
+                        body["index_manifest"], body["meta"])
+
+
+def load_into(saved: SavedProgram, retriever: Any) -> dspy.Module:
+    """Rebuild the saved system around ``retriever`` and load its demos and instructions."""
+    from program.registry import build_system
+
+    try:
+        module = build_system(saved.system, retriever, saved.config)
+        module.load_state(saved.state)
+    except SharpError as exc:
+        raise ProgramFileError(f"saved program does not match this code: {exc}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProgramFileError(f"saved program state does not fit system '{saved.system}': {exc}") from None
+    return module
