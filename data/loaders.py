@@ -1,0 +1,190 @@
+"""Question loaders: the bundled benchmarks by name, any supported file, Hugging Face datasets."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import dspy
+
+from data.errors import DatasetError
+from data.examples import make_example
+from data.formats import RowFormat, detect_format
+from data.readers import (
+    DATA_DIR_HINT,
+    BadRow,
+    hf_rows,
+    is_hf_saved,
+    load_hf_from_disk,
+    load_hf_hub,
+    pick_split,
+    read_rows,
+)
+from data.sampling import sample
+
+logger = logging.getLogger(__name__)
+
+DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
+HF_HOTPOTQA = "hotpotqa/hotpot_qa"  # the hub id of what used to be "hotpot_qa"
+MAX_LOGGED_PROBLEMS = 5
+
+
+@dataclass
+class LoadReport:
+    """What one load did: how many rows became examples, and why the others did not."""
+
+    source: str
+    format: str = "unknown"
+    loaded: int = 0
+    skipped: int = 0
+    unanswerable: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def log(self) -> None:
+        logger.info("%s: loaded %d examples (%s format)", self.source, self.loaded, self.format)
+        if self.unanswerable:
+            logger.info("%s: left out %d questions marked answerable=false", self.source, self.unanswerable)
+        if self.skipped:
+            logger.warning("%s: skipped %d malformed rows, e.g.:\n  %s", self.source, self.skipped,
+                           "\n  ".join(self.problems[:MAX_LOGGED_PROBLEMS]))
+
+
+def _parse_row(row: Any, fmt: RowFormat | None, dataset: str | None) -> tuple[RowFormat, dspy.Example | None]:
+    """(format, example) for one raw row; example is None for an unanswerable MuSiQue row."""
+    if isinstance(row, BadRow):
+        raise row
+    if not isinstance(row, Mapping):
+        raise DatasetError(f"expected a JSON object, got {type(row).__name__}")
+    fmt = fmt or detect_format(row)
+    if row.get("answerable") is False:
+        return fmt, None
+    return fmt, make_example(**fmt.parse(row, dataset or fmt.dataset))
+
+
+def _where(source: str, location: str, row: Any) -> str:
+    qid = row.get("_id", row.get("id")) if isinstance(row, Mapping) else None
+    return f"{source}: {location}" + (f" (id {qid})" if qid is not None else "")
+
+
+def examples_from_rows(
+    rows: Iterable[tuple[str, Any]], source: str, dataset: str | None = None, skip_malformed: bool = False
+) -> tuple[list[dspy.Example], LoadReport]:
+    """Examples from ``(location, row)`` pairs; the layout is detected from the first good row.
+
+    A malformed row raises a DatasetError naming source, row and field, unless
+    ``skip_malformed``, which counts and reports it instead.
+    """
+    report, fmt, examples = LoadReport(source), None, []
+    for location, row in rows:
+        try:
+            fmt, example = _parse_row(row, fmt, dataset)
+        except DatasetError as exc:
+            message = f"{_where(source, location, row)}: {exc}"
+            if not skip_malformed:
+                raise DatasetError(message) from None
+            report.skipped += 1
+            report.problems.append(message)
+            continue
+        if example is None:
+            report.unanswerable += 1
+        else:
+            examples.append(example)
+    report.format, report.loaded = fmt.name if fmt else "unknown", len(examples)
+    _check_loaded(examples, report)
+    return examples, report
+
+
+def _check_loaded(examples: list[dspy.Example], report: LoadReport) -> None:
+    if not examples:
+        first = f"; first problem: {report.problems[0]}" if report.problems else ""
+        raise DatasetError(f"{report.source}: no usable questions ({report.skipped} rows skipped){first}")
+    repeated = [qid for qid, n in Counter(ex.id for ex in examples).items() if n > 1]
+    if repeated:
+        logger.warning("%s: %d question ids occur more than once, e.g. %s", report.source, len(repeated), repeated[0])
+
+
+def dataset_file(dataset: str, split: str, data_dir: str | Path | None) -> Path:
+    """``DATA_DIR/DATASET/SPLIT.json`` (or ``.jsonl``, or a saved HF dataset folder ``SPLIT``)."""
+    if data_dir is None:
+        raise DatasetError(f"no data folder given for dataset {dataset!r}; {DATA_DIR_HINT}")
+    folder = Path(data_dir) / dataset
+    if not folder.is_dir():
+        raise DatasetError(f"{folder}: no such folder; {DATA_DIR_HINT}")
+    for candidate in (folder / f"{split}.json", folder / f"{split}.jsonl", folder / split):
+        if candidate.is_file() or is_hf_saved(candidate):
+            return candidate
+    splits = sorted({p.stem for p in folder.glob("*.json*") if p.stem != "corpus"})
+    raise DatasetError(f"{folder}: no split {split!r} ({split}.json or {split}.jsonl); "
+                       f"available splits: {', '.join(splits) or 'none'}")
+
+
+def resolve_source(dataset: str | Path, split: str, data_dir: str | Path | None) -> tuple[Path, str | None]:
+    """(file, dataset name or None) for a dataset name or a path; unknown names are errors."""
+    if isinstance(dataset, str) and dataset.lower() in DATASETS:
+        name = dataset.lower()
+        return dataset_file(name, split, data_dir), name
+    text = str(dataset)
+    if isinstance(dataset, Path) or "/" in text or "\\" in text or text.endswith((".json", ".jsonl")) \
+            or Path(text).exists():
+        return Path(dataset), None
+    raise DatasetError(f"unknown dataset {text!r}; valid names: {', '.join(DATASETS)} (or a path to a file)")
+
+
+def load_examples_report(
+    dataset: str | Path,
+    split: str,
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    balanced: bool = False,
+    skip_malformed: bool = False,
+) -> tuple[list[dspy.Example], LoadReport]:
+    """:func:`load_examples`, also returning the :class:`LoadReport` (counts before sampling)."""
+    path, name = resolve_source(dataset, split, data_dir)
+    split_hint = split if is_hf_saved(path) else None
+    examples, report = examples_from_rows(read_rows(path, split_hint), str(path), name, skip_malformed)
+    report.log()
+    return sample(examples, limit, seed, balanced), report
+
+
+def load_examples(
+    dataset: str | Path,
+    split: str,
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    balanced: bool = False,
+    skip_malformed: bool = False,
+) -> list[dspy.Example]:
+    """Questions of a benchmark split as examples, optionally a seeded (balanced) sample.
+
+    ``dataset``: 'hotpotqa', '2wikimultihopqa', 'musique' (read from ``data_dir/NAME/SPLIT.json``)
+    or a path to a JSON / JSONL file or saved Hugging Face dataset (layout auto-detected; ``split``
+    then only picks a split of a saved DatasetDict).
+    """
+    return load_examples_report(dataset, split, data_dir, limit, seed, balanced, skip_malformed)[0]
+
+
+def load_hotpotqa_hf(
+    split: str = "validation",
+    source: Any = None,
+    config: str = "distractor",
+    skip_malformed: bool = False,
+) -> tuple[list[dspy.Example], LoadReport]:
+    """HotpotQA in the Hugging Face layout.
+
+    ``source``: None (download from the hub: needs network), a folder written by
+    ``save_to_disk``, or a ``Dataset`` / ``DatasetDict`` object. 'dev' means 'validation'.
+    """
+    if source is None:
+        rows, label = load_hf_hub(HF_HOTPOTQA, config, split), f"hf:{HF_HOTPOTQA}/{config}/{split}"
+    elif isinstance(source, (str, Path)):
+        rows, label = load_hf_from_disk(Path(source), split), str(source)
+    else:
+        rows, label = pick_split(source, split, "Hugging Face dataset"), f"hf:{split}"
+    examples, report = examples_from_rows(hf_rows(rows), label, "hotpotqa", skip_malformed)
+    report.log()
+    return examples, report
