@@ -1,0 +1,158 @@
+"""`sharp ask`, `sharp eval` and `sharp demo` (the README's main job)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from experiments import options as o
+
+log = logging.getLogger(__name__)
+
+
+def _fail(exc: Exception) -> None:
+    from experiments.render import err_console
+
+    err_console.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(2)
+
+
+def ask(
+    question: str = typer.Argument(..., help="The question to answer."),
+    system: str = typer.Option("sharp", "--system", "-s", help="System to run (see `sharp eval --help`)."),
+    program: Optional[str] = typer.Option(None, "--program", help="A saved program: file path or models:/NAME/VERSION."),
+    dataset: str = o.Dataset, data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
+    lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
+    critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
+    lm_config: Optional[Path] = o.LMConfigFile, no_cache: bool = o.NoCache,
+    config: Optional[Path] = o.Config, set_: Optional[list[str]] = o.Set,
+    as_json: bool = typer.Option(False, "--json", help="Print the prediction as one JSON object."),
+) -> None:
+    """Answer one question and show how: plan, each round's verdict and confidence, evidence, cost."""
+    from program.errors import SharpError
+
+    try:
+        lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
+                             generator_lm=generator_lm)
+        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache)
+        if program:
+            from experiments.export import resolve_program_path
+
+            module, _ = rt.load_program(resolve_program_path(program, rt.workspace))
+        else:
+            module = rt.system(system, {**o.read_mapping(config), **o.parse_sets(set_)})
+        pred = module(question=question)
+    except SharpError as exc:
+        _fail(exc)
+    if as_json:
+        out = {k: pred.get(k) for k in pred.keys() if k != "passages"}
+        out["passages"] = [p.to_dict() for p in pred.passages]
+        sys.stdout.write(json.dumps(out, default=str) + "\n")
+        return
+    from experiments import render
+
+    render.prediction(pred, question)
+
+
+def eval_(
+    system: str = typer.Option("sharp", "--system", "-s", help="sharp | vanilla | any registered system."),
+    program: Optional[str] = typer.Option(None, "--program", help="Evaluate a saved program instead of a fresh system."),
+    dataset: str = o.Dataset, split: str = typer.Option("dev", "--split"),
+    limit: Optional[int] = typer.Option(None, "--limit", help="A seeded sample of N questions."),
+    seed: int = typer.Option(0, "--seed"), balanced: bool = typer.Option(False, "--balanced", help="Balance by type."),
+    threads: int = typer.Option(1, "--threads", help="Parallel questions (helps for remote LMs)."),
+    data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
+    lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
+    critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
+    lm_config: Optional[Path] = o.LMConfigFile, no_cache: bool = o.NoCache, cache_dir: Optional[Path] = o.CacheDir,
+    config: Optional[Path] = o.Config, set_: Optional[list[str]] = o.Set,
+    tracking_uri: Optional[str] = o.TrackingUri,
+    traces: bool = typer.Option(True, "--traces/--no-traces", help="Record DSPy traces in MLflow."),
+    as_json: bool = typer.Option(False, "--json", help="Print the aggregate metrics as one JSON object."),
+) -> None:
+    """Evaluate a system on a split; resumable; one MLflow run with config, metrics and the per-question table."""
+    from experiments import render, tracking
+    from experiments.evaluation import build, log_to_mlflow, run_eval
+    from program.errors import SharpError
+
+    try:
+        lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
+                             generator_lm=generator_lm)
+        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir)
+        tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
+        examples = rt.examples(split, limit, seed, balanced)
+        program_path = None
+        if program:
+            from experiments.export import resolve_program_path
+
+            program_path = resolve_program_path(program, rt.workspace)
+        module, name = build(rt, system, {**o.read_mapping(config), **o.parse_sets(set_)}, program_path)
+        if traces:
+            tracking.enable_dspy_traces()
+        with tracking.run(f"eval-{name}-{Path(dataset).stem}-{split}", tags={"kind": "eval", "system": name}):
+            result, settings, module, path = run_eval(rt, name, examples, split, program_path=program_path,
+                                                      threads=threads, progress=not as_json, module=module)
+            import mlflow
+
+            mlflow.log_params(tracking.flatten({**settings, "limit": limit, "seed": seed, "balanced": balanced}))
+            log_to_mlflow(result, settings, module, path)
+    except SharpError as exc:
+        _fail(exc)
+    if as_json:
+        sys.stdout.write(json.dumps({"metrics": result.metrics, "by_type": result.by_type}, default=str) + "\n")
+    else:
+        render.console.print(render.metrics_table({name: result.metrics}, f"{name} on {dataset} {split}"))
+        render.console.print(f"results: {path}")
+
+
+def demo(
+    dataset: str = o.Dataset, split: str = typer.Option("dev", "--split"),
+    limit: int = typer.Option(20, "--limit", help="Seeded sample size."), seed: int = typer.Option(0, "--seed"),
+    data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
+    lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, critic_lm: Optional[str] = o.CriticLM,
+    tracking_uri: Optional[str] = o.TrackingUri,
+) -> None:
+    """The main job: build the index if needed, run SHARP and plain RAG on a seeded sample, compare."""
+    from experiments import render, tracking
+    from experiments.evaluation import log_to_mlflow, run_eval
+    from program.errors import IndexMissingError, SharpError
+
+    try:
+        rt = o.runtime(dataset, data_dir, workspace, o.lm_config(None, lm, api_base, critic_lm=critic_lm))
+        uri = tracking.configure(tracking_uri, rt.workspace)
+        try:
+            retriever = rt.retriever()
+        except IndexMissingError:
+            render.console.print(f"[bold]building the {dataset} index[/bold] (once; a few minutes)")
+            from experiments.commands.data import build_dataset_index
+
+            build_dataset_index(rt)
+            retriever = rt.retriever()
+        examples = rt.examples(split, limit, seed)
+        results = {}
+        with tracking.run(f"demo-{Path(dataset).stem}-{split}-{limit}", tags={"kind": "demo"}):
+            for name in ("vanilla", "sharp"):
+                render.console.print(f"[bold]{name}[/bold] on {len(examples)} {dataset} {split} questions")
+                with tracking.run(name, nested=True, tags={"system": name}):
+                    result, settings, module, path = run_eval(rt, name, examples, split,
+                                                              module=rt.system(name, retriever=retriever))
+                    import mlflow
+
+                    mlflow.log_params(tracking.flatten(settings))
+                    log_to_mlflow(result, settings, module, path)
+                results[name] = result.metrics
+    except SharpError as exc:
+        _fail(exc)
+    render.console.print(render.metrics_table(results, f"SHARP vs plain RAG, {limit} seeded {dataset} {split} questions"))
+    render.console.print(f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {uri}) then open http://127.0.0.1:5000")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ask")(ask)
+    app.command("eval")(eval_)
+    app.command("demo")(demo)

@@ -1,0 +1,67 @@
+"""One system evaluated on one split: resumable results file, settings recorded, MLflow logging."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import dspy
+
+from experiments import tracking
+from experiments.runtime import Runtime, config_hash
+from optimize.evaluate import EvalResult, evaluate
+
+log = logging.getLogger(__name__)
+
+
+def build(rt: Runtime, system: str, config: Optional[Mapping[str, Any]] = None,
+          program_path: Optional[Path] = None) -> tuple[dspy.Module, str]:
+    """The module to evaluate and its system name: from a saved program, or fresh from config."""
+    if program_path:
+        module, saved = rt.load_program(program_path)
+        return module, saved.system
+    return rt.system(system, config), system
+
+
+def settings_of(rt: Runtime, system_name: str, module: dspy.Module, split: str, examples: list,
+                program_path: Optional[Path] = None) -> dict:
+    """Everything that decides the results: what a resumed run must share with the file."""
+    return {
+        "system": system_name,
+        "dataset": rt.dataset,
+        "split": split,
+        "question_ids_hash": config_hash([e.id for e in examples]),
+        "config": module.config.model_dump(mode="json"),
+        "lm": rt.lm_config.summary(),
+        "retriever": rt.retriever_config,
+        "program": str(program_path) if program_path else None,
+        "program_state_hash": config_hash(module.dump_state()) if program_path else None,
+        "cache": rt.cache,
+    }
+
+
+def results_file(rt: Runtime, settings: dict, tag: str = "") -> Path:
+    name = f"{settings['system']}-{Path(settings['dataset']).stem}-{settings['split']}{tag}-{config_hash(settings)}.jsonl"
+    return rt.workspace / "runs" / name
+
+
+def run_eval(rt: Runtime, system: str, examples: list, split: str, config: Optional[Mapping[str, Any]] = None,
+             program_path: Optional[Path] = None, threads: int = 1, progress: bool = True,
+             module: Optional[dspy.Module] = None) -> tuple[EvalResult, dict, dspy.Module, Path]:
+    if module is None:
+        module, system = build(rt, system, config, program_path)
+    settings = settings_of(rt, system, module, split, examples, program_path)
+    path = results_file(rt, settings)
+    log.info("evaluating %s on %d %s questions; results in %s", system, len(examples), split, path)
+    result = evaluate(module, examples, path, threads=threads, progress=progress, meta=settings)
+    return result, settings, module, path
+
+
+def log_to_mlflow(result: EvalResult, settings: dict, module: dspy.Module, results_path: Path, prefix: str = "") -> None:
+    """Metrics, per-question table, results file and the program's JSON state on the active run."""
+    tracking.log_eval(result, prefix)
+    tracking.log_json(module.dump_state(), f"{prefix}program_state.json")
+    tracking.log_json({"metrics": result.metrics, "by_type": result.by_type, "settings": settings},
+                      f"{prefix}summary.json")
+    tracking.log_file(results_path, artifact_path="results")

@@ -1,0 +1,76 @@
+"""CLI options shared by every command, and turning them into a Runtime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+import yaml
+
+from program.errors import ConfigError
+
+DataDir = typer.Option(None, "--data-dir", help="Datasets folder (default: $SHARP_DATA, ./datasets, ../shared/datasets).")
+Workspace = typer.Option(None, "--workspace", help="Folder for indexes, runs, programs (default: $SHARP_WORKSPACE or ./workspace).")
+Dataset = typer.Option("hotpotqa", "--dataset", "-d", help="hotpotqa | 2wikimultihopqa | musique | a path to a question file.")
+LM = typer.Option(None, "--lm", help="Default model for every role, e.g. local/qwen2.5-coder-1.5b, openai/gpt-4o-mini.")
+ApiBase = typer.Option(None, "--api-base", help="OpenAI-compatible endpoint for --lm (e.g. http://127.0.0.1:8008/v1).")
+PlannerLM = typer.Option(None, "--planner-lm", help="Model for the planner only.")
+CriticLM = typer.Option(None, "--critic-lm", help="Model for the critic only (a strong critic helps most).")
+GeneratorLM = typer.Option(None, "--generator-lm", help="Model for the generator only.")
+JudgeLM = typer.Option(None, "--judge-lm", help="Model for LLM-as-judge metrics.")
+ProposerLM = typer.Option(None, "--proposer-lm", help="Model that optimizers use to propose instructions.")
+LMConfigFile = typer.Option(None, "--lm-config", help="YAML/JSON file with an LMConfig (default + per-role overrides).")
+NoCache = typer.Option(False, "--no-cache", help="Do not read or write DSPy's answer cache (a cold run).")
+CacheDir = typer.Option(None, "--cache-dir", help="A separate DSPy cache folder for this run.")
+TrackingUri = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: sqlite store in the workspace).")
+Config = typer.Option(None, "--config", help="YAML/JSON file with the system's config.")
+Set = typer.Option(None, "--set", help="Override one config key: --set confidence_threshold=0.8 (repeatable; JSON values).")
+
+
+def read_mapping(path: Optional[Path]) -> dict:
+    if path is None:
+        return {}
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping, not {type(data).__name__}")
+    return data
+
+
+def parse_sets(items: Optional[list[str]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ConfigError(f"--set takes key=value, got {item!r}")
+        key, raw = item.split("=", 1)
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        target = out
+        *parents, leaf = key.strip().split(".")
+        for p in parents:
+            target = target.setdefault(p, {})
+        target[leaf] = value
+    return out
+
+
+def lm_config(lm_file: Optional[Path] = None, lm: Optional[str] = None, api_base: Optional[str] = None,
+              **roles: Optional[str]) -> Any:
+    from program.lm import LMConfig
+
+    base = LMConfig.from_mapping(read_mapping(lm_file))
+    return base.with_overrides(lm=lm, api_base=api_base, **{k: v for k, v in roles.items() if v is not None})
+
+
+def runtime(dataset: str, data_dir: Optional[Path], workspace: Optional[Path], lm_cfg: Any,
+            no_cache: bool = False, cache_dir: Optional[Path] = None, retriever: Optional[dict] = None) -> Any:
+    from experiments import settings
+    from experiments.runtime import Runtime
+
+    return Runtime(dataset=dataset, data_dir=data_dir, workspace=settings.workspace(workspace),
+                   lm_config=lm_cfg, retriever_config=retriever or {}, cache=not no_cache, cache_dir=cache_dir)
