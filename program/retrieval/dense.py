@@ -1,0 +1,116 @@
+"""Dense retrieval: sentence embeddings in a Chroma persistent collection (cosine space).
+
+The collection has no embedding function: vectors are always computed by our
+:class:`~program.retrieval.embedder.Embedder` and passed explicitly (Chroma's default function
+would try to download a model).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from program.errors import IndexMismatchError, RetrievalError
+from program.retrieval.base import check_query
+from program.retrieval.embedder import Embedder
+from program.retrieval.manifest import CHROMA_DIR, COLLECTION
+from program.types import Passage
+
+MAX_CHROMA_BATCH = 5461  # Chroma's limit on items per add()
+HNSW = {"space": "cosine", "ef_construction": 200, "ef_search": 200, "max_neighbors": 32}
+
+
+def open_collection(index_dir: str | os.PathLike, create: bool = False):
+    """The passages collection of the index at ``index_dir`` (created when ``create``)."""
+    import chromadb
+    from chromadb.config import Settings
+
+    path = Path(index_dir) / CHROMA_DIR
+    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    if create:
+        return client.get_or_create_collection(COLLECTION, embedding_function=None, configuration={"hnsw": HNSW})
+    return client.get_collection(COLLECTION, embedding_function=None)
+
+
+def delete_collection(index_dir: str | os.PathLike) -> None:
+    """Drop the passages collection (if any) of the index at ``index_dir``."""
+    import chromadb
+    from chromadb.config import Settings
+    from chromadb.errors import NotFoundError
+
+    path = Path(index_dir) / CHROMA_DIR
+    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    try:
+        client.delete_collection(COLLECTION)
+    except NotFoundError:
+        pass
+
+
+def stored_ids(collection, page: int = 20_000) -> set[str]:
+    """Every id the collection holds (paged, so a large collection is read in bounded pieces)."""
+    ids: set[str] = set()
+    offset = 0
+    while True:
+        got = collection.get(include=[], limit=page, offset=offset)["ids"]
+        ids.update(got)
+        if len(got) < page:
+            return ids
+        offset += page
+
+
+def add_passages(collection, passages: Sequence[Passage], embeddings: np.ndarray) -> None:
+    for start in range(0, len(passages), MAX_CHROMA_BATCH):
+        chunk = passages[start : start + MAX_CHROMA_BATCH]
+        collection.add(
+            ids=[p.id for p in chunk],
+            embeddings=embeddings[start : start + len(chunk)],
+            documents=[p.text for p in chunk],
+            metadatas=[{"title": p.title} for p in chunk],
+        )
+
+
+def dense_document(p: Passage, dense_text: str) -> str:
+    return f"{p.title}. {p.text}" if dense_text == "title_text" else p.text
+
+
+class DenseRetriever:
+    """Nearest passages by cosine similarity of sentence embeddings; score = cosine."""
+
+    def __init__(self, index_dir: str | os.PathLike, embedder: Embedder, dimension: int | None = None) -> None:
+        self._collection = open_collection(index_dir)
+        self._count = self._collection.count()
+        self._embedder = embedder
+        self._dimension = dimension
+
+    def __len__(self) -> int:
+        return self._count
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        return self.retrieve_many([query], k)[0]
+
+    def retrieve_many(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
+        cleaned = [check_query(q, k) for q in queries]
+        if not cleaned or self._count == 0:
+            return [[] for _ in cleaned]
+        vectors = self._embedder.encode(cleaned)
+        if self._dimension is not None and vectors.shape[1] != self._dimension:
+            raise IndexMismatchError(
+                f"the query embedder gives {vectors.shape[1]}-d vectors but the index holds "
+                f"{self._dimension}-d ones: use the index's embedding model or rebuild (sharp index --rebuild)"
+            )
+        try:
+            res = self._collection.query(
+                query_embeddings=vectors, n_results=min(k, self._count),
+                include=["documents", "metadatas", "distances"],
+            )
+        except Exception as exc:  # chromadb raises its own and builtin types; none is recoverable here
+            raise RetrievalError(f"dense query failed: {type(exc).__name__}: {exc}") from exc
+        out = []
+        for ids, docs, metas, dists in zip(res["ids"], res["documents"], res["metadatas"], res["distances"]):
+            hits = [Passage(i, (m or {}).get("title", ""), d or "", 1.0 - float(dist)) for i, d, m, dist in zip(ids, docs, metas, dists)]
+            hits.sort(key=lambda p: (-p.score, p.id))
+            out.append(hits)
+        return out

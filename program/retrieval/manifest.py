@@ -1,0 +1,79 @@
+"""The index manifest: what an index folder holds, how it was built, whether it is complete.
+
+Layout of an index folder::
+
+    manifest.json   this record (status "building" while a build runs, "complete" after)
+    chroma/         the Chroma persistent store (collection "passages", cosine space)
+    bm25/           the bm25s index and its passage store
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from program.types import Passage
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+CHROMA_DIR = "chroma"
+BM25_DIR = "bm25"
+COLLECTION = "passages"
+
+
+def corpus_sha256(passages: Iterable[Passage]) -> str:
+    """A hash of the corpus content (id, title, text of every passage), independent of order."""
+    h = hashlib.sha256()
+    for p in sorted(passages, key=lambda p: p.id):
+        for part in (p.id, p.title, p.text):
+            h.update(part.encode("utf-8"))
+            h.update(b"\x1f")
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
+def read_manifest(index_dir: str | os.PathLike) -> dict[str, Any] | None:
+    path = Path(index_dir) / MANIFEST
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_manifest(index_dir: str | os.PathLike, manifest: dict[str, Any]) -> None:
+    """Write atomically: a reader sees the old manifest or the new one, never half of one."""
+    index_dir = Path(index_dir)
+    index_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".manifest.", suffix=".tmp", dir=index_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, index_dir / MANIFEST)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def mismatches(manifest: dict[str, Any], settings: dict[str, Any], corpus_hash: str | None = None) -> list[str]:
+    """Human-readable differences between a manifest and the index-time settings asked for."""
+    problems = []
+    for key, want in settings.items():
+        have = manifest.get(key)
+        if have != want:
+            problems.append(f"{key}: index has {have!r}, asked for {want!r}")
+    if corpus_hash is not None and manifest.get("corpus_sha256") != corpus_hash:
+        problems.append(
+            f"corpus: index built from corpus sha256 {str(manifest.get('corpus_sha256'))[:12]}..., "
+            f"this corpus is {corpus_hash[:12]}..."
+        )
+    return problems

@@ -1,0 +1,106 @@
+"""A 20-passage corpus and a deterministic, model-free embedder for retrieval tests."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+from program.types import Passage  # noqa: E402
+
+TINY = [
+    ("Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France, designed by Gustave Eiffel's company."),
+    ("Gustave Eiffel", "Gustave Eiffel was a French civil engineer born in Dijon in 1832."),
+    ("Dijon", "Dijon is a city in eastern France, capital of the Cote-d'Or department, famous for its mustard."),
+    ("Great Wall of China", "The Great Wall of China is a series of fortifications built across northern China."),
+    ("Python (programming language)", "Python is a high-level programming language created by Guido van Rossum."),
+    ("Guido van Rossum", "Guido van Rossum is a Dutch programmer, born in Haarlem, the creator of Python."),
+    ("Haarlem", "Haarlem is a city in the Netherlands and the capital of the province of North Holland."),
+    ("Mount Everest", "Mount Everest is Earth's highest mountain above sea level, in the Himalayas."),
+    ("Edmund Hillary", "Edmund Hillary was a New Zealand mountaineer who first climbed Mount Everest in 1953."),
+    ("Photosynthesis", "Photosynthesis is the process plants use to convert light energy into chemical energy."),
+    ("Chlorophyll", "Chlorophyll is the green pigment in plants that absorbs light for photosynthesis."),
+    ("Pokémon", "Pokémon is a media franchise created by Satoshi Tajiri, managed by The Pokémon Company."),
+    ("Satoshi Tajiri", "Satoshi Tajiri is a Japanese video game designer, the creator of the Pokémon franchise."),
+    ("Beethoven", "Ludwig van Beethoven was a German composer and pianist born in Bonn."),
+    ("Bonn", "Bonn is a city on the banks of the Rhine in Germany, former capital of West Germany."),
+    ("Amazon River", "The Amazon River in South America is the largest river by discharge volume of water."),
+    ("Marie Curie", "Marie Curie was a Polish physicist and chemist who researched radioactivity."),
+    ("Radioactivity", "Radioactivity is the process by which an unstable atomic nucleus loses energy by radiation."),
+    ("Tour de France", "The Tour de France is an annual men's multiple-stage bicycle race held mainly in France."),
+    ("Bicycle", "A bicycle is a human-powered, pedal-driven, single-track vehicle with two wheels."),
+]
+
+
+def tiny_passages() -> list[Passage]:
+    return [Passage(id=f"t{i:02d}", title=t, text=x) for i, (t, x) in enumerate(TINY)]
+
+
+@pytest.fixture
+def passages() -> list[Passage]:
+    return tiny_passages()
+
+
+class HashEmbedder:
+    """Bag of hashed lower-cased words (64-d): similar wording -> similar vectors. Counts calls."""
+
+    backend = "fake"
+    max_seq_length = 256
+
+    def __init__(self, dimension: int = 64) -> None:
+        self.dimension = dimension
+        self.encoded: list[str] = []
+
+    def encode(self, texts, batch_size=None, progress=None) -> np.ndarray:
+        texts = list(texts)
+        self.encoded += texts
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                h = int(hashlib.md5(word.encode()).hexdigest(), 16)
+                out[row, h % self.dimension] += 1.0
+        out += 1e-3
+        if progress:
+            progress(len(texts))
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def fake_embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+QUESTIONS = [
+    ("q1", "Where was the designer of the Eiffel Tower born?", "Dijon", "bridge", ["Eiffel Tower", "Gustave Eiffel"]),
+    ("q2", "Who created the programming language Python?", "Guido van Rossum", "bridge", ["Python (programming language)"]),
+    ("q3", "Which composer was born in the city that was capital of West Germany?", "Beethoven", "comparison",
+     ["Beethoven", "Bonn"]),
+    ("q4", "Who first climbed the highest mountain on Earth?", "Edmund Hillary", "bridge", ["Mount Everest", "Edmund Hillary"]),
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory):
+    """A folder with corpus.jsonl (id, title, text sentences) and a HotpotQA-format dev.json."""
+    import json
+
+    folder = tmp_path_factory.mktemp("data") / "tiny"
+    folder.mkdir()
+    with open(folder / "corpus.jsonl", "w") as f:
+        for p in tiny_passages():
+            f.write(json.dumps({"id": p.id, "title": p.title, "text": [p.text]}) + "\n")
+    by_title = {t: x for t, x in TINY}
+    rows = [
+        {"_id": qid, "question": q, "answer": a, "type": typ, "level": "hard",
+         "supporting_facts": [[t, 0] for t in gold], "context": [[t, [by_title[t]]] for t in gold]}
+        for qid, q, a, typ, gold in QUESTIONS
+    ]
+    (folder / "dev.json").write_text(json.dumps(rows))
+    return folder
