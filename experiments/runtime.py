@@ -59,6 +59,15 @@ class Runtime:
 
         return open_retriever(self.index_dir(), self.retriever_settings(overrides))
 
+    def build_index(self, progress: bool = True) -> dict:
+        """Build (or resume) this dataset's index with the runtime's retriever settings."""
+        from data.indexing import build_index
+        from experiments.commands.data import load_dataset_corpus
+
+        passages = load_dataset_corpus(self.dataset, self.data_dir)
+        return build_index(passages, self.index_dir(), self.retriever_settings(), progress=progress,
+                           dataset=self.dataset)
+
     def index_manifest(self) -> dict:
         path = self.index_dir() / "manifest.json"
         return json.loads(path.read_text()) if path.exists() else {}
@@ -66,9 +75,13 @@ class Runtime:
     # ---- systems ---------------------------------------------------------------------------
     def system(self, name: str, config: Mapping[str, Any] | None = None, retriever: Any = None) -> dspy.Module:
         cfg = config_for(name, config)
-        if retriever is None and getattr(SYSTEMS[name][0], "NEEDS_RETRIEVER", True):
-            retriever = self.retriever()
-        module = build_system(name, retriever, cfg)
+        module_cls = SYSTEMS[name][0]
+        if retriever is None and getattr(module_cls, "NEEDS_RETRIEVER", True):
+            mode = getattr(cfg, "retrieval_mode", None)  # e.g. vanilla-dense: open the index in that mode
+            retriever = self.retriever({"mode": mode} if mode else None)
+        extra = getattr(module_cls, "extra_retrievers", None)  # e.g. CRAG's lexical fallback route
+        extra = {kw: self.retriever(overrides) for kw, overrides in extra(cfg).items()} if extra else {}
+        module = build_system(name, retriever, cfg, **extra)
         assign_lms(module, self.lm_config)
         return module
 

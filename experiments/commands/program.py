@@ -129,9 +129,7 @@ def demo(
             retriever = rt.retriever()
         except IndexMissingError:
             render.console.print(f"[bold]building the {dataset} index[/bold] (once; a few minutes)")
-            from experiments.commands.data import build_dataset_index
-
-            build_dataset_index(rt)
+            rt.build_index()
             retriever = rt.retriever()
         examples = rt.examples(split, limit, seed)
         results = {}
