@@ -11,10 +11,27 @@ from program.config import StrictConfig
 from program.errors import ConfigError
 from program.retrieval.base import Retriever
 from program.sharp import SharpConfig, SharpRAG
+from program.systems.adaptive import AdaptiveConfig, AdaptiveRAG
+from program.systems.closed_book import ClosedBook, ClosedBookConfig
+from program.systems.crag import CorrectiveRAG, CRAGConfig
+from program.systems.modes import DenseRAG, DenseRAGConfig, HybridRAG, HybridRAGConfig
+from program.systems.react import ReActConfig, ReActRAG
+from program.systems.rerank import LMRerankConfig, LMRerankRAG, RerankConfig, RerankRAG
+from program.systems.selfrag import SelfRAG, SelfRAGConfig
 
 SYSTEMS: dict[str, tuple[type[dspy.Module], type[StrictConfig]]] = {
     "sharp": (SharpRAG, SharpConfig),
     "vanilla": (VanillaRAG, VanillaConfig),
+    # the arena (issue 5): baselines and published self-correcting designs, same prediction shape
+    "closed-book": (ClosedBook, ClosedBookConfig),
+    "vanilla-dense": (DenseRAG, DenseRAGConfig),
+    "vanilla-hybrid": (HybridRAG, HybridRAGConfig),
+    "vanilla-rerank": (RerankRAG, RerankConfig),
+    "vanilla-lmrerank": (LMRerankRAG, LMRerankConfig),
+    "self-rag": (SelfRAG, SelfRAGConfig),
+    "crag": (CorrectiveRAG, CRAGConfig),
+    "adaptive": (AdaptiveRAG, AdaptiveConfig),
+    "react": (ReActRAG, ReActConfig),
 }
 
 

@@ -1,0 +1,238 @@
+"""The arena: several systems on the same questions, resumable, one MLflow parent run, one report.
+
+Each system's per-question rows go to ``<workspace>/reports/arena-<name>/results/<system>.jsonl``
+through :func:`optimize.evaluate.evaluate` (with the settings as the file's meta), so an
+interrupted arena continues where it stopped, and a system whose file already holds every
+question is not built, let alone rerun. The report (tables, plots) is rebuilt from the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from experiments import report, tracking
+from experiments.runtime import config_hash
+from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate
+from optimize.metrics import question_row
+from optimize.stats import paired_bootstrap
+from program.errors import ConfigError
+from program.registry import SYSTEMS, UnknownSystemError, config_for, system_names
+
+log = logging.getLogger(__name__)
+
+BASELINES = ("vanilla", "vanilla-hybrid", "vanilla-dense")
+
+
+@dataclass(frozen=True)
+class ArenaSpec:
+    systems: tuple[str, ...]
+    split: str = "dev"
+    limit: int | None = None
+    seed: int = 0
+    balanced: bool = False
+    name: str | None = None
+    baseline: str | None = "vanilla"
+    judge: bool = False
+    threads: int = 1
+    configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class ArenaResult:
+    folder: Path
+    report: Path
+    summary: dict
+    results: dict[str, EvalResult]
+    paths: dict[str, Path]
+    ran: list[str]
+    reused: list[str]
+
+
+def resolve_systems(systems: str | Sequence[str]) -> tuple[str, ...]:
+    """'all' or a comma list -> registered names, in order, without repeats (unknown -> error listing all)."""
+    names = systems.split(",") if isinstance(systems, str) else list(systems)
+    names = [n.strip() for n in names if n.strip()]
+    if names == ["all"]:
+        return tuple(system_names())
+    if not names:
+        raise ConfigError(f"no system named; pass --systems all or some of: {', '.join(system_names())}")
+    for n in names:
+        if n not in SYSTEMS:
+            raise UnknownSystemError(f"unknown system '{n}'; valid systems: {', '.join(system_names())} (or 'all')")
+    return tuple(dict.fromkeys(names))
+
+
+def check_configs(configs: Mapping[str, Any], names: Sequence[str]) -> dict[str, dict]:
+    """Per-system config overrides ({system: {key: value}}), each validated against its config class."""
+    out = {}
+    for name, values in (configs or {}).items():
+        if name not in SYSTEMS:
+            raise UnknownSystemError(f"config given for unknown system '{name}'; valid systems: {', '.join(system_names())}")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"the config of '{name}' must be a mapping of keys to values, not {values!r}")
+        config_for(name, values)
+        out[name] = dict(values)
+    unused = set(out) - set(names)
+    if unused:
+        log.warning("configs given for systems not in this arena (ignored): %s", ", ".join(sorted(unused)))
+    return out
+
+
+def arena_name(dataset: str, spec: ArenaSpec) -> str:
+    if spec.name:
+        return spec.name
+    return (f"{Path(dataset).stem}-{spec.split}-{spec.limit or 'all'}-s{spec.seed}" + ("-bal" if spec.balanced else "")
+            + ("-judge" if spec.judge else ""))
+
+
+def pick_baseline(spec: ArenaSpec, names: Sequence[str]) -> str | None:
+    if spec.baseline in names:
+        return spec.baseline
+    found = next((b for b in BASELINES if b in names), None)
+    log.warning("baseline %r is not in this arena; paired differences use %s", spec.baseline, found or "nothing")
+    return found
+
+
+def settings_for(rt: Any, name: str, values: Mapping[str, Any], split: str, examples: list, judge: Any) -> dict:
+    """What decides a system's results: a resumed file must have been written with the same."""
+    return {
+        "system": name,
+        "dataset": rt.dataset,
+        "split": split,
+        "question_ids_hash": config_hash([e.id for e in examples]),
+        "config": config_for(name, values).model_dump(mode="json"),
+        "lm": rt.lm_config.summary(),
+        "retriever": rt.retriever_config,
+        "cache": rt.cache,
+        "judge": judge.config.model_dump(mode="json") if judge is not None else None,
+    }
+
+
+def is_finished(path: Path, examples: list) -> bool:
+    if not path.exists():
+        return False
+    done = set()
+    for line in path.read_text().splitlines():
+        try:
+            done.add(json.loads(line).get("id"))
+        except (json.JSONDecodeError, AttributeError):  # a line cut by a kill: that question is not done
+            continue
+    return all(e.id in done for e in examples)
+
+
+class _NotRerun:
+    """Stands in for a finished system: evaluate() only reads its file; calling it is a bug."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, **_: Any) -> Any:
+        raise RuntimeError(f"system {self.name} is finished and must not be rerun")
+
+
+def _judge(rt: Any, spec: ArenaSpec, judge: Any) -> Any:
+    if not spec.judge:
+        return None
+    if judge is None:
+        from optimize.judge import Judge
+        from program.lm import assign_lms
+
+        judge = Judge()
+        assign_lms(judge, rt.lm_config)
+    return judge
+
+
+@contextlib.contextmanager
+def _maybe_run(track: bool, name: str, **kw: Any) -> Iterator[None]:
+    if not track:
+        yield
+        return
+    with tracking.run(name, **kw):
+        yield
+
+
+def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = True, judge: Any = None) -> ArenaResult:
+    """Run (or resume) every system of ``spec`` on the same questions; write and log the report.
+
+    ``rt`` is an experiments.runtime.Runtime (or anything with its examples/system/retriever
+    methods); with ``track`` the caller has pointed MLflow somewhere (tracking.configure).
+    """
+    names = resolve_systems(spec.systems)
+    configs = check_configs(spec.configs, names)
+    baseline = pick_baseline(spec, names)
+    if baseline:  # first, so each later system's run can log its paired difference to it
+        names = (baseline, *[n for n in names if n != baseline])
+    examples = rt.examples(spec.split, spec.limit, spec.seed, spec.balanced)
+    if not examples:
+        raise ConfigError(f"no questions in {rt.dataset} {spec.split} (limit {spec.limit})")
+    name = arena_name(rt.dataset, spec)
+    folder = Path(rt.workspace) / "reports" / f"arena-{name}"
+    judge = _judge(rt, spec, judge)
+    row_fn = question_row
+    if judge is not None:
+        from optimize.judge import judged_row
+
+        row_fn = judged_row(question_row, judge)
+    retrievers: dict[str, Any] = {}
+    results, paths, ran, reused = {}, {}, [], []
+    params = {"arena": name, "systems": list(names), "dataset": rt.dataset, "split": spec.split, "limit": spec.limit,
+              "seed": spec.seed, "balanced": spec.balanced, "baseline": baseline, "judge": spec.judge,
+              "n_questions": len(examples), "lm": rt.lm_config.summary()}
+    with _maybe_run(track, f"arena-{name}", params=params, tags={"kind": "arena"}):
+        for system in names:
+            values = configs.get(system, {})
+            settings = settings_for(rt, system, values, spec.split, examples, judge)
+            path = folder / "results" / f"{system}.jsonl"
+            if is_finished(path, examples):
+                module, _ = _NotRerun(system), reused.append(system)
+                log.info("%s: finished earlier (%s); not rerun", system, path)
+            else:
+                module, _ = _build(rt, system, values, retrievers), ran.append(system)
+                log.info("%s: %d questions; results in %s", system, len(examples), path)
+            with _maybe_run(track, system, params=settings, tags={"system": system}, nested=True):
+                try:
+                    result = evaluate(module, examples, path, threads=spec.threads, progress=progress, meta=settings,
+                                      seed=spec.seed, row_fn=row_fn)
+                except ResultsMismatchError as exc:
+                    raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
+                if judge is not None:
+                    result.metrics.update({k: report.column_mean(result.rows, k) for k in report.JUDGE_KEYS})
+                if baseline and system != baseline:
+                    result.metrics.update(paired_metrics(result.rows, results[baseline].rows, spec.seed))
+                if track:
+                    tracking.log_eval(result)
+                    tracking.log_file(path, artifact_path="results")
+            results[system], paths[system] = result, path
+        title = f"Arena {name}: {len(examples)} {Path(rt.dataset).stem} {spec.split} questions"
+        md, summary = report.write_report(folder, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed)
+        if track:
+            for f in sorted(folder.iterdir()):
+                if f.is_file():
+                    tracking.log_file(f, artifact_path="report")
+    return ArenaResult(folder, md, summary, results, paths, ran, reused)
+
+
+def paired_metrics(rows: list[dict], base_rows: list[dict], seed: int = 0) -> dict:
+    """d_em / d_f1 (this system minus the baseline, same questions) with paired 95% CIs."""
+    out: dict[str, Any] = {}
+    for key in ("em", "f1"):
+        p = paired_bootstrap({r["id"]: r[key] for r in rows}, {r["id"]: r[key] for r in base_rows}, seed=seed)
+        if p:
+            out[f"d_{key}"], out[f"d_{key}_ci"] = p["diff"], list(p["ci"])
+    return out
+
+
+def _build(rt: Any, system: str, values: Mapping[str, Any], retrievers: dict[str, Any]) -> Any:
+    """The system, sharing one retriever per retrieval mode across the arena."""
+    if not getattr(SYSTEMS[system][0], "NEEDS_RETRIEVER", True):
+        return rt.system(system, values)
+    mode = getattr(config_for(system, values), "retrieval_mode", None)
+    key = mode or "default"
+    if key not in retrievers:
+        retrievers[key] = rt.retriever({"mode": mode} if mode else None)
+    return rt.system(system, values, retriever=retrievers[key])

@@ -1,0 +1,70 @@
+"""`sharp arena`: several systems on the same questions; resumable; MLflow runs; a report folder."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from experiments import options as o
+
+
+def arena(
+    systems: str = typer.Option("all", "--systems", help="Comma list of systems, or 'all'. "
+                                "E.g. sharp,vanilla,vanilla-hybrid,self-rag,crag,adaptive,react,closed-book."),
+    dataset: str = o.Dataset, split: str = typer.Option("dev", "--split"),
+    limit: Optional[int] = typer.Option(None, "--limit", help="A seeded sample of N questions (the same for all)."),
+    balanced: bool = typer.Option(False, "--balanced", help="Balance the sample by question type."),
+    seed: int = typer.Option(0, "--seed"),
+    name: Optional[str] = typer.Option(None, "--name", help="Arena name (report folder workspace/reports/arena-NAME; "
+                                       "default from dataset, split, limit, seed). The same name resumes."),
+    baseline: str = typer.Option("vanilla", "--baseline", help="System the paired differences are taken against."),
+    judge: bool = typer.Option(False, "--judge", help="Add LLM-as-judge answer accuracy and faithfulness (role judge)."),
+    threads: int = typer.Option(1, "--threads", help="Parallel questions per system (helps for remote LMs)."),
+    data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
+    lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
+    critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
+    judge_lm: Optional[str] = o.JudgeLM, lm_config: Optional[Path] = o.LMConfigFile,
+    no_cache: bool = o.NoCache, cache_dir: Optional[Path] = o.CacheDir,
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON mapping: system name -> its config."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="One system's key: --set crag.upper=0.7 (repeatable)."),
+    tracking_uri: Optional[str] = o.TrackingUri,
+    no_tracking: bool = typer.Option(False, "--no-tracking", help="Write the report only; no MLflow runs."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+) -> None:
+    """Compare systems on the same questions: EM/F1 with paired CIs against the baseline, cost, Pareto front,
+    per-type scores and grader decision rates. Interrupted arenas resume; finished systems are not rerun."""
+    from experiments import render, tracking
+    from experiments.arena import ArenaSpec, resolve_systems, run_arena
+    from program.errors import SharpError
+
+    try:
+        names = resolve_systems(systems)  # an unknown name fails here, before any model or index is loaded
+        lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
+                             generator_lm=generator_lm, judge_lm=judge_lm)
+        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir)
+        if not no_tracking:
+            tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
+        spec = ArenaSpec(systems=names, split=split, limit=limit, seed=seed, balanced=balanced, name=name,
+                         baseline=baseline, judge=judge, threads=threads,
+                         configs={**o.read_mapping(config), **o.parse_sets(set_)})
+        result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
+    except SharpError as exc:
+        render.err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    if as_json:
+        sys.stdout.write(json.dumps({"report": str(result.report), "ran": result.ran, "reused": result.reused,
+                                     "summary": result.summary}, default=str) + "\n")
+        return
+    table = {s: e["metrics"] for s, e in result.summary["systems"].items()}
+    render.console.print(render.metrics_table(table, f"arena on {dataset} {split}"))
+    if result.reused:
+        render.console.print(f"reused finished systems (not rerun): {', '.join(result.reused)}")
+    render.console.print(f"report: {result.report} (plots in {result.folder})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("arena")(arena)

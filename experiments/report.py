@@ -1,0 +1,140 @@
+"""The arena report: per-system tables and plots from per-question rows, no LM and no tracking.
+
+``write_report(folder, rows_by_system, baseline)`` writes summary.md (tables), summary.json and
+PNG plots (matplotlib, Agg): EM/F1 with CIs, accuracy against cost with the Pareto front, the
+per-question-type breakdown and the decision rates of every grader read from the trace steps.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from optimize.evaluate import aggregate, by_type
+from optimize.stats import paired_bootstrap
+
+# Trace-step keys that hold a grader's decision (SHARP critic, CRAG, Self-RAG, Adaptive routes).
+DECISION_KEYS = ("verdict", "grade", "route", "decision", "relevant", "support", "accepted")
+COSTS = {"lm_calls_per_q": "LM calls / question", "tokens_per_q": "tokens / question", "seconds_per_q": "seconds / question"}
+JUDGE_KEYS = ("judge_accuracy", "judge_faithfulness")
+
+
+def pareto_front(points: Mapping[str, tuple[float, float]]) -> list[str]:
+    """Names of the (cost, accuracy) points no other point dominates (cost <= and accuracy >=,
+    one strictly), cheapest first."""
+    front = []
+    for name, (c, a) in points.items():
+        dominated = any(c2 <= c and a2 >= a and (c2 < c or a2 > a) for n2, (c2, a2) in points.items() if n2 != name)
+        if not dominated:
+            front.append(name)
+    return sorted(front, key=lambda n: (points[n][0], -points[n][1]))
+
+
+def decision_rates(rows: Sequence[dict]) -> dict[str, dict[str, float]]:
+    """'role.key' -> {value: share} over every trace step carrying a decision key. A decision that
+    came from a grader's garbage or a spent budget (the step's problem) counts as '(default)'."""
+    counts: dict[str, dict[str, int]] = {}
+    for r in rows:
+        for step in r.get("trace") or []:
+            for key in DECISION_KEYS:
+                if key in step and step[key] is not None:
+                    value = "(default)" if step.get("problem") or step.get("critic_problem") else str(step[key])
+                    bucket = counts.setdefault(f"{step.get('role', '?')}.{key}", {})
+                    bucket[value] = bucket.get(value, 0) + 1
+    return {label: {v: n / sum(c.values()) for v, n in sorted(c.items())} for label, c in sorted(counts.items())}
+
+
+def stop_reasons(rows: Sequence[dict]) -> dict[str, float]:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[str(r.get("stop_reason"))] = counts.get(str(r.get("stop_reason")), 0) + 1
+    return {k: v / len(rows) for k, v in sorted(counts.items())} if rows else {}
+
+
+def column_mean(rows: Sequence[dict], key: str) -> float | None:
+    """Mean of a row field over the rows where it is set (judge scores are None when not applicable)."""
+    vals = [float(r[key]) for r in rows if r.get(key) is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None, seed: int = 0) -> dict:
+    """Metrics, paired differences to the baseline, Pareto fronts, types and decision rates."""
+    out: dict[str, Any] = {"baseline": baseline if baseline in rows_by_system else None, "systems": {}}
+    for name, rows in rows_by_system.items():
+        m = aggregate(rows, seed)
+        m["tokens_per_q"] = (m["prompt_tokens_per_q"] or 0.0) + (m["completion_tokens_per_q"] or 0.0)
+        for key in JUDGE_KEYS:
+            m[key] = column_mean(rows, key)
+        entry = {"metrics": m, "by_type": by_type(rows, seed), "decisions": decision_rates(rows),
+                 "stop_reasons": stop_reasons(rows), "paired": {}}
+        if out["baseline"] and name != baseline:
+            base = {r["id"]: r for r in rows_by_system[baseline]}
+            for key in ("em", "f1"):
+                entry["paired"][key] = paired_bootstrap({r["id"]: r[key] for r in rows},
+                                                        {i: r[key] for i, r in base.items()}, seed=seed)
+        out["systems"][name] = entry
+    for cost in COSTS:
+        pts = {n: (e["metrics"][cost] or 0.0, e["metrics"]["f1"] or 0.0) for n, e in out["systems"].items()}
+        out.setdefault("pareto", {})[cost] = pareto_front(pts)
+    return out
+
+
+def _f(v: Any, d: int = 3) -> str:
+    return "-" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
+
+
+def _ci(v: Any) -> str:
+    return f"[{v[0]:.3f}, {v[1]:.3f}]" if v else "-"
+
+
+def _diff(p: dict | None) -> str:
+    return "-" if not p else f"{p['diff']:+.3f} [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}]"
+
+
+def markdown(summary: dict, title: str) -> str:
+    base = summary["baseline"]
+    lines = [f"# {title}", "", f"Baseline for paired differences: **{base or 'none'}** (paired bootstrap, 95% CI, "
+             "same questions). Pareto fronts use F1 against each cost.", ""]
+    judge = any(e["metrics"].get(k) is not None for e in summary["systems"].values() for k in JUDGE_KEYS)
+    head = ["system", "n", "EM", "EM 95% CI", "F1", "F1 95% CI", f"ΔEM vs {base}", f"ΔF1 vs {base}", "calls/q",
+            "tokens/q", "s/q", "errors", "Pareto (calls/tokens/s)"] + (["judge acc", "faithfulness"] if judge else [])
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, e in summary["systems"].items():
+        m = e["metrics"]
+        marks = "/".join("*" if name in summary["pareto"][c] else "." for c in COSTS)
+        cells = [name, str(m["n"]), _f(m["em"]), _ci(m.get("em_ci")), _f(m["f1"]), _ci(m.get("f1_ci")),
+                 _diff(e["paired"].get("em")), _diff(e["paired"].get("f1")), _f(m["lm_calls_per_q"], 2),
+                 _f(m["tokens_per_q"], 0), _f(m["seconds_per_q"], 2), str(m["errors"]), marks]
+        cells += [_f(m.get(k)) for k in JUDGE_KEYS] if judge else []
+        lines.append("| " + " | ".join(cells) + " |")
+    types = sorted({t for e in summary["systems"].values() for t in e["by_type"]})
+    lines += ["", "## By question type (EM / F1 / n)", "", "| system | " + " | ".join(types) + " |",
+              "|" + "---|" * (len(types) + 1)]
+    for name, e in summary["systems"].items():
+        cells = [f"{_f(bt.get('em'))} / {_f(bt.get('f1'))} / {bt.get('n')}" if (bt := e["by_type"].get(t)) else "-"
+                 for t in types]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "## Grader decisions (share of steps; '(default)' = garbage or budget, safe default used)", ""]
+    for name, e in summary["systems"].items():
+        rates = "; ".join(f"{label}: " + ", ".join(f"{v} {s:.0%}" for v, s in vals.items())
+                          for label, vals in e["decisions"].items())
+        stops = ", ".join(f"{k} {v:.0%}" for k, v in e["stop_reasons"].items())
+        lines.append(f"- **{name}**: {rates or 'no grader steps'}. Stop reasons: {stops or '-'}")
+    lines += ["", "Plots: scores.png, pareto.png, by_type.png, decisions.png", ""]
+    return "\n".join(lines)
+
+
+def write_report(folder: str | Path, rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None = "vanilla",
+                 title: str = "Arena", seed: int = 0) -> tuple[Path, dict]:
+    """Write summary.md, summary.json and the plots into ``folder``; return summary.md's path and the summary."""
+    from experiments import report_plots
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = summarize(rows_by_system, baseline, seed)
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    md = folder / "summary.md"
+    md.write_text(markdown(summary, title))
+    report_plots.all_plots(summary, folder)
+    return md, summary

@@ -1,0 +1,123 @@
+"""The arena's PNG plots (matplotlib, Agg backend) from a report summary (experiments.report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+COST_LABELS = {"lm_calls_per_q": "LM calls / question", "tokens_per_q": "tokens / question",
+               "seconds_per_q": "seconds / question"}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def scores(summary: dict, path: Path) -> None:
+    plt = _plt()
+    names = list(summary["systems"])
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(names) + 2), 4))
+    width = 0.38
+    for j, key in enumerate(("em", "f1")):
+        vals, errs = [], [[], []]
+        for n in names:
+            m = summary["systems"][n]["metrics"]
+            v, ci = m.get(key) or 0.0, m.get(f"{key}_ci")
+            vals.append(v)
+            errs[0].append(v - ci[0] if ci else 0.0)
+            errs[1].append(ci[1] - v if ci else 0.0)
+        xs = [i + (j - 0.5) * width for i in range(len(names))]
+        ax.bar(xs, vals, width, yerr=errs, capsize=3, label=key.upper())
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set_ylabel("score (95% bootstrap CI)")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    ax.set_title("EM and F1 per system")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def pareto(summary: dict, path: Path) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(COST_LABELS), figsize=(5 * len(COST_LABELS), 4))
+    for ax, (cost, label) in zip(axes, COST_LABELS.items()):
+        front = summary["pareto"][cost]
+        for n, e in summary["systems"].items():
+            x, y = e["metrics"][cost] or 0.0, e["metrics"]["f1"] or 0.0
+            on = n in front
+            ax.scatter([x], [y], s=70 if on else 35, c="tab:red" if on else "tab:blue", zorder=3)
+            ax.annotate(n, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        pts = [(summary["systems"][n]["metrics"][cost] or 0.0, summary["systems"][n]["metrics"]["f1"] or 0.0)
+               for n in front]
+        if len(pts) > 1:
+            ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", c="tab:red", lw=1, label="Pareto front")
+            ax.legend(loc="lower right", fontsize=8)
+        ax.set_xlabel(label)
+        ax.set_ylabel("F1")
+        ax.grid(alpha=0.3)
+    fig.suptitle("Accuracy against cost (red: Pareto-optimal)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def by_type(summary: dict, path: Path) -> None:
+    plt = _plt()
+    names = list(summary["systems"])
+    types = sorted({t for e in summary["systems"].values() for t in e["by_type"]})
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 2 * len(types) + 4), 4))
+    width = 0.8 / max(1, len(names))
+    for ax, key in zip(axes, ("em", "f1")):
+        for j, n in enumerate(names):
+            bt = summary["systems"][n]["by_type"]
+            vals = [(bt.get(t) or {}).get(key) or 0.0 for t in types]
+            ax.bar([i + (j - (len(names) - 1) / 2) * width for i in range(len(types))], vals, width, label=n)
+        ax.set_xticks(range(len(types)), types)
+        ax.set_ylim(0, 1)
+        ax.set_title(f"{key.upper()} by question type")
+    axes[1].legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def decisions(summary: dict, path: Path) -> None:
+    plt = _plt()
+    bars = [(f"{n}: {label}", vals) for n, e in summary["systems"].items() for label, vals in e["decisions"].items()]
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.4 * len(bars) + 1.5)))
+    if not bars:
+        ax.text(0.5, 0.5, "no grader steps in these traces", ha="center", va="center")
+        ax.axis("off")
+    colors = {}
+    palette = plt.get_cmap("tab20").colors
+    for i, (label, vals) in enumerate(bars):
+        left = 0.0
+        for value, share in vals.items():
+            c = colors.setdefault(value, palette[len(colors) % len(palette)])
+            ax.barh(i, share, left=left, color=c, edgecolor="white")
+            if share >= 0.08:
+                ax.text(left + share / 2, i, value, ha="center", va="center", fontsize=7)
+            left += share
+    if bars:
+        ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
+        ax.set_xlim(0, 1)
+        ax.invert_yaxis()
+        ax.set_xlabel("share of the grader's decisions")
+        ax.set_title("Grader decision rates")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def all_plots(summary: dict, folder: Path) -> list[Path]:
+    out = []
+    for name, fn in (("scores", scores), ("pareto", pareto), ("by_type", by_type), ("decisions", decisions)):
+        p = folder / f"{name}.png"
+        fn(summary, p)
+        out.append(p)
+    return out

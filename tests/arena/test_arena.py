@@ -1,0 +1,165 @@
+"""The arena: same questions for every system, resume without rerunning, MLflow runs, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dspy
+import pytest
+from doubles import GarbageLM, KeywordRetriever, ScriptedLM
+
+from experiments.arena import ArenaSpec, check_configs, resolve_systems, run_arena
+from program.errors import ConfigError
+from program.registry import UnknownSystemError, build_system
+
+
+def examples(n=6):
+    qs = [("What nationality is the director of Pulp Fiction?", "American"), ("Is Paris the capital of France?", "yes")]
+    return [dspy.Example(id=f"q{i}", question=qs[i % 2][0] + f" ({i})", answer=qs[i % 2][1], answer_aliases=[],
+                         gold_titles=["Pulp Fiction"], type="bridge" if i % 2 == 0 else "comparison").with_inputs("question")
+            for i in range(n)]
+
+
+class LMSummary:
+    def summary(self):
+        return {"default": "scripted"}
+
+
+class FakeRuntime:
+    """What the arena needs of experiments.runtime.Runtime, with scripted LMs per predictor."""
+
+    def __init__(self, workspace: Path, n=6, interrupt_after=None):
+        self.dataset, self.workspace, self.retriever_config, self.cache = "hotpotqa", workspace, {}, True
+        self.lm_config, self.n, self.built, self.opened = LMSummary(), n, [], []
+        self.interrupt_after = interrupt_after
+
+    def examples(self, split, limit=None, seed=0, balanced=False):
+        return examples(self.n)[:limit]
+
+    def retriever(self, overrides=None):
+        self.opened.append(overrides)
+        return KeywordRetriever()
+
+    def system(self, name, config=None, retriever=None):
+        self.built.append(name)
+        module = build_system(name, retriever, config)
+        for pname, pred in module.named_predictors():
+            pred.lm = self._lm(pname)
+        if self.interrupt_after is not None:
+            module = Interrupting(module, self.interrupt_after)
+        return module
+
+    @staticmethod
+    def _lm(pname):
+        if pname.startswith("generator") or pname.startswith("closed_book"):
+            return ScriptedLM("generator", {"question": {"answer": "American", "supporting_passages": [1]}})
+        return GarbageLM(pname)
+
+
+class Interrupting:
+    def __init__(self, module, after):
+        self.module, self.after, self.calls = module, after, 0
+
+    def __call__(self, **kw):
+        self.calls += 1
+        if self.calls > self.after:
+            raise KeyboardInterrupt
+        return self.module(**kw)
+
+
+def test_resolve_systems_and_unknown_names():
+    assert resolve_systems("sharp, vanilla,sharp") == ("sharp", "vanilla")
+    assert "crag" in resolve_systems("all") and "react" in resolve_systems(["all"])
+    with pytest.raises(UnknownSystemError, match="valid systems: .*self-rag"):
+        resolve_systems("sharp,selfrag")
+    with pytest.raises(ConfigError, match="no system"):
+        resolve_systems(" , ")
+    with pytest.raises(UnknownSystemError, match="config given for unknown system 'crg'"):
+        check_configs({"crg": {"upper": 0.5}}, ["crag"])
+    with pytest.raises(ConfigError, match="upper"):
+        check_configs({"crag": {"upper": 5}}, ["crag"])
+
+
+def test_arena_runs_every_system_on_the_same_questions_and_resumes(tmp_path):
+    rt = FakeRuntime(tmp_path)
+    spec = ArenaSpec(systems=("closed-book", "vanilla", "crag"), limit=4, configs={"crag": {"k": 2}})
+    res = run_arena(rt, spec, track=False, progress=False)
+    assert res.ran == ["vanilla", "closed-book", "crag"]  # the baseline first
+    assert rt.opened == [None]  # one retriever shared; closed-book needs none
+    for name in res.ran:
+        assert [r["id"] for r in res.results[name].rows] == ["q0", "q1", "q2", "q3"]
+    assert res.folder == tmp_path / "reports" / "arena-hotpotqa-dev-4-s0"
+    assert (res.folder / "summary.md").exists() and (res.folder / "pareto.png").exists()
+    assert res.results["crag"].metrics["d_em"] == pytest.approx(0.0) and "d_em_ci" in res.results["crag"].metrics
+    meta = json.loads((res.folder / "results" / "crag.meta.json").read_text())
+    assert meta["config"]["k"] == 2 and meta["system"] == "crag"
+
+    rt2 = FakeRuntime(tmp_path)
+    again = run_arena(rt2, spec, track=False, progress=False)
+    assert again.ran == [] and sorted(again.reused) == ["closed-book", "crag", "vanilla"] and rt2.built == []
+    assert again.summary["systems"]["crag"]["metrics"]["em"] == res.summary["systems"]["crag"]["metrics"]["em"]
+
+
+def test_an_interrupted_system_continues_where_it_stopped(tmp_path):
+    spec = ArenaSpec(systems=("vanilla",), limit=6)
+    with pytest.raises(KeyboardInterrupt):
+        run_arena(FakeRuntime(tmp_path, interrupt_after=2), spec, track=False, progress=False)
+    path = tmp_path / "reports" / "arena-hotpotqa-dev-6-s0" / "results" / "vanilla.jsonl"
+    assert len(path.read_text().splitlines()) == 2
+    rt = FakeRuntime(tmp_path, interrupt_after=10)
+    res = run_arena(rt, spec, track=False, progress=False)
+    assert res.ran == ["vanilla"] and len(res.results["vanilla"].rows) == 6
+    # only the 4 missing questions were asked this time
+    assert len(path.read_text().splitlines()) == 6
+
+
+def test_changed_settings_are_refused_with_a_hint(tmp_path):
+    run_arena(FakeRuntime(tmp_path), ArenaSpec(systems=("vanilla",), limit=2), track=False, progress=False)
+    with pytest.raises(Exception, match="another --name"):
+        run_arena(FakeRuntime(tmp_path), ArenaSpec(systems=("vanilla",), limit=2, configs={"vanilla": {"k": 3}}),
+                  track=False, progress=False)
+
+
+def test_judge_columns_and_mlflow_parent_with_nested_runs(tmp_path):
+    import mlflow
+
+    from experiments import tracking
+    from optimize.judge import Judge
+
+    judge = Judge()
+    for _, pred in judge.named_predictors():
+        pred.lm = ScriptedLM("judge", {"rating": {"rating": 4}, "claims": {"claims": ["x"]}, "supported": {"supported": True}})
+    uri = tracking.configure(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path, experiment="arena-test")
+    spec = ArenaSpec(systems=("vanilla", "closed-book"), limit=2, judge=True)
+    res = run_arena(FakeRuntime(tmp_path), spec, track=True, progress=False, judge=judge)
+    assert res.folder.name == "arena-hotpotqa-dev-2-s0-judge"
+    assert res.results["vanilla"].rows[0]["judge_accuracy"] == 1.0
+    assert "judge acc" in res.report.read_text()
+    runs = mlflow.search_runs(experiment_names=["arena-test"], output_format="list")
+    parent = [r for r in runs if r.data.tags.get("kind") == "arena"]
+    nested = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id]
+    assert len(parent) == 1 and sorted(r.data.tags["system"] for r in nested) == ["closed-book", "vanilla"]
+    cb = next(r for r in nested if r.data.tags["system"] == "closed-book")
+    assert "em" in cb.data.metrics and "d_em" in cb.data.metrics and "judge_accuracy" in cb.data.metrics
+    artifacts = {a.path for a in mlflow.MlflowClient(uri).list_artifacts(parent[0].info.run_id, "report")}
+    assert {"report/summary.md", "report/pareto.png"} <= artifacts
+
+
+def test_cli_unknown_system_and_a_full_run(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from experiments import options
+    from experiments.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["arena", "--systems", "sharp,nope", "--no-tracking"])
+    assert bad.exit_code == 2 and "valid systems" in bad.output and "self-rag" in bad.output
+    monkeypatch.setattr(options, "runtime", lambda *a, **k: FakeRuntime(tmp_path))
+    monkeypatch.setattr(options, "lm_config", lambda *a, **k: LMSummary())
+    ok = runner.invoke(app, ["arena", "--systems", "vanilla,crag", "--limit", "2", "--set", "crag.k=2",
+                             "--no-tracking", "--json"])
+    assert ok.exit_code == 0, ok.output
+    out = json.loads(ok.output.strip().splitlines()[-1])
+    assert out["ran"] == ["vanilla", "crag"] and Path(out["report"]).exists()
+    assert json.loads((Path(out["report"]).parent / "results" / "crag.meta.json").read_text())["config"]["k"] == 2

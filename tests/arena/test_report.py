@@ -1,0 +1,78 @@
+"""The arena report on synthetic rows: files, a hand-checked Pareto front, paired differences, decision rates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments.report import decision_rates, pareto_front, summarize, write_report
+
+
+def rows(em_pattern, calls, seconds=1.0, trace=(), tokens=100, prefix="q"):
+    out = []
+    for i, em in enumerate(em_pattern):
+        out.append({"id": f"{prefix}{i}", "question": f"question {i}", "type": "bridge" if i % 2 else "comparison",
+                    "gold": "g", "answer": "g" if em else "x", "em": float(em), "f1": float(em), "recall": 1.0,
+                    "precision": 0.5, "all_gold": 1.0, "retries": 0, "stop_reason": "done", "lm_calls": calls,
+                    "prompt_tokens": tokens, "completion_tokens": 10, "lm_seconds": 0.1, "seconds": seconds,
+                    "cached_calls": 0, "cost_by_role": {}, "critic_points": [], "passage_ids": [],
+                    "trace": list(trace), "error": None})
+    return out
+
+
+def test_pareto_front_hand_case():
+    points = {"cheap_bad": (1, 0.2), "mid": (3, 0.5), "dominated": (4, 0.4), "tie_cost_worse": (3, 0.45),
+              "expensive_best": (9, 0.7), "same_as_mid": (3, 0.5), "costly_equal": (10, 0.7)}
+    assert pareto_front(points) == ["cheap_bad", "mid", "same_as_mid", "expensive_best"]
+    assert pareto_front({"only": (5, 0.1)}) == ["only"]
+
+
+def test_decision_rates_read_trace_keys_and_count_defaults():
+    trace = [{"role": "crag", "grade": "correct"}, {"role": "router", "route": "multi_step", "problem": None},
+             {"role": "router", "route": "multi_step", "problem": "unparseable"},
+             {"role": "critic", "verdict": "insufficient", "critic_problem": None},
+             {"role": "relevance_grader", "relevant": True}, {"role": "relevance_grader", "relevant": False},
+             {"role": "retriever", "k": 3}]
+    rates = decision_rates([{"trace": trace}, {"trace": trace[:1] + [{"role": "crag", "grade": "incorrect"}]}])
+    assert rates["crag.grade"] == {"correct": 2 / 3, "incorrect": 1 / 3}
+    assert rates["router.route"] == {"(default)": 0.5, "multi_step": 0.5}
+    assert rates["relevance_grader.relevant"] == {"False": 0.5, "True": 0.5}
+    assert rates["critic.verdict"] == {"insufficient": 1.0}
+
+
+def test_paired_differences_against_the_baseline():
+    base = rows([1, 0, 0, 1, 0, 0, 1, 0], calls=1)
+    better = rows([1, 1, 0, 1, 1, 0, 1, 1], calls=4)
+    s = summarize({"vanilla": base, "sharp": better}, "vanilla")
+    p = s["systems"]["sharp"]["paired"]["em"]
+    assert p["diff"] == pytest.approx(3 / 8) and p["ci"][0] <= 3 / 8 <= p["ci"][1] and p["n"] == 8
+    assert s["systems"]["vanilla"]["paired"] == {}
+    assert s["pareto"]["lm_calls_per_q"] == ["vanilla", "sharp"]
+
+
+def test_write_report_files_and_table(tmp_path):
+    trace = [{"role": "crag", "grade": "ambiguous"}, {"role": "router", "route": "single_step"}]
+    data = {"vanilla": rows([1, 0, 0, 1], calls=1, seconds=1.0),
+            "crag": rows([1, 1, 0, 1], calls=5, seconds=3.0, trace=trace),
+            "closed-book": rows([0, 0, 0, 1], calls=1, seconds=0.5),
+            "slow-bad": rows([0, 0, 0, 0], calls=9, seconds=9.0)}
+    data["crag"][0]["judge_accuracy"], data["crag"][0]["judge_faithfulness"] = 0.75, 1.0
+    md, summary = write_report(tmp_path / "r", data, baseline="vanilla", title="Test arena")
+    folder = tmp_path / "r"
+    for name in ("summary.md", "summary.json", "scores.png", "pareto.png", "by_type.png", "decisions.png"):
+        assert (folder / name).stat().st_size > 0, name
+    text = md.read_text()
+    assert "ΔEM vs vanilla" in text and "ΔF1 vs vanilla" in text
+    crag_line = next(line for line in text.splitlines() if line.startswith("| crag "))
+    assert "+0.250 [" in crag_line and "0.750" in crag_line  # paired diff and judge accuracy
+    assert "slow-bad" not in summary["pareto"]["lm_calls_per_q"]
+    assert summary["pareto"]["seconds_per_q"] == ["closed-book", "vanilla", "crag"]
+    assert "crag.grade: ambiguous 100%" in text and "## By question type" in text
+    assert json.loads((folder / "summary.json").read_text())["baseline"] == "vanilla"
+
+
+def test_report_without_baseline_or_graders(tmp_path):
+    md, summary = write_report(tmp_path, {"sharp": rows([1, 0], calls=3)}, baseline="vanilla")
+    assert summary["baseline"] is None and "no grader steps" in md.read_text()
+    assert (tmp_path / "decisions.png").exists()
