@@ -42,7 +42,7 @@ class WebSearch:
         worker = threading.Thread(target=self._fetch, args=(url, box), daemon=True)
         worker.start()
         worker.join(self.timeout_s)
-        if worker.is_alive() or "body" not in box and "error" not in box:
+        if worker.is_alive() or box.get("timeout") or not box:
             raise WebSearchError(f"web search {self.url} gave no answer within {self.timeout_s:g} s")
         if "error" in box:
             raise WebSearchError(f"web search {self.url} failed: {box['error']}")
@@ -63,7 +63,12 @@ class WebSearch:
                     if size > self.max_bytes or time.monotonic() > deadline:
                         raise WebSearchError("answer too large or too slow")
             box["body"] = b"".join(chunks)
+        except TimeoutError:
+            box["timeout"] = True
         except (urllib.error.URLError, OSError, WebSearchError, ValueError) as exc:
+            if isinstance(getattr(exc, "reason", None), TimeoutError):
+                box["timeout"] = True
+                return
             box["error"] = f"{type(exc).__name__}: {exc}"[:300]
 
     def _parse(self, body: bytes, k: int) -> list[Passage]:
