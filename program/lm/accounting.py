@@ -25,6 +25,9 @@ class CallRecord:
     seconds: float = 0.0
     cached: bool = False
     error: str | None = None
+    # Prompt tokens the backend did not have to evaluate (KV-cache prefix reuse for local models,
+    # provider-side prompt caching for remote ones); included in prompt_tokens.
+    reused_prompt_tokens: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -48,7 +51,7 @@ def summarize(records: list[CallRecord] | list[dict]) -> dict:
 
     def blank() -> dict:
         return {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "lm_seconds": 0.0,
-                "cached_calls": 0, "lm_errors": 0}
+                "cached_calls": 0, "lm_errors": 0, "reused_prompt_tokens": 0}
 
     total, by_role = blank(), {}
     for r in records:
@@ -60,6 +63,7 @@ def summarize(records: list[CallRecord] | list[dict]) -> dict:
             bucket["lm_seconds"] += float(r.get("seconds") or 0.0)
             bucket["cached_calls"] += int(bool(r.get("cached")))
             bucket["lm_errors"] += int(r.get("error") is not None)
+            bucket["reused_prompt_tokens"] += int(r.get("reused_prompt_tokens") or 0)
     total["lm_seconds"] = round(total["lm_seconds"], 4)
     total["by_role"] = by_role
     return total

@@ -1,0 +1,128 @@
+"""`sharp lm serve | info | bench`: the local models as a shared server, their files, their speed.
+
+llama.cpp and the weights load inside the commands, so `sharp --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Optional
+
+import typer
+
+log = logging.getLogger(__name__)
+
+lm_app = typer.Typer(help="Local language models: serve one to several processes, list them, time them.",
+                     no_args_is_help=True)
+
+ModelOpt = typer.Option("local/qwen2.5-coder-1.5b", "--model", "-m", help="A local model: local/NAME (see `sharp lm info`).")
+NCtx = typer.Option(8192, "--n-ctx", help="Context window in tokens (prompt + answer).")
+NThreads = typer.Option(2, "--n-threads", help="CPU threads for llama.cpp.")
+
+
+def _fail(exc: Exception) -> None:
+    from experiments.render import err_console
+
+    err_console.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(2)
+
+
+@lm_app.command("serve")
+def serve(
+    model: str = ModelOpt,
+    port: int = typer.Option(8008, "--port", "-p"),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (keep 127.0.0.1 unless you mean it)."),
+    n_ctx: int = NCtx, n_threads: int = NThreads,
+) -> None:
+    """Serve a local model as an OpenAI-compatible endpoint so several processes share one loaded model."""
+    from program.errors import SharpError
+    from program.lm.local import get_session
+    from program.lm.server import SERVED_ALIAS, make_server
+    from program.lm.specs import SERVED_MODEL
+
+    try:
+        session = get_session(model, n_ctx=n_ctx, n_threads=n_threads)
+        server = make_server(session, host, port)
+    except (SharpError, OSError) as exc:
+        _fail(exc)
+    base = f"http://{host}:{server.server_address[1]}/v1"
+    print(f"serving {model} as '{SERVED_ALIAS}' on {base} (n_ctx={session.n_ctx}, n_threads={n_threads}); "
+          f"Ctrl-C stops it", flush=True)
+    print(f"use it with:  --lm {SERVED_MODEL} --api-base {base}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+@lm_app.command("info")
+def info(
+    verify: bool = typer.Option(False, "--verify", help="Assemble missing files and re-hash every file (slow)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """List the local models: packages installed, assembled file, pinned sha256, hash checked."""
+    from program.errors import ModelFileError
+    from program.lm.local_files import is_verified, model_cache_dir, model_path, model_status
+    from program.lm.specs import LOCAL_MODELS
+
+    rows = []
+    for name, model in LOCAL_MODELS.items():
+        if verify and not model_status(model)["missing"]:
+            try:
+                path = model_path(model)
+                is_verified(path, model.sha256, rehash=True)
+            except ModelFileError as exc:
+                log.error("%s", exc)
+        rows.append(model_status(model))
+    try:
+        import llama_cpp
+
+        engine = f"llama-cpp-python {llama_cpp.__version__}"
+    except ImportError:
+        engine = "llama-cpp-python not installed: pip install 'llama-cpp-python[server]==0.3.36'"
+    if as_json:
+        sys.stdout.write(json.dumps({"engine": engine, "cache": str(model_cache_dir()), "models": rows}) + "\n")
+        return
+    from rich.table import Table
+
+    from experiments.render import console
+
+    table = Table(title=f"local models (cache: {model_cache_dir()}; engine: {engine})")
+    table.add_column("model", no_wrap=True)
+    for col in ("packages", "file", "MiB", "sha256 (pinned)", "hash ok"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["model"], "ok" if r["packages_ok"] else f"missing {len(r['missing'])}",
+                      r["path"] or "-", str(r["size_mb"] or "-"), r["sha256"][:12] + "…",
+                      "yes" if r["verified"] else "not checked yet")
+    console.print(table)
+    for r in rows:
+        if not r["packages_ok"]:
+            console.print(f"{r['model']}: {r['install']}")
+
+
+@lm_app.command("bench")
+def bench(
+    models: Optional[list[str]] = typer.Option(None, "--model", "-m", help="Local model(s) to time (default: all installed)."),
+    repeats: int = typer.Option(2, "--repeats", help="Timed runs per measurement (the best is kept)."),
+    n_threads: int = NThreads,
+) -> None:
+    """Prompt and generation tokens/s of local models on this machine, one at a time."""
+    from experiments.benchmarks import lm_speed
+
+    try:
+        lm_speed.main(models or None, repeats=repeats, n_threads=n_threads)
+    except Exception as exc:  # a missing package or engine: say so and stop
+        from program.errors import SharpError
+
+        if isinstance(exc, SharpError):
+            _fail(exc)
+        raise
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(lm_app, name="lm")

@@ -1,0 +1,298 @@
+"""Local models in-process: llama.cpp behind DSPy's engine interface, with prompt-prefix reuse.
+
+One :class:`LocalSession` per (model file, n_ctx, n_threads) per process: every role and every
+thread that uses the model shares it, one call at a time (a lock around the Llama object).
+
+Prefix reuse. DSPy prompts put instructions and demos first and the inputs last, so calls of one
+predictor share a long prefix. llama.cpp keeps the KV cache of the *last* prompt and skips its
+common prefix; SHARP interleaves planner, critic and generator, which would throw that away on
+every switch. So the session also keeps a small RAM cache of llama.cpp states (KV only, no
+logits copy), looked up by longest token prefix: a critic call restores the last critic state
+and evaluates only its new suffix. Each response reports the reused tokens as
+``usage.cache_read_tokens`` (DSPy: ``prompt_tokens_details.cached_tokens``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dspy.lm15 import ContextLengthError, Message, Response, TextPart, Usage, response_to_events
+
+from program.errors import ModelFileError
+from program.lm.local_files import get_local_model, model_path
+from program.lm.specs import LMSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
+# Two cached states sharing at least this many tokens come from one predictor: keep the newer.
+_SAME_PREDICTOR_TOKENS = 128
+
+
+def _import_llama():
+    try:
+        import llama_cpp
+    except ImportError:
+        raise ModelFileError("local models need llama-cpp-python: pip install 'llama-cpp-python[server]==0.3.36' "
+                             "(or pip install 'sharp-rag[local]')") from None
+    return llama_cpp
+
+
+@dataclass
+class ChatResult:
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    reused_tokens: int
+    seconds: float
+
+
+def _lcp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _make_classes(llama_cpp):
+    from llama_cpp.llama_cache import LlamaRAMCache
+
+    class PrefixStateCache(LlamaRAMCache):
+        """LRU of llama.cpp states by token prefix; a new state replaces older ones of its predictor."""
+
+        def __setitem__(self, key, value):
+            key = tuple(key)
+            for old in [k for k in self.cache_state if _lcp(k, key) >= _SAME_PREDICTOR_TOKENS]:
+                del self.cache_state[old]
+            super().__setitem__(key, value)
+
+    class CountingLlama(llama_cpp.Llama):
+        """Counts tokens per eval() call; saves/loads states without llama-cpp-python's logits copy."""
+
+        evals: list[int] | None = None
+
+        def eval(self, tokens):
+            if self.evals is not None:
+                self.evals.append(len(tokens))
+            return super().eval(tokens)
+
+        def save_state(self):
+            ctx = self._ctx.ctx
+            size = llama_cpp.llama_state_get_size(ctx)
+            buf = (llama_cpp.ctypes.c_uint8 * int(size))()
+            n = int(llama_cpp.llama_state_get_data(ctx, buf, size))
+            import numpy as np
+
+            return llama_cpp.LlamaState(input_ids=self.input_ids[: self.n_tokens].copy(),
+                                        scores=np.empty((0, 0), dtype=np.single), n_tokens=self.n_tokens,
+                                        llama_state=bytes(buf)[:n], llama_state_size=n, seed=self._seed)
+
+        def load_state(self, state):
+            self.input_ids[: state.n_tokens] = state.input_ids[: state.n_tokens]
+            self.n_tokens = state.n_tokens
+            self._requires_eval = True
+            self._seed = state.seed
+            buf = (llama_cpp.ctypes.c_uint8 * state.llama_state_size).from_buffer_copy(state.llama_state)
+            if llama_cpp.llama_state_set_data(self._ctx.ctx, buf, state.llama_state_size) != state.llama_state_size:
+                raise RuntimeError("failed to restore a llama.cpp state")
+
+    return CountingLlama, PrefixStateCache
+
+
+def _reuse_mode(value: bool | str) -> str:
+    if isinstance(value, bool):
+        return "states" if value else "off"
+    if value not in ("states", "live", "off"):
+        raise ValueError(f"prefix_reuse must be True, False, 'states', 'live' or 'off', not {value!r}")
+    return value
+
+
+class LocalSession:
+    """One loaded GGUF model; thread-safe; see the module docstring."""
+
+    def __init__(self, path: Path, *, n_ctx: int, n_threads: int, prefix_cache_bytes: int):
+        llama_cpp = _import_llama()
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        CountingLlama, PrefixStateCache = _make_classes(llama_cpp)
+        t0 = time.perf_counter()
+        self.llm = CountingLlama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
+                                 n_threads_batch=n_threads, n_batch=512, seed=0, verbose=False)
+        self.load_seconds = time.perf_counter() - t0
+        self.n_ctx = self.llm.n_ctx()
+        self.lock = threading.Lock()
+        self.states = PrefixStateCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ModelFileError(f"{path} has no chat template; it cannot serve chat calls")
+        text = self.llm._model.token_get_text
+        eos, bos = self.llm.token_eos(), self.llm.token_bos()
+        self.formatter = Jinja2ChatFormatter(template=template, eos_token=text(eos) if eos != -1 else "",
+                                             bos_token=text(bos) if bos != -1 else "", stop_token_ids=[eos])
+        self._grammars: dict[str, Any] = {}
+        log.info("loaded %s (n_ctx=%d, n_threads=%d) in %.1fs", path.name, self.n_ctx, n_threads, self.load_seconds)
+
+    def _grammar(self, response_format: dict | None):
+        """A llama.cpp grammar for OpenAI/lm15 ``response_format`` (json_object, json_schema), or None."""
+        if not response_format or response_format.get("type") not in ("json_object", "json_schema"):
+            return None
+        schema = response_format.get("schema")
+        if schema is None and isinstance(response_format.get("json_schema"), dict):
+            schema = response_format["json_schema"].get("schema")
+        key = json.dumps(schema, sort_keys=True) if schema is not None else ""
+        if key not in self._grammars:
+            from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+            try:
+                grammar = LlamaGrammar.from_json_schema(key, verbose=False) if key else None
+            except Exception as exc:  # an exotic schema: constrain to JSON at least
+                log.warning("cannot turn the JSON schema into a grammar (%s); using plain JSON", exc)
+                grammar = None
+            self._grammars[key] = grammar or LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+        return self._grammars[key]
+
+    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0, top_p: float | None = None,
+             stop: list[str] | None = None, response_format: dict | None = None, seed: int | None = None,
+             prefix_reuse: bool | str = True) -> ChatResult:
+        """One chat completion. Raises lm15's ContextLengthError when prompt + max_tokens exceed n_ctx.
+
+        ``prefix_reuse``: True/"states" (live KV prefix + cached states), "live" (llama.cpp's match
+        on the previous prompt only), False/"off" (evaluate every prompt from scratch).
+        """
+        with self.lock:
+            t0 = time.perf_counter()
+            llm = self.llm
+            fmt = self.formatter(messages=messages)
+            tokens = llm.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special, special=True)
+            if len(tokens) + max_tokens > self.n_ctx:
+                raise ContextLengthError(
+                    f"the prompt has {len(tokens)} tokens and max_tokens is {max_tokens}: "
+                    f"{len(tokens) + max_tokens} > n_ctx {self.n_ctx}")
+            stops = list(stop or []) + ([fmt.stop] if isinstance(fmt.stop, str) else list(fmt.stop or []))
+            mode = _reuse_mode(prefix_reuse)
+            if mode == "off":
+                llm.reset()
+            llm.set_cache(self.states if mode == "states" else None)
+            llm.evals = []
+            try:
+                out = llm.create_completion(
+                    prompt=tokens, max_tokens=max_tokens, temperature=temperature,
+                    top_p=0.95 if top_p is None else top_p, top_k=40, min_p=0.05, repeat_penalty=1.0,
+                    stop=stops, seed=seed, grammar=self._grammar(response_format),
+                    stopping_criteria=fmt.stopping_criteria)
+                evaluated = llm.evals[0] if llm.evals else len(tokens)
+            finally:
+                llm.evals = None
+            choice = out["choices"][0]
+            usage = out["usage"]
+            return ChatResult(text=choice["text"], finish_reason=choice.get("finish_reason") or "stop",
+                              prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
+                              reused_tokens=max(0, len(tokens) - evaluated), seconds=time.perf_counter() - t0)
+
+    def clear_states(self) -> None:
+        """Forget every cached prefix (the live KV cache included)."""
+        with self.lock:
+            if self.states is not None:
+                self.states.cache_state.clear()
+            self.llm.reset()
+
+
+_SESSIONS: dict[tuple, LocalSession] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def get_session(model: str, *, n_ctx: int = 8192, n_threads: int = 2,
+                prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES) -> LocalSession:
+    """The process-wide session for a local model (loaded on first use)."""
+    path = model_path(model)
+    key = (str(path), n_ctx, n_threads)
+    with _SESSIONS_LOCK:
+        if key not in _SESSIONS:
+            _SESSIONS[key] = LocalSession(path, n_ctx=n_ctx, n_threads=n_threads,
+                                          prefix_cache_bytes=prefix_cache_bytes)
+        return _SESSIONS[key]
+
+
+def unload_all() -> None:
+    """Drop every loaded model (tests, benchmarks that compare cold runs)."""
+    with _SESSIONS_LOCK:
+        _SESSIONS.clear()
+
+
+def request_messages(request) -> list[dict]:
+    """An lm15 Request as chat messages: the system text first, then each message's text."""
+    out = []
+    if request.system is not None:
+        system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
+        out.append({"role": "system", "content": system})
+    out.extend({"role": m.role, "content": m.text or ""} for m in request.messages)
+    return out
+
+
+class LocalEngine:
+    """DSPy 3.4 engine (``complete(Request) -> Response``) for a local model; pass as ``dspy.LM(engine=...)``."""
+
+    supports_response_schema = True
+    supports_function_calling = False
+    supports_reasoning = False
+    supported_params = frozenset({"temperature", "max_tokens", "top_p", "stop", "seed", "response_format"})
+
+    def __init__(self, model: str, *, n_ctx: int = 8192, n_threads: int = 2, prefix_reuse: bool | str = True):
+        _reuse_mode(prefix_reuse)
+        self.model = f"local/{get_local_model(model).name}"
+        self.n_ctx, self.n_threads, self.prefix_reuse = n_ctx, n_threads, prefix_reuse
+        model_path(self.model)  # fail now (missing package, bad hash), load on the first call
+
+    @classmethod
+    def for_spec(cls, spec: LMSpec, **kwargs: Any) -> "LocalEngine":
+        return cls(spec.model, n_ctx=spec.n_ctx, n_threads=spec.n_threads, **kwargs)
+
+    @property
+    def session(self) -> LocalSession:
+        return get_session(self.model, n_ctx=self.n_ctx, n_threads=self.n_threads)
+
+    def complete(self, request) -> Response:
+        cfg = request.config
+        result = self.session.chat(
+            request_messages(request), max_tokens=cfg.max_tokens or 1024,
+            temperature=0.0 if cfg.temperature is None else cfg.temperature, top_p=cfg.top_p,
+            stop=list(cfg.stop or ()), response_format=cfg.response_format, seed=cfg.seed,
+            prefix_reuse=self.prefix_reuse)
+        return Response(id=None, model=self.model, message=Message.assistant([TextPart(result.text)]),
+                        finish_reason="length" if result.finish_reason == "length" else "stop",
+                        usage=Usage(input_tokens=result.prompt_tokens, output_tokens=result.completion_tokens,
+                                    cache_read_tokens=result.reused_tokens))
+
+    def stream(self, request):
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:  # the session is shared process-wide; nothing to release per engine
+        pass
+
+    # An engine is configuration; the loaded model stays in the process registry.
+    def __getstate__(self) -> dict:
+        return self.dump_state()
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __deepcopy__(self, memo: dict) -> "LocalEngine":
+        return self
+
+    def dump_state(self) -> dict:
+        return {"model": self.model, "n_ctx": self.n_ctx, "n_threads": self.n_threads,
+                "prefix_reuse": self.prefix_reuse}
+
+    @classmethod
+    def load_state(cls, state: dict) -> "LocalEngine":
+        return cls(state["model"], n_ctx=state["n_ctx"], n_threads=state["n_threads"],
+                   prefix_reuse=state.get("prefix_reuse", True))
