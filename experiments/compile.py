@@ -1,0 +1,279 @@
+"""One compile = one MLflow run: evaluate, compile (program or critic), evaluate, save, log.
+
+:func:`run_compile` is the composition-free core: it takes a built student, examples, the
+proposer LM and where to save, so tests drive it with scripted LMs. :func:`compile_from_runtime`
+is what ``sharp compile`` calls: it resolves data, retriever and LMs from a Runtime first.
+
+Interrupted compiles resume: the before/after evaluations append to JSONL files named by the
+program's state (a rerun skips finished questions) and LM calls repeat from DSPy's cache. The
+MLflow run of the interrupted attempt ends FAILED (KILLED on Ctrl-C), never RUNNING.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import dspy
+
+from experiments import tracking
+from optimize.compile import CompileResult, check_sizes, compile_program, describe_program, render_prompts
+from optimize.critic import (critic_feedback, critic_score, critic_student, evaluate_critic, harvest,
+                             install_critic, label_counts, split_cases)
+from optimize.compile import shared_retriever
+from optimize.evaluate import EvalResult, evaluate
+from optimize.feedback import ANSWER_METRICS, answer_feedback_metric
+from program.errors import ConfigError
+from program.lm.accounting import recording
+from program.saved import save_program
+
+log = logging.getLogger(__name__)
+
+Target = Literal["program", "critic"]
+# Bootstrapped demos are kept only from runs at least this good (EM is 0/1 already).
+DEFAULT_THRESHOLDS = {"f1": 0.6, "em": None, "critic": 0.75}
+
+
+@dataclass
+class CompileJob:
+    """What to compile and how; everything here is logged as run parameters."""
+
+    system: str = "sharp"
+    optimizer: str = "bootstrap"
+    target: Target = "program"
+    metric: str = "f1"
+    name: str | None = None
+    optimizer_settings: dict = field(default_factory=dict)
+    metric_threshold: float | None = None
+    seed: int = 0
+    threads: int = 1
+    critic_val_fraction: float = 0.3
+
+    def __post_init__(self) -> None:
+        if self.metric not in ANSWER_METRICS:
+            raise ConfigError(f"unknown metric {self.metric!r}; choose one of {', '.join(ANSWER_METRICS)}")
+        if self.target not in ("program", "critic"):
+            raise ConfigError(f"unknown target {self.target!r}; choose 'program' or 'critic'")
+
+    @property
+    def program_name(self) -> str:
+        return self.name or f"{self.system}-{self.target}-{self.optimizer}-{self.metric}"
+
+    def threshold(self) -> float | None:
+        if self.metric_threshold is not None:
+            return self.metric_threshold
+        return DEFAULT_THRESHOLDS["critic" if self.target == "critic" else self.metric]
+
+
+@dataclass
+class SaveInfo:
+    """What the saved program records besides its state (see program.saved.save_program)."""
+
+    retriever: dict = field(default_factory=dict)
+    lm: dict = field(default_factory=dict)
+    index_manifest: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompileOutcome:
+    path: Path
+    run_id: str
+    before: dict
+    after: dict
+    cost: dict
+    critic: dict = field(default_factory=dict)
+    module: Any = None  # the compiled program itself (what was saved)
+
+
+def data_hash(*splits: Sequence[Any]) -> str:
+    """A short digest of the examples (ids, questions, answers) of every split, in order."""
+    body = [[[getattr(e, "id", None), e.question, getattr(e, "answer", None)] for e in split] for split in splits]
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def state_hash(module: dspy.Module) -> str:
+    body = {"config": module.config.model_dump(mode="json") if hasattr(module, "config") else None,
+            "state": module.dump_state()}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _evaluate(module: dspy.Module, valset: Sequence[Any], out_dir: Path, label: str, threads: int) -> EvalResult:
+    digest = state_hash(module)
+    path = out_dir / "evals" / f"{label}-{digest}.jsonl"
+    return evaluate(module, valset, path, threads=threads, progress=False, meta={"program": digest, "label": label})
+
+
+def _log_program(path: Path, module: dspy.Module, result: CompileResult) -> None:
+    description = describe_program(module)
+    tracking.log_file(path, "program")
+    tracking.log_json(description, "prompts.json")
+    import mlflow
+
+    mlflow.log_text(render_prompts(description), "prompts.md")
+    tracking.log_json({"optimizer": result.optimizer, "settings": result.settings, "cost": result.cost},
+                      "optimizer.json")
+
+
+def _compile_critic(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], proposer_lm: Any,
+                    task_lm: Any) -> tuple[dspy.Module, CompileResult, dict]:
+    """Harvest critiques on ``trainset``, compile the critic alone, install it into a copy of ``student``."""
+    with recording() as ledger:
+        cases = harvest(student, trainset)
+    counts = label_counts(cases)
+    log.info("harvested %d critiques from %d questions (%d sufficient)", counts["cases"], counts["questions"],
+             counts["sufficient"])
+    train_cases, val_cases = split_cases(cases, job.critic_val_fraction, job.seed)
+    check_sizes(job.optimizer, len(train_cases), len(val_cases))
+    critic = critic_student(student)
+    task_lm = next((p.lm for _, p in critic.named_predictors() if p.lm is not None), task_lm)
+    before = evaluate_critic(critic, val_cases or train_cases)
+    result = compile_program(critic, job.optimizer, train_cases, val_cases, metric=critic_score,
+                             feedback_metric=critic_feedback, proposer_lm=proposer_lm, task_lm=task_lm,
+                             overrides=job.optimizer_settings, metric_threshold=job.threshold(), seed=job.seed)
+    result.cost["harvest"] = ledger.summary()  # the program runs that produced the critique states
+    after = evaluate_critic(result.program, val_cases or train_cases)
+    with shared_retriever(student):
+        program = student.deepcopy()
+    install_critic(program, result.program)
+    return program, result, {"counts": counts, "n_train_cases": len(train_cases), "n_val_cases": len(val_cases),
+                             "before": before, "after": after}
+
+
+def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], valset: Sequence[Any], *,
+                out_dir: Path, programs_dir: Path, save: SaveInfo | None = None, proposer_lm: Any = None,
+                task_lm: Any = None, params: dict | None = None) -> CompileOutcome:
+    """Evaluate ``student`` on ``valset``, compile it on ``trainset``, evaluate again, save, and log all of
+    it as one MLflow run (tracking must be configured). Returns where the program was saved."""
+    trainset, valset = list(trainset), list(valset)
+    if not valset:
+        raise ConfigError("the validation split is empty: compile evaluates before and after on it (--n-val)")
+    if job.target == "program":
+        check_sizes(job.optimizer, len(trainset), len(valset))
+    elif len(trainset) < 2:
+        raise ConfigError(f"critic compilation harvests critiques from the train split: give it at least 2 "
+                          f"questions, got {len(trainset)}")
+    save = save or SaveInfo()
+    out_dir = out_dir / job.program_name
+    if task_lm is None:
+        task_lm = next((p.lm for _, p in student.named_predictors() if p.lm is not None), None)
+    run_params = {
+        "system": job.system, "optimizer": job.optimizer, "target": job.target, "metric": job.metric,
+        "metric_threshold": job.threshold(), "seed": job.seed, "n_train": len(trainset), "n_val": len(valset),
+        "data_hash": data_hash(trainset, valset), "opt": job.optimizer_settings,
+        "config": student.config.model_dump(mode="json") if hasattr(student, "config") else {},
+        **(params or {}),
+    }
+    tags = {"kind": "compile", "system": job.system, "optimizer": job.optimizer, "target": job.target}
+    with tracking.run(f"compile {job.program_name}", params=run_params, tags=tags) as active:
+        import mlflow
+
+        if save.lm:
+            tracking.log_json(save.lm, "lm_config.json")
+        before = _evaluate(student, valset, out_dir, "before", job.threads)
+        tracking.log_eval(before, "before.")
+        critic_info: dict = {}
+        if job.target == "program":
+            result = compile_program(
+                student, job.optimizer, trainset, valset, metric=ANSWER_METRICS[job.metric],
+                feedback_metric=answer_feedback_metric(job.metric), proposer_lm=proposer_lm, task_lm=task_lm,
+                overrides=job.optimizer_settings, metric_threshold=job.threshold(), seed=job.seed)
+            compiled = result.program
+        else:
+            compiled, result, critic_info = _compile_critic(job, student, trainset, proposer_lm, task_lm)
+            mlflow.log_metrics(tracking.numeric({"before": critic_info["before"], "after": critic_info["after"],
+                                                 "harvest": critic_info["counts"]}, "critic."))
+            mlflow.log_params({"critic.n_train_cases": critic_info["n_train_cases"],
+                               "critic.n_val_cases": critic_info["n_val_cases"]})
+        mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
+        mlflow.log_metrics(tracking.numeric(result.cost, "compile."))
+        after = _evaluate(compiled, valset, out_dir, "after", job.threads)
+        tracking.log_eval(after, "after.")
+        gains = {k: after.metrics[k] - before.metrics[k] for k in ("em", "f1", "all_gold", "recall")
+                 if after.metrics.get(k) is not None and before.metrics.get(k) is not None}
+        mlflow.log_metrics(tracking.numeric(gains, "gain."))
+        meta = {**save.meta, "run_id": active.info.run_id, "optimizer": job.optimizer, "target": job.target,
+                "metric": job.metric, "n_train": len(trainset), "n_val": len(valset),
+                "data_hash": run_params["data_hash"], "before": _headline(before), "after": _headline(after)}
+        path = save_program(programs_dir / f"{job.program_name}.json", compiled, job.system,
+                            retriever=save.retriever, lm=save.lm, index_manifest=save.index_manifest, meta=meta)
+        _log_program(path, compiled, result)
+        log.info("saved %s (F1 %.3f -> %.3f)", path, before.metrics["f1"] or 0, after.metrics["f1"] or 0)
+        return CompileOutcome(path=path, run_id=active.info.run_id, before=before.metrics, after=after.metrics,
+                              cost=result.cost, critic=critic_info, module=compiled)
+
+
+def _headline(result: EvalResult) -> dict:
+    return {k: result.metrics.get(k) for k in ("em", "f1", "all_gold", "lm_calls_per_q", "n")}
+
+
+# ---- composition from a Runtime (the CLI path) -------------------------------------------------------
+def proposer_for(runtime: Any, optimizer: str) -> Any:
+    """The proposer LM (role 'proposer' of the LM config) when the optimizer proposes instructions."""
+    from optimize.compile import get_spec
+    from program.lm.factory import build_lm
+
+    if not get_spec(optimizer).needs_proposer:
+        return None
+    return build_lm(runtime.lm_config.resolve("proposer"), "proposer")
+
+
+def save_info(runtime: Any, retriever_overrides: dict | None = None, meta: dict | None = None) -> SaveInfo:
+    return SaveInfo(
+        retriever=runtime.retriever_settings(retriever_overrides).model_dump(mode="json"),
+        lm=runtime.lm_config.model_dump(mode="json", exclude_none=True),
+        index_manifest=runtime.index_manifest(),
+        meta={"dataset": runtime.dataset, "index_dir": str(runtime.index_dir()), **(meta or {})},
+    )
+
+
+def split_train_val(examples: Sequence[Any], n_train: int, n_val: int) -> tuple[list, list]:
+    examples = list(examples)
+    if len(examples) < n_train + n_val:
+        raise ConfigError(f"asked for {n_train} train + {n_val} validation questions, the split has {len(examples)}")
+    return examples[:n_train], examples[n_train:n_train + n_val]
+
+
+def compile_from_runtime(runtime: Any, job: CompileJob, *, n_train: int, n_val: int, val_split: str = "train",
+                         program_path: str | Path | None = None, system_config: dict | None = None) -> CompileOutcome:
+    """``sharp compile``: sample train/val questions, build the student, compile, save, log."""
+    check_sizes_early(job, n_train, n_val)
+    if val_split == "train":
+        trainset, valset = split_train_val(runtime.examples("train", limit=n_train + n_val, seed=job.seed),
+                                           n_train, n_val)
+    else:
+        trainset = runtime.examples("train", limit=n_train, seed=job.seed)
+        valset = runtime.examples(val_split, limit=n_val, seed=job.seed)
+    if program_path:
+        student, saved = runtime.load_program(program_path)
+        if saved.system != job.system:
+            raise ConfigError(f"{program_path} holds a {saved.system!r} program, not {job.system!r}")
+        retriever_overrides = saved.retriever
+    else:
+        student = runtime.system(job.system, system_config)
+        retriever_overrides = None
+    proposer = proposer_for(runtime, job.optimizer)
+    params = {"dataset": runtime.dataset, "val_split": val_split, "start_program": str(program_path or ""),
+              "lm": runtime.lm_config.summary(), "retriever": runtime.retriever_settings(retriever_overrides)
+              .model_dump(mode="json")}
+    ws = runtime.workspace
+    return run_compile(job, student, trainset, valset, out_dir=ws / "compile", programs_dir=ws / "programs",
+                       save=save_info(runtime, retriever_overrides), proposer_lm=proposer, params=params)
+
+
+def check_sizes_early(job: CompileJob, n_train: int, n_val: int) -> None:
+    """Refuse impossible sizes before loading anything."""
+    from optimize.compile import get_spec
+
+    spec = get_spec(job.optimizer)
+    if n_val < 1:
+        raise ConfigError("--n-val must be at least 1: compile evaluates before and after on it")
+    if job.target == "program":
+        check_sizes(job.optimizer, n_train, n_val)
+    elif n_train < spec.min_train:
+        raise ConfigError(f"critic compilation with {job.optimizer!r} needs at least {spec.min_train} "
+                          f"critiques; harvest them from more questions (--n-train >= {spec.min_train})")

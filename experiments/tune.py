@@ -1,0 +1,304 @@
+"""``sharp tune``: an Optuna study over SHARP's thresholds and schedule, tracked in MLflow.
+
+One parent MLflow run per invocation (tagged with the study name), one nested run per trial,
+then the best parameters, Optuna's plots, the replay speed-up and the tuned program (saved in
+the workspace and logged as an artifact, ready for ``sharp export``).
+
+Scoring goes through :class:`ReplayScorer`: a retrieval setting (k schedule, evidence cap,
+retrieval mode) is recorded live once, on disk under ``workspace/replay``; every threshold and
+retry policy is then replayed from it without calling the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from experiments import tracking
+from experiments.compile import SaveInfo, data_hash, state_hash
+from optimize import replay
+from optimize.compile import shared_retriever
+from optimize.evaluate import evaluate
+from optimize.tune import (Objective, SearchSpace, Tuner, apply_params, best_trial, full_params, get_objective,
+                           open_study, recording_params, run_study)
+from program.errors import ConfigError
+from program.saved import save_program
+from program.sharp import SharpRAG
+
+log = logging.getLogger(__name__)
+
+
+def default_storage(ws: Path) -> str:
+    return f"sqlite:///{ws / 'optuna.db'}"
+
+
+def redact_url(url: str) -> str:
+    return re.sub(r"//([^:/@]+):([^@]+)@", r"//\1:***@", url)
+
+
+@dataclass
+class TuneJob:
+    objective: str = "f1"
+    n_trials: int = 20
+    storage: str | None = None
+    study: str | None = None
+    seed: int = 0
+    threads: int = 1
+    space: SearchSpace = field(default_factory=SearchSpace)
+    verify: bool = False
+
+    def __post_init__(self) -> None:
+        get_objective(self.objective)
+        if self.n_trials < 1:
+            raise ConfigError(f"--trials must be at least 1, got {self.n_trials}")
+
+
+@dataclass
+class TuneOutcome:
+    study: str
+    storage: str
+    run_id: str
+    best_params: dict
+    best_values: list[float]
+    path: Path
+    trials_run: int
+    speedup: dict
+    verify: dict = field(default_factory=dict)
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class ReplayScorer:
+    """Parameters -> metrics: a live recording per retrieval setting (kept on disk), replay per policy."""
+
+    def __init__(self, base: SharpRAG, examples: Sequence[Any], space: SearchSpace,
+                 retriever_for: Callable[[dict], Any], record_dir: Path, threads: int = 1, key_extra: Any = None):
+        if not isinstance(base, SharpRAG):
+            raise ConfigError(f"tuning replays SHARP's retry loop; {type(base).__name__} has none (use --system sharp)")
+        self.base, self.examples, self.space = base, list(examples), space
+        self.retriever_for, self.record_dir, self.threads = retriever_for, record_dir, threads
+        self.key_base = {"state": state_hash(base), "data": data_hash(self.examples), "extra": key_extra}
+        self.recordings: dict[str, dict[str, dict]] = {}
+        self.record_seconds = self.replay_seconds = self.live_estimate = 0.0
+        self.recordings_made = 0
+
+    def program_for(self, params: dict, retriever: Any = None) -> SharpRAG:
+        config, _ = apply_params(self.base.config, params)
+        with shared_retriever(self.base):
+            program = self.base.deepcopy()
+        program.retriever = retriever if retriever is not None else self.base.retriever
+        program.config = config
+        return program
+
+    def _recording(self, params: dict) -> tuple[dict[str, dict], bool]:
+        rparams = recording_params(params, self.space)
+        config, overrides = apply_params(self.base.config, rparams)
+        key = _digest({**self.key_base, "config": config.model_dump(mode="json", exclude={"confidence_threshold"}),
+                       "retriever": overrides})
+        if key in self.recordings:
+            return self.recordings[key], False
+        t0 = time.perf_counter()
+        path = self.record_dir / f"{key}.jsonl"
+        live = bool(replay.pending(self.examples, rparams["max_retries"], path))
+        program = self.program_for(rparams, self.retriever_for(overrides))
+        recs = replay.record(program, self.examples, rparams["max_retries"], path, threads=self.threads)
+        self.record_seconds += time.perf_counter() - t0
+        self.recordings_made += int(live)
+        self.recordings[key] = recs
+        return recs, live
+
+    def __call__(self, params: dict) -> tuple[dict, bool]:
+        recs, recorded = self._recording(params)
+        t0 = time.perf_counter()
+        config, _ = apply_params(self.base.config, params)
+        result = replay.score(recs, self.examples, replay.Policy.of(config))
+        seconds = time.perf_counter() - t0
+        self.replay_seconds += seconds
+        live = result.metrics["live_seconds_per_q"] * len(self.examples)
+        self.live_estimate += live
+        metrics = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        metrics.update(replay_seconds=seconds, live_seconds_estimate=live)
+        return metrics, recorded
+
+    def speedup(self) -> dict:
+        spent = self.record_seconds + self.replay_seconds
+        return {"recordings": self.recordings_made, "record_seconds": round(self.record_seconds, 3),
+                "replay_seconds": round(self.replay_seconds, 4),
+                "live_seconds_estimate": round(self.live_estimate, 3),
+                "speedup_total": self.live_estimate / spent if spent > 0 else None,
+                "speedup_replay_only": self.live_estimate / self.replay_seconds if self.replay_seconds > 0 else None}
+
+
+def _trial_logger(space: SearchSpace) -> Callable[[Any, Any], None]:
+    """An Optuna callback: one nested MLflow run per finished trial."""
+    import mlflow
+    from optuna.trial import TrialState
+
+    def log_trial(study: Any, trial: Any) -> None:
+        params = full_params(trial, space)
+        with tracking.run(f"trial {trial.number}", params=params, nested=True,
+                          tags={"kind": "tune-trial", "study": study.study_name, "optuna.trial": str(trial.number),
+                                "optuna.state": trial.state.name}):
+            if trial.state == TrialState.COMPLETE:
+                mlflow.log_metrics(tracking.numeric(trial.user_attrs.get("metrics") or {}))
+                mlflow.log_metric("trial_seconds", float(trial.user_attrs.get("seconds") or 0.0))
+                mlflow.set_tag("recorded", str(trial.user_attrs.get("recorded")))
+
+    return log_trial
+
+
+def _log_plots(study: Any, objective: Objective) -> list[str]:
+    """Optuna's matplotlib plots as MLflow artifacts; a plot that cannot be drawn is skipped."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import mlflow
+    from optuna.visualization import matplotlib as om
+
+    names = list(objective.keys)
+    plots: dict[str, Callable[[], Any]] = {}
+    if objective.multi:
+        plots["pareto_front"] = lambda: om.plot_pareto_front(study, target_names=names)
+        for i, key in enumerate(names):
+            plots[f"history_{key}"] = lambda i=i, key=key: om.plot_optimization_history(
+                study, target=lambda t: t.values[i], target_name=key)
+        plots["param_importances"] = lambda: om.plot_param_importances(
+            study, target=lambda t: t.values[0], target_name=names[0])
+    else:
+        plots["history"] = lambda: om.plot_optimization_history(study, target_name=names[0])
+        plots["param_importances"] = lambda: om.plot_param_importances(study)
+    logged = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, make in plots.items():
+            try:
+                ax = make()
+            except (ValueError, RuntimeError, ZeroDivisionError, IndexError) as exc:
+                log.warning("plot %s skipped: %s", name, exc)
+                continue
+            fig = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
+            mlflow.log_figure(fig, f"plots/{name}.png")
+            plt.close(fig)
+            logged.append(name)
+    return logged
+
+
+def run_tune(job: TuneJob, base: SharpRAG, examples: Sequence[Any], *, retriever_for: Callable[[dict], Any],
+             workspace: Path, study_name: str, save: SaveInfo | None = None, params: dict | None = None,
+             key_extra: Any = None) -> TuneOutcome:
+    """Run (or resume) the study to ``job.n_trials`` finished trials; track it; save the best program."""
+    objective = get_objective(job.objective)
+    storage = job.storage or default_storage(workspace)
+    study = open_study(storage, study_name, objective, seed=job.seed)
+    scorer = ReplayScorer(base, examples, job.space, retriever_for, workspace / "replay", job.threads, key_extra)
+    tuner = Tuner(job.space, objective, scorer)
+    save = save or SaveInfo()
+    run_params = {"objective": job.objective, "n_trials": job.n_trials, "study": study_name,
+                  "storage": redact_url(storage), "seed": job.seed, "n_examples": len(examples),
+                  "data_hash": data_hash(examples), "space": job.space.model_dump(mode="json"),
+                  "base_config": base.config.model_dump(mode="json"), **(params or {})}
+    tags = {"kind": "tune", "study": study_name, "objective": job.objective}
+    with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:
+        import mlflow
+
+        ran = run_study(study, tuner, job.n_trials, callbacks=[_trial_logger(job.space)])
+        log.info("study %s: %d trials run now, %d finished in all", study_name, ran, len(study.trials))
+        best = best_trial(study, objective)
+        best_params = full_params(best, job.space)
+        mlflow.log_params(tracking.flatten(best_params, "best."))
+        mlflow.log_metrics(tracking.numeric(best.user_attrs.get("metrics") or {}, "best."))
+        speed = scorer.speedup()
+        mlflow.log_metrics(tracking.numeric(speed, "replay."))
+        plots = _log_plots(study, objective)
+        front = [{"number": t.number, "values": t.values, "params": full_params(t, job.space)}
+                 for t in (study.best_trials if objective.multi else [best])]
+        verify = _verify(scorer, best_params, best.user_attrs.get("metrics") or {}, job.threads) if job.verify else {}
+        if verify:
+            mlflow.log_metrics(tracking.numeric(verify, "verify."))
+        program = scorer.program_for(best_params)
+        retriever = {**save.retriever, **apply_params(base.config, best_params)[1]}
+        meta = {**save.meta, "run_id": active.info.run_id, "study": study_name, "storage": redact_url(storage),
+                "objective": job.objective, "best_params": best_params, "best_values": list(best.values)}
+        path = save_program(workspace / "programs" / f"{study_name}.json", program, SharpRAG.SYSTEM,
+                            retriever=retriever, lm=save.lm, index_manifest=save.index_manifest, meta=meta)
+        tracking.log_file(path, "program")
+        report = {"study": study_name, "storage": redact_url(storage), "objective": job.objective,
+                  "trials_finished": len([t for t in study.trials if t.values is not None]), "trials_run_now": ran,
+                  "best": {"number": best.number, "values": best.values, "params": best_params},
+                  ("pareto_front" if objective.multi else "best_trials"): front, "replay": speed, "verify": verify,
+                  "plots": plots}
+        tracking.log_json(report, "tune_report.json")
+        return TuneOutcome(study=study_name, storage=storage, run_id=active.info.run_id, best_params=best_params,
+                           best_values=list(best.values), path=path, trials_run=ran, speedup=speed, verify=verify)
+
+
+def _verify(scorer: ReplayScorer, params: dict, replayed: dict, threads: int) -> dict:
+    """Run the best policy live and compare it with its replayed score (same calls, so equal)."""
+    _, overrides = apply_params(scorer.base.config, params)
+    program = scorer.program_for(params, scorer.retriever_for(overrides))
+    t0 = time.perf_counter()
+    live = evaluate(program, scorer.examples, threads=threads, progress=False)
+    seconds = time.perf_counter() - t0
+    out = {"live_seconds": seconds}
+    for key in ("em", "f1", "lm_calls_per_q"):
+        out[f"live_{key}"] = live.metrics.get(key)
+        out[f"replay_{key}"] = replayed.get(key)
+    out["match"] = float(all(abs((out[f"live_{k}"] or 0) - (out[f"replay_{k}"] or 0)) < 1e-9
+                             for k in ("em", "f1", "lm_calls_per_q")))
+    return out
+
+
+# ---- composition from a Runtime (the CLI path) -------------------------------------------------------
+def tune_from_runtime(runtime: Any, job: TuneJob, *, n_questions: int, split: str = "train",
+                      program_path: str | Path | None = None, system_config: dict | None = None) -> TuneOutcome:
+    from experiments.compile import save_info
+
+    examples = runtime.examples(split, limit=n_questions, seed=job.seed)
+    if program_path:
+        base, saved = runtime.load_program(program_path)
+        base_retriever = dict(saved.retriever)
+    else:
+        base = runtime.system("sharp", system_config)
+        base_retriever = {}
+    retrievers: dict[str, Any] = {}
+
+    def retriever_for(overrides: dict) -> Any:
+        key = json.dumps(overrides, sort_keys=True)
+        if key not in retrievers:
+            retrievers[key] = runtime.retriever({**base_retriever, **overrides})
+        return retrievers[key]
+
+    study_name = job.study or f"sharp-{Path(runtime.dataset).stem}-{job.objective}"
+    extra = {"lm": runtime.lm_config.model_dump(mode="json"), "retriever": base_retriever,
+             "dataset": runtime.dataset, "split": split}
+    params = {"dataset": runtime.dataset, "split": split, "start_program": str(program_path or ""),
+              "lm": runtime.lm_config.summary()}
+    return run_tune(job, base, examples, retriever_for=retriever_for, workspace=runtime.workspace,
+                    study_name=study_name, save=save_info(runtime, base_retriever), params=params, key_extra=extra)
+
+
+def load_space(path: str | Path | None, fixed: dict | None = None) -> SearchSpace:
+    """A search space from a YAML/JSON file (keys of SearchSpace), plus ``--fix`` pins."""
+    values: dict = {}
+    if path:
+        import yaml
+
+        try:
+            values = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read search space {path}: {exc}") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: a search space is a mapping of SearchSpace keys")
+    if fixed:
+        values["fixed"] = {**values.get("fixed", {}), **fixed}
+    return SearchSpace.from_mapping(values)

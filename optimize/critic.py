@@ -1,0 +1,233 @@
+"""Compile the critic on its own: critique states harvested from runs, labels from gold annotations.
+
+1. :func:`harvest` runs the program over training questions and turns every critic step of its
+   trace into a case: the question, the searches made so far and the evidence exactly as the
+   critic saw it (rebuilt from the passages the retriever returned, which are logged on the way).
+2. The label is derived from the gold annotations: "sufficient" exactly when every gold
+   paragraph is in the critiqued evidence (:func:`optimize.metrics.evidence_complete`).
+3. :func:`critic_score` rewards a correct verdict and a calibrated confidence:
+   ``0.5 * correct + 0.5 * (1 - Brier)``; :func:`critic_feedback` says the same in words for GEPA.
+4. The critic is compiled as :class:`CriticProgram` (one predictor, named ``critic`` so it keeps
+   the critic's LM) and copied back into the full program with :func:`install_critic`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any, Iterable, Sequence
+
+import dspy
+
+from optimize.compile import shared_retriever
+from optimize.metrics import calibration, evidence_complete
+from program.errors import ConfigError
+from program.evidence import format_evidence
+from program.sharp import _confidence, _items, check_question
+from program.steps import RECOVERABLE
+from program.types import Passage
+
+log = logging.getLogger(__name__)
+
+VERDICTS = ("sufficient", "insufficient", "contradictory")
+CRITIC_INPUTS = ("question", "sub_queries", "evidence")
+
+
+class PassageLog:
+    """A retriever wrapper that remembers every passage it returned, by id."""
+
+    def __init__(self, retriever: Any):
+        self.retriever = retriever
+        self.by_id: dict[str, Passage] = {}
+
+    def _keep(self, passages: list[Passage]) -> list[Passage]:
+        for p in passages:
+            self.by_id.setdefault(p.id, p)
+        return passages
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        return self._keep(self.retriever.retrieve(query, k))
+
+    def retrieve_many(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
+        return [self._keep(ps) for ps in self.retriever.retrieve_many(queries, k)]
+
+
+class CriticProgram(dspy.Module):
+    """The critic alone, as a program an optimizer can compile."""
+
+    def __init__(self, critic: dspy.Module):
+        super().__init__()
+        self.critic = critic
+
+    def forward(self, question: str, sub_queries: list[str], evidence: str) -> dspy.Prediction:
+        return self.critic(question=question, sub_queries=sub_queries, evidence=evidence)
+
+
+def critic_student(program: dspy.Module) -> CriticProgram:
+    """A copy of ``program``'s critic (demos, instructions, LM) wrapped for compiling."""
+    return CriticProgram(program.critic.deepcopy())
+
+
+def install_critic(program: dspy.Module, compiled: CriticProgram) -> dspy.Module:
+    """Load the compiled critic's demos and instructions into ``program`` (in place); return it."""
+    if type(program.critic) is not type(compiled.critic):
+        raise ConfigError(f"the compiled critic is a {type(compiled.critic).__name__} but the program's is a "
+                          f"{type(program.critic).__name__}; compile with the same critic_reasoning setting")
+    lms = {name: pred.lm for name, pred in program.critic.named_predictors()}
+    program.critic.load_state(_without_lms(compiled.critic.dump_state()))
+    for name, pred in program.critic.named_predictors():
+        pred.lm = lms.get(name)
+    return program
+
+
+def _without_lms(state: Any) -> Any:
+    """A dumped state with every predictor's LM cleared (the program keeps its own LMs)."""
+    if isinstance(state, dict):
+        return {k: (None if k == "lm" else _without_lms(v)) for k, v in state.items()}
+    return state
+
+
+# ---- harvesting --------------------------------------------------------------------------------
+def critique_cases(example: Any, prediction: Any, passages: dict[str, Passage],
+                   passage_chars: int) -> list[dspy.Example]:
+    """One case per critic step of ``prediction``'s trace, labelled from ``example``'s gold titles."""
+    gold = list(getattr(example, "gold_titles", None) or [])
+    if not gold:
+        return []
+    question, _ = check_question(example.question, 10 ** 9)
+    asked: list[str] = []
+    cases = []
+    for step in getattr(prediction, "trace", None) or []:
+        if step.get("role") == "retriever":
+            asked = list(dict.fromkeys(asked + list(step.get("queries") or [])))
+        if step.get("role") != "critic" or step.get("verdict") is None or "evidence_ids" not in step:
+            continue
+        try:
+            evidence = [passages[i] for i in step["evidence_ids"]]
+        except KeyError as exc:
+            log.warning("question %s: passage %s was not logged; critique skipped", getattr(example, "id", "?"), exc)
+            continue
+        titles = [p.title for p in evidence]
+        label = evidence_complete(gold, titles)
+        cases.append(dspy.Example(
+            id=f"{getattr(example, 'id', '?')}#{step.get('round', len(cases))}",
+            question_id=getattr(example, "id", None),
+            question=question,
+            sub_queries=list(asked),
+            evidence=format_evidence(evidence, passage_chars),
+            verdict="sufficient" if label else "insufficient",
+            sufficient=label,
+            gold_titles=gold,
+            evidence_titles=titles,
+            program_verdict=step.get("verdict"),
+            program_confidence=step.get("confidence"),
+        ).with_inputs(*CRITIC_INPUTS))
+    return cases
+
+
+def harvest(program: dspy.Module, examples: Iterable[Any]) -> list[dspy.Example]:
+    """Run ``program`` on each example and collect its critique states as labelled cases."""
+    if not hasattr(program, "critic") or not hasattr(program, "retriever"):
+        raise ConfigError(f"{type(program).__name__} has no critic to compile; use --system sharp")
+    with shared_retriever(program):
+        runner = program.deepcopy()
+    runner.retriever = plog = PassageLog(program.retriever)
+    chars = runner.config.passage_chars
+    cases: list[dspy.Example] = []
+    for ex in examples:
+        try:
+            pred = runner(question=ex.question)
+        except RECOVERABLE as exc:
+            log.warning("question %s failed while harvesting critiques: %s", getattr(ex, "id", "?"), exc)
+            continue
+        cases += critique_cases(ex, pred, plog.by_id, chars)
+    return cases
+
+
+def label_counts(cases: Sequence[Any]) -> dict[str, int]:
+    pos = sum(bool(c.sufficient) for c in cases)
+    return {"cases": len(cases), "sufficient": pos, "insufficient": len(cases) - pos,
+            "questions": len({c.question_id for c in cases})}
+
+
+def split_cases(cases: Sequence[Any], val_fraction: float = 0.3, seed: int = 0) -> tuple[list, list]:
+    """Split by question (all critiques of one question on one side), seeded."""
+    qids = sorted({c.question_id for c in cases}, key=str)
+    random.Random(seed).shuffle(qids)
+    n_val = round(len(qids) * val_fraction) if len(qids) > 1 else 0
+    val_ids = set(qids[:n_val])
+    return [c for c in cases if c.question_id not in val_ids], [c for c in cases if c.question_id in val_ids]
+
+
+# ---- metric ------------------------------------------------------------------------------------
+def _problem(pred: Any) -> bool:
+    """True when SHARP would discard this critique (unreadable, invalid or inconsistent fields)."""
+    verdict = getattr(pred, "verdict", None)
+    if verdict not in VERDICTS or _confidence(getattr(pred, "confidence", None)) is None:
+        return True
+    return verdict == "sufficient" and bool(_items(getattr(pred, "missing_information", None))) \
+        and bool(_items(getattr(pred, "suggested_queries", None)))
+
+
+def read_verdict(pred: Any) -> tuple[str, float]:
+    """The verdict and confidence the program would act on (invalid output: insufficient, 0.0)."""
+    if _problem(pred):
+        return "insufficient", 0.0
+    return getattr(pred, "verdict"), _confidence(getattr(pred, "confidence"))
+
+
+def p_sufficient(verdict: str, confidence: float) -> float:
+    return confidence if verdict == "sufficient" else 1.0 - confidence
+
+
+def critic_score(example: Any, pred: Any, trace: Any = None) -> float:
+    """0.5 for the right verdict + 0.5 * (1 - Brier) of P(sufficient) against the label; 0 for an
+    output the program would discard."""
+    if _problem(pred):
+        return 0.0
+    verdict, conf = read_verdict(pred)
+    label = bool(example.sufficient)
+    correct = (verdict == "sufficient") == label
+    return 0.5 * correct + 0.5 * (1.0 - (p_sufficient(verdict, conf) - float(label)) ** 2)
+
+
+def critic_feedback(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
+                    pred_trace: Any = None) -> dspy.Prediction:
+    """GEPA feedback metric for the critic: the score and what was wrong, in words."""
+    score = critic_score(gold, pred)
+    verdict, conf = read_verdict(pred)
+    p = p_sufficient(verdict, conf)
+    seen = {t.strip().lower() for t in gold.evidence_titles}
+    missing = [t for t in gold.gold_titles if t.strip().lower() not in seen]
+    truth = ("the evidence holds every paragraph needed (" + ", ".join(repr(t) for t in gold.gold_titles) + ")"
+             if gold.sufficient else "the evidence lacks " + ", ".join(repr(t) for t in missing))
+    if _problem(pred):
+        said = ("The output was unusable (no valid verdict and 0-1 confidence, or 'sufficient' while listing "
+                "missing facts), so the program treats it as 'insufficient'")
+    else:
+        said = f"You said {verdict!r} with confidence {conf:.2f} (P(sufficient) = {p:.2f})"
+    if (verdict == "sufficient") == bool(gold.sufficient):
+        judgement = "Right verdict." + ("" if abs(p - gold.sufficient) < 0.3 else " Be more confident.")
+    elif gold.sufficient:
+        judgement = "Over-triggered: this asks for another search although nothing is missing."
+    else:
+        judgement = "Under-triggered: this stops although a needed paragraph is missing; name it as missing."
+    return dspy.Prediction(score=score, feedback=f"Score {score:.2f}. In truth {truth}. {said}. {judgement}")
+
+
+def evaluate_critic(critic: CriticProgram, cases: Sequence[Any]) -> dict:
+    """Mean score plus calibration (accuracy, Brier, ECE, trigger rates) of ``critic`` on ``cases``."""
+    points, scores, errors = [], [], 0
+    for case in cases:
+        try:
+            pred = critic(**case.inputs())
+        except RECOVERABLE as exc:
+            log.debug("critic failed on %s: %s", case.id, exc)
+            pred, errors = None, errors + 1
+        verdict, conf = read_verdict(pred)
+        scores.append(critic_score(case, pred))
+        points.append({"p_sufficient": p_sufficient(verdict, conf), "verdict": verdict, "label": bool(case.sufficient),
+                       "action": "stop" if verdict == "sufficient" else "retry", "problem": None})
+    out = {"score": sum(scores) / len(scores) if scores else None, "errors": errors}
+    out.update(calibration(points))
+    return out

@@ -1,0 +1,109 @@
+"""Critic compilation: harvested critique states, gold-derived labels, the calibrated metric."""
+
+from __future__ import annotations
+
+import dspy
+import pytest
+
+from optimize.compile import compile_program
+from optimize.critic import (CriticProgram, critic_feedback, critic_score, critic_student, critique_cases,
+                             evaluate_critic, harvest, install_critic, label_counts, read_verdict, split_cases)
+from program.evidence import format_evidence
+from program.types import Passage
+
+
+def case(sufficient, gold=("A", "B"), seen=("A", "B")):
+    return dspy.Example(sufficient=sufficient, gold_titles=list(gold), evidence_titles=list(seen))
+
+
+def pred(verdict, confidence, missing=(), suggested=()):
+    return dspy.Prediction(verdict=verdict, confidence=confidence, missing_information=list(missing),
+                           suggested_queries=list(suggested))
+
+
+def test_metric_rewards_right_and_calibrated_verdicts():
+    assert critic_score(case(True), pred("sufficient", 1.0)) == pytest.approx(1.0)
+    assert critic_score(case(True), pred("sufficient", 0.6)) == pytest.approx(0.5 + 0.5 * (1 - 0.16))
+    assert critic_score(case(False), pred("insufficient", 0.9)) == pytest.approx(0.5 + 0.5 * (1 - 0.01))
+    # wrong and confident is the worst; wrong but unsure is better
+    assert critic_score(case(False), pred("sufficient", 1.0)) == pytest.approx(0.0)
+    assert critic_score(case(False), pred("sufficient", 0.55)) == pytest.approx(0.5 * (1 - 0.3025))
+    # "contradictory" counts as not sufficient; a percentage is read as a probability
+    assert critic_score(case(False), pred("contradictory", 80)) == pytest.approx(0.5 + 0.5 * (1 - 0.04))
+
+
+def test_unreadable_or_inconsistent_output_is_what_the_program_would_do():
+    assert read_verdict(pred("maybe", 0.9)) == ("insufficient", 0.0)
+    assert read_verdict(pred("sufficient", "high")) == ("insufficient", 0.0)
+    assert read_verdict(pred("sufficient", 0.9, ["x"], ["find x"])) == ("insufficient", 0.0)
+    assert read_verdict(None) == ("insufficient", 0.0)
+    assert critic_score(case(True), None) == 0.0 and critic_score(case(False), pred("maybe", 0.9)) == 0.0
+    assert "unusable" in critic_feedback(case(True), pred("maybe", 0.9)).feedback
+
+
+def test_feedback_names_over_and_under_triggering():
+    over = critic_feedback(case(True), pred("insufficient", 0.9))
+    assert "Over-triggered" in over.feedback and over.score < 0.5
+    under = critic_feedback(case(False, seen=("A",)), pred("sufficient", 0.9))
+    assert "Under-triggered" in under.feedback and "'B'" in under.feedback
+    right = critic_feedback(case(True), pred("sufficient", 0.95))
+    assert "Right verdict" in right.feedback and right.score > 0.9
+
+
+def test_cases_from_a_trace_rebuild_what_the_critic_saw():
+    passages = {p.id: p for p in [Passage("a", "A", "alpha text"), Passage("b", "B", "beta text"),
+                                  Passage("c", "C", "gamma")]}
+    trace = [
+        {"role": "planner"},
+        {"role": "retriever", "queries": ["q", "sub 1"]},
+        {"role": "critic", "round": 0, "verdict": "insufficient", "confidence": 0.8,
+         "evidence_ids": ["a", "c"], "evidence_titles": ["A", "C"]},
+        {"role": "retriever", "queries": ["find B"]},
+        {"role": "critic", "round": 1, "verdict": "sufficient", "confidence": 0.9,
+         "evidence_ids": ["a", "c", "b"], "evidence_titles": ["A", "C", "B"]},
+        {"role": "critic", "round": 2, "verdict": None},  # a critique that never produced a verdict
+        {"role": "generator"},
+    ]
+    ex = dspy.Example(id="x1", question="  What   is A? ", gold_titles=["A", "B"])
+    cases = critique_cases(ex, dspy.Prediction(trace=trace), passages, passage_chars=600)
+    assert [c.sufficient for c in cases] == [False, True]
+    assert [c.verdict for c in cases] == ["insufficient", "sufficient"]  # labeled demos carry the right verdict
+    assert cases[0].sub_queries == ["q", "sub 1"] and cases[1].sub_queries == ["q", "sub 1", "find B"]
+    assert cases[1].evidence == format_evidence([passages["a"], passages["c"], passages["b"]], 600)
+    assert cases[0].question == "What is A?" and cases[0].id == "x1#0"
+    assert set(cases[0].inputs().keys()) == {"question", "sub_queries", "evidence"}
+    assert critique_cases(dspy.Example(id="y", question="q", gold_titles=[]), dspy.Prediction(trace=trace),
+                          passages, 600) == []
+
+
+def test_harvest_reproduces_the_critic_inputs_exactly(world):
+    prog = world.program()
+    cases = harvest(prog, world.examples())
+    counts = label_counts(cases)
+    assert counts["questions"] == 9 and counts["sufficient"] > 0 and counts["insufficient"] > 0
+    # the rule critic answers from its inputs: on the harvested inputs it says what it said in the run
+    critic = critic_student(prog)
+    for c in cases:
+        verdict, conf = read_verdict(critic(**c.inputs()))
+        assert (verdict, conf) == (c.program_verdict, c.program_confidence)
+    train, val = split_cases(cases, 0.3, seed=1)
+    assert not {c.question_id for c in train} & {c.question_id for c in val}
+    assert len(train) + len(val) == len(cases)
+
+
+def test_compiled_critic_goes_back_into_the_program(world):
+    prog = world.program()
+    cases = harvest(prog, world.examples())
+    student = critic_student(prog)
+    before = evaluate_critic(student, cases)
+    assert 0 < before["score"] < 1 and before["n_critiques"] == len(cases)
+    # the overconfident cases are wrong: over/under-trigger statistics see them
+    assert before["verdict_accuracy"] < 1.0
+    res = compile_program(student, "bootstrap", cases, metric=critic_score, metric_threshold=0.75)
+    assert isinstance(res.program, CriticProgram) and res.program.critic.demos
+    assert res.cost["by_role"].keys() == {"critic"}
+    planner_lm = prog.planner.lm
+    install_critic(prog, res.program)
+    assert prog.critic.dump_state()["demos"] == res.program.critic.dump_state()["demos"]
+    assert prog.critic.lm.role == "critic" and prog.planner.lm is planner_lm
+    assert prog(question=world.cases[0].question).answer == "American"

@@ -1,0 +1,93 @@
+"""Optimizer registry: names, minimum train sizes, settings, one budget for GEPA, compile with bootstrap."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimize.compile import (OPTIMIZERS, OptimizerContext, TrainSetTooSmallError, UnknownOptimizerError,
+                              build_optimizer, check_sizes, compile_program, describe_program, render_prompts)
+from optimize.feedback import answer_feedback_metric
+from optimize.metrics import answer_f1
+from program.errors import ConfigError
+
+
+def ctx(**kw):
+    return OptimizerContext(metric=answer_f1, feedback_metric=answer_feedback_metric("f1"), n_train=20, **kw)
+
+
+def test_unknown_optimizer_lists_the_valid_ones():
+    with pytest.raises(UnknownOptimizerError,
+                       match="unknown optimizer 'miprov3'.*bootstrap, bootstrap-rs, mipro, simba, gepa"):
+        check_sizes("miprov3", 10, 10)
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_train_split_below_the_minimum_is_refused(name):
+    need = OPTIMIZERS[name].min_train
+    with pytest.raises(TrainSetTooSmallError, match=f"at least {need} training examples, got {need - 1}"):
+        check_sizes(name, need - 1, 5)
+    check_sizes(name, need, 5)
+
+
+def test_valset_required_where_candidates_are_scored():
+    with pytest.raises(TrainSetTooSmallError, match="validation split"):
+        check_sizes("bootstrap-rs", 10, 0)
+    check_sizes("bootstrap", 10, 0)  # bootstrap does not score candidates
+
+
+def test_proposer_needed_for_instruction_optimizers(world):
+    for name in ("mipro", "simba", "gepa"):
+        with pytest.raises(ConfigError, match="needs a proposer LM"):
+            build_optimizer(name, ctx())
+    lm = world.rule_lm("proposer", lambda f: {})
+    opt, settings = build_optimizer("mipro", ctx(proposer_lm=lm, task_lm=lm))
+    assert settings["auto"] == "light" and settings["num_threads"] == 1 and settings["prompt_model"] == "dummy"
+
+
+def test_small_data_defaults_and_unknown_settings():
+    opt, settings = build_optimizer("bootstrap", ctx())
+    assert (opt.max_bootstrapped_demos, opt.max_labeled_demos) == (2, 2)
+    assert settings["metric"] == "answer_f1"
+    opt, _ = build_optimizer("bootstrap", ctx(), {"max_labeled_demos": 0})
+    assert opt.max_labeled_demos == 0
+    with pytest.raises(ConfigError, match="unknown setting.*max_demoz.*valid settings: .*max_bootstrapped_demos"):
+        build_optimizer("bootstrap", ctx(), {"max_demoz": 3})
+
+
+def test_gepa_takes_exactly_one_budget(world):
+    lm = world.rule_lm("proposer", lambda f: {})
+    opt, settings = build_optimizer("gepa", ctx(proposer_lm=lm))
+    assert settings["max_full_evals"] == 3 and "auto" not in settings
+    opt, settings = build_optimizer("gepa", ctx(proposer_lm=lm), {"auto": "light"})
+    assert settings["auto"] == "light" and "max_full_evals" not in settings
+    with pytest.raises(ConfigError, match="exactly one budget"):
+        build_optimizer("gepa", ctx(proposer_lm=lm), {"auto": "light", "max_metric_calls": 50})
+
+
+def test_simba_refuses_different_lms_per_role(world):
+    prog = world.program()
+    with pytest.raises(ConfigError, match="one LM"):
+        # the rule LMs are three objects but look alike; give the critic a distinguishable one
+        prog.critic.lm = type("Other", (), {"model": "other/model"})()
+        compile_program(prog, "simba", world.examples()[:6], metric=answer_f1,
+                        proposer_lm=world.rule_lm("proposer", lambda f: {}))
+
+
+def test_bootstrap_compiles_every_predictor_and_accounts_the_cost(world):
+    prog = world.program()
+    examples = world.examples()
+    res = compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, metric_threshold=0.6)
+    compiled = res.program
+    desc = describe_program(compiled)
+    assert set(desc) == {"planner", "critic", "generator"}
+    # demos bootstrapped from successful traces, the labeled ones capped at 2
+    assert all(1 <= len(d["demos"]) <= 4 for d in desc.values())
+    assert any(demo.get("augmented") for demo in desc["critic"]["demos"])
+    assert res.cost["lm_calls"] > 0 and set(res.cost["by_role"]) == {"planner", "critic", "generator"}
+    assert res.settings["max_bootstrapped_demos"] == 2
+    # the roles keep their own LMs and the retriever is the original object, not a copy
+    assert [p.lm.role for _, p in compiled.named_predictors()] == ["planner", "critic", "generator"]
+    assert compiled.retriever is prog.retriever
+    assert prog.generator.demos == []  # the student itself is untouched
+    assert compiled(question=examples[0].question).answer == "American"
+    assert "## critic" in render_prompts(desc)
