@@ -34,7 +34,7 @@ class SavedProgram:
 
 def _strip_lms(state: Any) -> Any:
     if isinstance(state, dict):
-        return {k: _strip_lms(v) for k, v in state.items() if k != "lm"}
+        return {k: (None if k == "lm" else _strip_lms(v)) for k, v in state.items()}
     if isinstance(state, list):
         return [_strip_lms(v) for v in state]
     return state
