@@ -1,0 +1,61 @@
+"""Saved programs: JSON only, round trip, tamper and version refusal."""
+
+from __future__ import annotations
+
+import json
+
+import dspy
+import pytest
+from doubles import ScriptedLM, assign
+
+import program
+from program.errors import ProgramFileError
+from program.saved import load_into, read_program, save_program
+from program.sharp import SharpConfig, SharpRAG
+
+
+def compiled(retriever):
+    prog = SharpRAG(retriever, SharpConfig(confidence_threshold=0.55, k_schedule=(2, 4)))
+    prog.critic.signature = prog.critic.signature.with_instructions("Only say sufficient when both hops are there.")
+    prog.generator.demos = [dspy.Example(question="q?", evidence="[1] T: t", answer="a", supporting_passages=[1])]
+    assign(prog, {"planner": ScriptedLM("planner", []), "critic": ScriptedLM("critic", []),
+                  "generator": ScriptedLM("generator", [])})
+    return prog
+
+
+def test_round_trip_rebuilds_config_demos_and_instructions(tmp_path, retriever):
+    path = save_program(tmp_path / "p.json", compiled(retriever), "sharp", retriever={"mode": "hybrid"})
+    text = path.read_text()
+    assert "ScriptedLM" not in text and "dummy" not in text  # no LM object is saved
+    saved = read_program(path)
+    assert saved.system == "sharp" and saved.retriever == {"mode": "hybrid"}
+    module = load_into(saved, retriever)
+    assert module.config.confidence_threshold == 0.55 and module.config.k_schedule == (2, 4)
+    assert module.critic.signature.instructions.startswith("Only say sufficient")
+    assert module.generator.demos[0]["answer"] == "a"
+
+
+def test_tampered_file_is_refused(tmp_path, retriever):
+    path = save_program(tmp_path / "p.json", compiled(retriever), "sharp")
+    body = json.loads(path.read_text())
+    body["config"]["max_retries"] = 9
+    path.write_text(json.dumps(body))
+    with pytest.raises(ProgramFileError, match="modified after it was saved"):
+        read_program(path)
+
+
+def test_other_code_version_is_refused(tmp_path, retriever, monkeypatch):
+    path = save_program(tmp_path / "p.json", compiled(retriever), "sharp")
+    monkeypatch.setattr(program, "__version__", "9.9.9")
+    with pytest.raises(ProgramFileError, match="code version 0.1.0, this is 9.9.9"):
+        read_program(path)
+
+
+@pytest.mark.parametrize("content,words", [("not json", "not a readable program"), ('{"format": "x"}', "not a SHARP")])
+def test_unreadable_files(tmp_path, content, words):
+    path = tmp_path / "p.json"
+    path.write_text(content)
+    with pytest.raises(ProgramFileError, match=words):
+        read_program(path)
+    with pytest.raises(ProgramFileError, match="no program file"):
+        read_program(tmp_path / "missing.json")
