@@ -126,6 +126,10 @@ def build_index(
         )
 
     embedder = embedder or Embedder.from_config(config)
+    backend = getattr(embedder, "backend", "custom")
+    if manifest is not None and manifest.get("backend") != backend:
+        log.warning("resuming a build started with backend %s using %s (same model; vectors differ by rounding)",
+                    manifest.get("backend"), backend)
     started = time.perf_counter()
     manifest = {
         "format": FORMAT_VERSION,
@@ -134,7 +138,7 @@ def build_index(
         "corpus_sha256": corpus_hash,
         "num_passages": len(passages),
         "dimension": embedder.dimension,
-        "backend": getattr(embedder, "backend", "custom"),
+        "backend": backend,
         "max_seq_length": getattr(embedder, "max_seq_length", None),
         "created_at": (manifest or {}).get("created_at") or now_iso(),
         "versions": _versions(),

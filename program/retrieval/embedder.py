@@ -70,6 +70,7 @@ class Embedder:
         max_seq_length: int = 256,
         batch_size: int = 64,
         onnx_cache_dir: str | None = None,
+        max_batch_tokens: int = 4096,
     ) -> None:
         if backend not in ("torch", "onnx", "onnx-int8"):
             raise ConfigError(f"unknown embedding backend {backend!r} (torch, onnx, onnx-int8)")
@@ -78,6 +79,7 @@ class Embedder:
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.onnx_cache_dir = onnx_cache_dir
+        self.max_batch_tokens = max_batch_tokens
         self._lock = threading.Lock()
         self._impl: _TorchImpl | _OnnxImpl | None = None
 
@@ -85,7 +87,7 @@ class Embedder:
     def from_config(cls, config: RetrieverConfig) -> "Embedder":
         return cls(
             config.embedding_model, config.backend, config.max_seq_length,
-            config.embed_batch_size, config.onnx_cache_dir,
+            config.embed_batch_size, config.onnx_cache_dir, config.embed_max_batch_tokens,
         )
 
     def _load(self) -> "_TorchImpl | _OnnxImpl":
@@ -94,7 +96,8 @@ class Embedder:
                 self._impl = _TorchImpl(self.model_name, self.max_seq_length)
             else:
                 self._impl = _OnnxImpl(
-                    self.model_name, self.backend == "onnx-int8", self.max_seq_length, self.onnx_cache_dir
+                    self.model_name, self.backend == "onnx-int8", self.max_seq_length, self.onnx_cache_dir,
+                    self.max_batch_tokens,
                 )
         return self._impl
 
@@ -147,7 +150,8 @@ class _TorchImpl:
 
 
 class _OnnxImpl:
-    def __init__(self, name: str, int8: bool, max_seq_length: int, cache_dir: str | None) -> None:
+    def __init__(self, name: str, int8: bool, max_seq_length: int, cache_dir: str | None, max_batch_tokens: int) -> None:
+        self.max_batch_tokens = max_batch_tokens
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -173,8 +177,7 @@ class _OnnxImpl:
         lengths = np.array([len(e.ids) for e in encs])
         order = np.argsort(-lengths, kind="stable")  # longest first: equal lengths share a batch
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
+        for idx in _batches(order, lengths, batch_size, self.max_batch_tokens):
             width = int(lengths[idx].max())
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
@@ -189,6 +192,18 @@ class _OnnxImpl:
             if progress:
                 progress(len(idx))
         return out
+
+
+def _batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, max_tokens: int) -> list[np.ndarray]:
+    """Consecutive slices of ``order`` (longest first) of at most ``batch_size`` texts and at most
+    ``max_tokens`` padded tokens: long texts go in small batches, short ones in large batches."""
+    out, start = [], 0
+    while start < len(order):
+        width = max(int(lengths[order[start]]), 1)  # the longest of this batch comes first
+        size = max(1, min(batch_size, max_tokens // width))
+        out.append(order[start : start + size])
+        start += size
+    return out
 
 
 def _threads() -> int:
@@ -236,7 +251,8 @@ _SHARED_LOCK = threading.Lock()
 
 def shared_embedder(config: RetrieverConfig) -> Embedder:
     """One Embedder per (model, backend, max length) in this process, so retrievers share weights."""
-    key = (config.embedding_model, config.backend, config.max_seq_length, config.onnx_cache_dir)
+    key = (config.embedding_model, config.backend, config.max_seq_length, config.onnx_cache_dir,
+           config.embed_batch_size, config.embed_max_batch_tokens)
     with _SHARED_LOCK:
         if key not in _SHARED:
             _SHARED[key] = Embedder.from_config(config)

@@ -126,6 +126,12 @@ def _quantize(opt: Path, out: Path) -> None:
         raise ModelFileError(f"int8 quantization needs the 'onnx' package: pip install onnx ({exc})") from exc
     import onnx
 
-    # The fused graph has contrib ops whose output types shape inference cannot name: say float.
-    quantize_dynamic(str(opt), str(out), weight_type=QuantType.QInt8, per_channel=True,
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.WARNING))  # the quantizer logs every tensor at INFO on the root logger
+    try:
+        # The fused graph has contrib ops whose output types shape inference cannot name: say float.
+        quantize_dynamic(str(opt), str(out), weight_type=QuantType.QInt8, per_channel=True,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    finally:
+        root.setLevel(level)

@@ -1,0 +1,335 @@
+"""Retrieval benchmark: embedding backends, index build, fusion tuning (train), dev quality, latency.
+
+    python -m experiments.benchmarks.retrieval --dataset hotpotqa [--tune] [--backends torch,onnx,onnx-int8]
+
+Writes WORKSPACE/benchmarks/retrieval_<dataset>.json and .md. Steps:
+  1. throughput of each embedding backend x max_seq_length on a seeded 1,000-passage sample;
+  2. full-corpus embeddings per backend (cached under WORKSPACE/benchmarks/cache) and their dense
+     recall on dev by exact search, so a faster backend is shown not to lose recall;
+  3. (--tune) grid over BM25 title repeats / k1 / b and RRF weights / rrf_k / depth, scored on the
+     *train* split only (exact dense search with the default backend's vectors);
+  4. the built index (WORKSPACE/indexes/<dataset>, built by `sharp index` if missing): build time
+     from its manifest, then dev recall@5/@10, all-gold@10 per mode through open_retriever, and
+     single-query latency p50/p95 per mode (query embedding included).
+Run it under the shared lock: flock /tmp/sharp-heavy.lock python -m experiments.benchmarks.retrieval
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+log = logging.getLogger("benchmarks.retrieval")
+
+DEPTH = 100
+
+
+# ---- embeddings ----------------------------------------------------------------------------
+def embed_sorted(embedder: Any, texts: Sequence[str], chunk: int = 1024) -> tuple[np.ndarray, float]:
+    """Embed like build_index does (longest first, in chunks); vectors in input order, seconds."""
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    out = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
+    start = time.perf_counter()
+    for s in range(0, len(order), chunk):
+        idx = order[s : s + chunk]
+        out[idx] = embedder.encode([texts[i] for i in idx])
+    return out, time.perf_counter() - start
+
+
+def throughput(texts: list[str], backends: list[str], seq_lengths: list[int], batch_sizes: list[int]) -> list[dict]:
+    from program.retrieval.embedder import Embedder
+
+    rows = []
+    no_budget = 10**6
+    for backend, msl in itertools.product(backends, seq_lengths):
+        grid = [(64, 4096)]
+        if backend == "onnx-int8":
+            grid = [(bs, no_budget) for bs in batch_sizes] + [(64, t) for t in (2048, 4096, 8192)]
+        for bs, tokens in grid:
+            emb = Embedder(backend=backend, max_seq_length=msl, batch_size=bs, max_batch_tokens=tokens)
+            emb.encode(texts[:8])  # load + warm up
+            _, secs = embed_sorted(emb, texts)
+            rows.append({"backend": backend, "max_seq_length": msl, "batch_size": bs,
+                         "max_batch_tokens": tokens if backend != "torch" and tokens < no_budget else None,
+                         "passages_per_second": round(len(texts) / secs, 1)})
+            log.info("throughput %s", rows[-1])
+    return rows
+
+
+def full_embeddings(corpus: list, backend: str, msl: int, dense_text: str, cache: Path, corpus_hash: str) -> tuple[np.ndarray, dict]:
+    from program.retrieval import RetrieverConfig
+    from program.retrieval.dense import dense_document
+    from program.retrieval.embedder import Embedder
+
+    defaults = RetrieverConfig()
+    batching = "" if backend == "torch" else f"-b{defaults.embed_batch_size}t{defaults.embed_max_batch_tokens}"
+    path = cache / f"{backend}-{msl}{batching}-{dense_text}-{corpus_hash[:12]}.npy"
+    meta_path = path.with_suffix(".json")
+    if path.exists() and meta_path.exists():
+        return np.load(path), json.loads(meta_path.read_text())
+    emb = Embedder(backend=backend, max_seq_length=msl, batch_size=defaults.embed_batch_size,
+                   max_batch_tokens=defaults.embed_max_batch_tokens)
+    emb.encode(["warm up"])
+    vecs, secs = embed_sorted(emb, [dense_document(p, dense_text) for p in corpus])
+    meta = {"seconds": round(secs, 1), "passages_per_second": round(len(corpus) / secs, 1)}
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, vecs)
+    meta_path.write_text(json.dumps(meta))
+    return vecs, meta
+
+
+def exact_dense(doc_vecs: np.ndarray, query_vecs: np.ndarray, depth: int = DEPTH) -> list[list[int]]:
+    scores = query_vecs @ doc_vecs.T
+    if depth < scores.shape[1]:
+        top = np.argpartition(-scores, depth, axis=1)[:, :depth]
+    else:
+        top = np.tile(np.arange(scores.shape[1]), (scores.shape[0], 1))
+    return [list(row[np.argsort(-scores[i, row], kind="stable")]) for i, row in enumerate(top)]
+
+
+# ---- lexical variants and fusion, on passage indices -----------------------------------------
+class LexicalVariants:
+    """BM25 rankings for several (title_repeat, k1, b), tokenizing the corpus once."""
+
+    def __init__(self, corpus: list) -> None:
+        from program.retrieval.bm25 import LexicalTokenizer
+
+        self.tok = LexicalTokenizer()
+        self.title_tokens = [self.tok(p.title) for p in corpus]
+        self.text_tokens = [self.tok(p.text) for p in corpus]
+
+    def rankings(self, queries: list[str], title_repeat: int, k1: float, b: float, depth: int = DEPTH) -> list[list[int]]:
+        import bm25s
+
+        from program.retrieval.bm25 import top_k
+
+        docs = [t * title_repeat + x for t, x in zip(self.title_tokens, self.text_tokens)]
+        model = bm25s.BM25(k1=k1, b=b, method="lucene")
+        model.index(docs, show_progress=False)
+        vocab = model.vocab_dict
+        out = []
+        for q in queries:
+            ids = [vocab[t] for t in dict.fromkeys(self.tok(q)) if t in vocab]
+            out.append(top_k(model.get_scores_from_ids(ids), depth) if ids else [])
+        return out
+
+
+def fuse_indices(dense: list[int], bm25: list[int], wd: float, wb: float, rrf_k: float, depth: int, k: int) -> list[int]:
+    score: dict[int, float] = {}
+    best: dict[int, int] = {}
+    for ranking, w in ((dense[:depth], wd), (bm25[:depth], wb)):
+        for r, i in enumerate(ranking, start=1):
+            score[i] = score.get(i, 0.0) + w / (rrf_k + r)
+            best[i] = min(best.get(i, r), r)
+    return sorted(score, key=lambda i: (-score[i], best[i], i))[:k]
+
+
+def score_rankings(rankings: list[list[int]], corpus: list, questions: list, ks=(5, 10)) -> dict:
+    from optimize.retrieval_metrics import aggregate
+
+    return aggregate([(q.get("type"), [corpus[i].title for i in r], q.get("gold_titles") or []) for r, q in
+                      zip(rankings, questions)], ks)
+
+
+def tune(corpus: list, train: list, dense_rank: list[list[int]], lex: LexicalVariants) -> tuple[dict, list[dict]]:
+    """Grid on train; objective recall@10 + all_gold@10. Returns (best params, all rows)."""
+    rows = []
+    queries = [q.question for q in train]
+    for tr, k1, b in itertools.product((0, 1, 2, 3, 4), (0.9, 1.2, 1.5), (0.75, 0.9, 1.0)):
+        bm = lex.rankings(queries, tr, k1, b)
+        bm_only = score_rankings(bm, corpus, train)["overall"]
+        rows.append({"title_repeat": tr, "k1": k1, "b": b, "fusion": "bm25-only",
+                     "recall@10": bm_only["recall@10"], "all_gold@10": bm_only["all_gold@10"]})
+        for wd, rrf_k, depth in itertools.product((0.4, 0.5, 0.6, 0.7, 0.8, 1.0), (2, 5, 10, 20, 60), (DEPTH,)):
+            fused = [fuse_indices(d, m, wd, 1.0, rrf_k, depth, 10) for d, m in zip(dense_rank, bm)]
+            o = score_rankings(fused, corpus, train, ks=(10,))["overall"]
+            rows.append({"title_repeat": tr, "k1": k1, "b": b, "dense_weight": wd, "rrf_k": rrf_k, "depth": depth,
+                         "recall@10": o["recall@10"], "all_gold@10": o["all_gold@10"]})
+        log.info("tuned title_repeat=%s k1=%s b=%s", tr, k1, b)
+    fused_rows = [r for r in rows if "rrf_k" in r]
+    best = max(fused_rows, key=lambda r: (round(r["recall@10"] + r["all_gold@10"], 6), -r["title_repeat"], r["rrf_k"]))
+    return best, rows
+
+
+# ---- the built index -------------------------------------------------------------------------
+def latency(retriever: Any, queries: list[str], k: int = 10) -> dict:
+    retriever.retrieve(queries[0], k)  # warm up (model load, first query)
+    times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        retriever.retrieve(q, k)
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"p50_ms": round(float(np.percentile(times, 50)), 2), "p95_ms": round(float(np.percentile(times, 95)), 2),
+            "n": len(times)}
+
+
+def evaluate_modes(index_dir: Path, dev: list, corpus_hash: str, n_latency: int, extra: dict[str, dict]) -> dict:
+    from experiments.commands.data import evaluate_retriever
+    from program.retrieval import RetrieverConfig, open_retriever
+
+    out = {}
+    configs = {m: RetrieverConfig(mode=m) for m in ("dense", "bm25", "hybrid")}
+    configs.update({name: RetrieverConfig.from_mapping(v) for name, v in extra.items()})
+    for name, cfg in configs.items():
+        r = open_retriever(index_dir, cfg, corpus_sha256=corpus_hash)
+        metrics, _ = evaluate_retriever(r, dev, 10)
+        out[name] = {"overall": metrics["overall"], "by_type": metrics["by_type"],
+                     "latency": latency(r, [q.question for q in dev[:n_latency]])}
+        log.info("%s: %s", name, {k: round(v, 3) for k, v in metrics["overall"].items()})
+    return out
+
+
+# ---- report ----------------------------------------------------------------------------------
+def markdown(report: dict) -> str:
+    ds = report["dataset"]
+    lines = [f"# Retrieval benchmark: {ds}", "", f"{report['machine']}; corpus {report['corpus_size']} passages; "
+             f"dev {report['dev_size']} questions" + (f", train {report['train_size']}" if report.get("train_size") else "")
+             + f". Generated {report['generated_at']} by `{report['command']}`.", ""]
+    b = report.get("build")
+    if b:
+        lines += ["## Index build (the default config)", "", "| backend | passages | build s | embed s | p/s | bm25 s |",
+                  "|---|---|---|---|---|---|",
+                  f"| {b['backend']} | {b['num_passages']} | {b.get('build_seconds')} | {b.get('embed_seconds')} | "
+                  f"{b.get('passages_per_second')} | {b.get('bm25_seconds')} |", ""]
+    if report.get("throughput"):
+        lines += ["## Embedding throughput (seeded 1,000-passage sample, length-sorted)", "",
+                  "| backend | max_seq_length | batch | token budget | p/s |", "|---|---|---|---|---|"]
+        lines += [f"| {r['backend']} | {r['max_seq_length']} | {r['batch_size']} | {r.get('max_batch_tokens') or '-'} | "
+                  f"{r['passages_per_second']} |" for r in report["throughput"]]
+        lines.append("")
+    if report.get("backends"):
+        lines += ["## Backends: full-corpus embedding and dense recall on dev (exact search)", "",
+                  "Dense alone, and fused with BM25 by the default hybrid settings.", "",
+                  "| backend | max_seq_length | embed s | p/s | dense recall@5 | dense recall@10 | dense all-gold@10 "
+                  "| hybrid recall@10 | hybrid all-gold@10 |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in report["backends"]:
+            lines.append(f"| {r['backend']} | {r['max_seq_length']} | {r['seconds']} | {r['passages_per_second']} | "
+                         f"{r['recall@5']:.3f} | {r['recall@10']:.3f} | {r['all_gold@10']:.3f} | "
+                         f"{r['hybrid_recall@10']:.3f} | {r['hybrid_all_gold@10']:.3f} |")
+        lines.append("")
+    if report.get("tuning"):
+        t = report["tuning"]
+        lines += ["## Fusion tuning (train split only)", "", f"Best on train: `{json.dumps(t['best'])}`", ""]
+    lines += ["## Dev quality and latency per mode (open_retriever on the built index, k=10)", "",
+              "| mode | recall@5 | recall@10 | all-gold@10 | precision@10 | p50 ms | p95 ms |", "|---|---|---|---|---|---|---|"]
+    for mode, m in report["modes"].items():
+        o, lat = m["overall"], m["latency"]
+        lines.append(f"| {mode} | {o['recall@5']:.3f} | {o['recall@10']:.3f} | {o['all_gold@10']:.3f} | "
+                     f"{o['precision@10']:.3f} | {lat['p50_ms']} | {lat['p95_ms']} |")
+    lines += ["", "### Per question type (recall@10 / all-gold@10)", "", "| mode | " + " | ".join(
+        sorted(next(iter(report["modes"].values()))["by_type"])) + " |"]
+    types = sorted(next(iter(report["modes"].values()))["by_type"])
+    lines.append("|---" * (len(types) + 1) + "|")
+    for mode, m in report["modes"].items():
+        cells = [f"{m['by_type'][t]['recall@10']:.3f} / {m['by_type'][t]['all_gold@10']:.3f} (n={m['by_type'][t]['n']})" for t in types]
+        lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    lines += ["", "Config defaults: `" + json.dumps(report["config"]) + "`", ""]
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dataset", default="hotpotqa")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--workspace", default=None)
+    p.add_argument("--backends", default="torch,onnx,onnx-int8", help="Backends for the throughput and recall tables ('' skips).")
+    p.add_argument("--seq-lengths", default="256,128")
+    p.add_argument("--batch-sizes", default="16,32,64,128")
+    p.add_argument("--sample", type=int, default=1000)
+    p.add_argument("--full-backends", default="torch:256,onnx-int8:256,onnx-int8:128",
+                   help="backend:max_seq_length pairs embedded in full for the recall table ('' skips).")
+    p.add_argument("--tune", action="store_true", help="Grid-search BM25/fusion settings on the train split.")
+    p.add_argument("--latency-queries", type=int, default=200)
+    p.add_argument("--no-index", action="store_true", help="Stop before the built-index step (tables 1-3 only).")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    from data.indexing import build_index
+    from experiments import settings
+    from experiments.commands.data import index_name, load_dataset_corpus, load_questions
+    from program.retrieval import RetrieverConfig
+    from program.retrieval.manifest import corpus_sha256, now_iso, read_manifest
+
+    ws = settings.workspace(args.workspace)
+    out_dir, cache = ws / "benchmarks", ws / "benchmarks" / "cache"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    corpus = load_dataset_corpus(args.dataset, args.data_dir)
+    corpus_hash = corpus_sha256(corpus)
+    dev = load_questions(args.dataset, "dev", args.data_dir)
+    train = load_questions(args.dataset, "train", args.data_dir) if args.tune else []
+    defaults = RetrieverConfig()
+    report: dict[str, Any] = {
+        "dataset": args.dataset, "corpus_size": len(corpus), "dev_size": len(dev), "train_size": len(train) or None,
+        "machine": f"{os.cpu_count()} CPU cores, no GPU", "generated_at": now_iso(),
+        "command": "python -m experiments.benchmarks.retrieval " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "config": defaults.model_dump(exclude={"onnx_cache_dir"}),
+    }
+    from program.retrieval.dense import dense_document
+    from program.retrieval.embedder import Embedder
+
+    backends = [b for b in args.backends.split(",") if b]
+    if backends:
+        rng = np.random.default_rng(0)
+        sample = [dense_document(corpus[i], defaults.dense_text) for i in rng.choice(len(corpus), min(args.sample, len(corpus)), replace=False)]
+        report["throughput"] = throughput(sample, backends, [int(s) for s in args.seq_lengths.split(",")],
+                                          [int(b) for b in args.batch_sizes.split(",")])
+    dense_rank_by: dict[str, tuple] = {}
+    report["backends"] = []
+    lex = LexicalVariants(corpus) if (args.tune or args.full_backends) else None
+    bm25_dev = lex.rankings([q.question for q in dev], defaults.bm25_title_repeat, defaults.bm25_k1, defaults.bm25_b) if lex else []
+    for spec in [s for s in args.full_backends.split(",") if s]:
+        backend, msl = spec.split(":")
+        vecs, meta = full_embeddings(corpus, backend, int(msl), defaults.dense_text, cache, corpus_hash)
+        qemb = Embedder(backend=backend, max_seq_length=int(msl))
+        ranks = {name: exact_dense(vecs, qemb.encode([q.question for q in qs])) for name, qs in (("dev", dev), ("train", train)) if qs}
+        dense_rank_by[spec] = (vecs, ranks)
+        o = score_rankings(ranks["dev"], corpus, dev)["overall"]
+        fused = [fuse_indices(d, m, defaults.dense_weight, defaults.bm25_weight, defaults.rrf_k, defaults.candidate_depth, 10)
+                 for d, m in zip(ranks["dev"], bm25_dev)]
+        h = score_rankings(fused, corpus, dev)["overall"]
+        report["backends"].append({"backend": backend, "max_seq_length": int(msl), **meta,
+                                   **{k: o[k] for k in ("recall@5", "recall@10", "all_gold@10")},
+                                   "hybrid_recall@10": h["recall@10"], "hybrid_all_gold@10": h["all_gold@10"]})
+        log.info("backend %s", report["backends"][-1])
+    if args.tune:
+        spec = f"{defaults.backend}:{defaults.max_seq_length}"
+        if spec not in dense_rank_by:
+            raise SystemExit(f"--tune needs --full-backends to include the default {spec}")
+        best, rows = tune(corpus, train, dense_rank_by[spec][1]["train"], lex)
+        report["tuning"] = {"best": best, "grid_size": len(rows), "top": sorted(rows, key=lambda r: -(r["recall@10"] + r["all_gold@10"]))[:15]}
+        (out_dir / f"retrieval_tuning_{index_name(args.dataset)}.json").write_text(json.dumps(rows))
+    name = index_name(args.dataset)
+    if args.no_index:
+        (out_dir / f"retrieval_{name}_partial.json").write_text(json.dumps(report, indent=2))
+        return report
+    index_dir = settings.index_dir(name, ws)
+    manifest = read_manifest(index_dir)
+    if manifest is None or manifest.get("status") != "complete":
+        manifest = build_index(corpus, index_dir, defaults, progress=False, dataset=args.dataset)
+    report["build"] = {"backend": manifest["backend"], "num_passages": manifest["num_passages"], **(manifest.get("timings") or {})}
+    naive = {"mode": "hybrid", "dense_weight": 1.0, "bm25_weight": 1.0, "rrf_k": 60}
+    report["modes"] = evaluate_modes(index_dir, dev, corpus_hash, args.latency_queries, {"hybrid (naive RRF: w=1,1 k=60)": naive})
+    (out_dir / f"retrieval_{name}.json").write_text(json.dumps(report, indent=2))
+    (out_dir / f"retrieval_{name}.md").write_text(markdown(report))
+    print(markdown(report))
+    return report
+
+
+if __name__ == "__main__":
+    main()
