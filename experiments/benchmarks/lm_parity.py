@@ -10,6 +10,10 @@ Every LM output is compared verbatim. Writes WORKSPACE/benchmarks/lm_parity.json
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no price-table fetch
+
 import argparse
 import json
 import subprocess
@@ -81,6 +85,18 @@ def _raw_outputs(lm: dspy.BaseLM) -> list:
     return [h["outputs"] for h in lm.history]
 
 
+def _normalized(outputs: list) -> list:
+    """JSON texts as parsed objects: the OpenAI-compatible client re-serializes schema-constrained
+    JSON (whitespace only), so a verbatim comparison would count that as a difference."""
+    out = []
+    for text in outputs:
+        try:
+            out.append(json.loads(text))
+        except (TypeError, ValueError):
+            out.append(text)
+    return out
+
+
 def in_process(model: str) -> tuple[list[dict], list, float]:
     from program.lm import LMSpec, build_lm
     from program.lm.local import unload_all
@@ -123,12 +139,16 @@ def main(model: str = "local/qwen2.5-coder-0.5b", port: int = 8765, out: Path | 
     local_rows, local_raw, local_s = in_process(model)
     served_rows, served_raw, served_s = served(model, port)
     same_raw = sum(a == b for a, b in zip(local_raw, served_raw))
+    same_norm = sum(_normalized(a) == _normalized(b) for a, b in zip(local_raw, served_raw))
     result = {"model": model, "calls": len(local_raw), "identical_raw_outputs": same_raw,
+              "identical_outputs_json_normalized": same_norm,
               "identical_answers": local_rows == served_rows, "in_process_s": round(local_s, 1),
-              "served_s": round(served_s, 1), "in_process": local_rows, "served": served_rows}
+              "served_s": round(served_s, 1), "in_process": local_rows, "served": served_rows,
+              "raw": [{"in_process": a, "served": b} for a, b in zip(local_raw, served_raw)]}
     for a, b in zip(local_rows, served_rows):
         print(f"{'SAME' if a == b else 'DIFF'}  {a['question'][:60]!r}\n      in-process: {a}\n      served:     {b}")
-    print(f"{model}: {same_raw}/{len(local_raw)} LM outputs identical; answers identical: {local_rows == served_rows}; "
+    print(f"{model}: {same_raw}/{len(local_raw)} LM outputs identical verbatim, {same_norm}/{len(local_raw)} after "
+          f"JSON normalization; parsed answers identical: {local_rows == served_rows}; "
           f"in-process {local_s:.1f}s, served {served_s:.1f}s")
     if out is None:
         from experiments.settings import workspace

@@ -10,11 +10,14 @@ WORKSPACE/benchmarks/lm_speed.json.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no price-table fetch
+
 import argparse
 import gc
 import json
 import logging
-import os
 import platform
 import time
 from pathlib import Path

@@ -11,6 +11,10 @@ call runs the model. Writes WORKSPACE/benchmarks/prefix_reuse.json.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no price-table fetch
+
 import argparse
 import json
 import logging

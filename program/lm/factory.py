@@ -74,56 +74,48 @@ class SharpLM(dspy.LM):
     def _delay(self, attempt: int) -> float:
         return min(self.spec.retry_backoff_s * (2 ** attempt), 30.0)
 
+    def _after_failure(self, exc: Exception, attempt: int, started: float) -> float:
+        """The back-off before the next attempt, or raise the mapped error (recorded once)."""
+        own = project_error(exc)
+        if own is not None and not isinstance(own, LMError):  # e.g. ModelFileError: as is
+            self._record_failure(own, started)
+            raise own from None
+        kind = classify(exc)
+        if kind in RETRYABLE and attempt < self.spec.num_retries:
+            delay = self._delay(attempt)
+            log.warning("%s call to %s failed (%s: %s); retry %d/%d in %.1fs", self.role, self.model, kind,
+                        redact(str(exc), self._secrets())[:200], attempt + 1, self.spec.num_retries, delay)
+            return delay
+        error = self._fail(exc, kind, attempt + 1, started)
+        if error is exc:
+            raise exc
+        raise error from None  # the cause may carry request details; the message says enough
+
     def _run(self, attempt_fn: Callable[[], Any]) -> Any:
         started = time.perf_counter()
-        retries = self.spec.num_retries
-        for attempt in range(retries + 1):
+        for attempt in range(self.spec.num_retries + 1):
             try:
                 result = attempt_fn()
-            except Exception as exc:  # classified below; anything unknown propagates unchanged
-                own = project_error(exc)
-                if own is not None and not isinstance(own, LMError):  # e.g. ModelFileError: as is
-                    self._record_failure(own, started)
-                    raise own from None
-                kind = classify(exc)
-                if kind in RETRYABLE and attempt < retries:
-                    delay = self._delay(attempt)
-                    log.warning("%s call to %s failed (%s: %s); retry %d/%d in %.1fs", self.role, self.model,
-                                kind, redact(str(exc), self._secrets())[:200], attempt + 1, retries, delay)
-                    time.sleep(delay)
-                    continue
-                error = self._fail(exc, kind, attempt + 1, started)
-                if error is exc:
-                    raise
-                raise error from None  # the cause may carry request details; the message says enough
+            except Exception as exc:  # classified; unknown errors propagate unchanged
+                time.sleep(self._after_failure(exc, attempt, started))
+                continue
             self._done(result, started)
             return result
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _arun(self, attempt_fn: Callable[[], Any]) -> Any:
         import asyncio
 
         started = time.perf_counter()
-        retries = self.spec.num_retries
-        for attempt in range(retries + 1):
+        for attempt in range(self.spec.num_retries + 1):
             try:
                 result = await attempt_fn()
             except Exception as exc:
-                own = project_error(exc)
-                if own is not None and not isinstance(own, LMError):
-                    self._record_failure(own, started)
-                    raise own from None
-                kind = classify(exc)
-                if kind in RETRYABLE and attempt < retries:
-                    await asyncio.sleep(self._delay(attempt))
-                    continue
-                error = self._fail(exc, kind, attempt + 1, started)
-                if error is exc:
-                    raise
-                raise error from None
+                await asyncio.sleep(self._after_failure(exc, attempt, started))
+                continue
             self._done(result, started)
             return result
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     @with_callbacks
     def __call__(self, prompt=None, *, messages=None, **kwargs):
@@ -181,9 +173,10 @@ def build_lm(spec: LMSpec, role: str = "default") -> SharpLM:
     with the pip command); the weights load on the first call, once per process.
     """
     if spec.is_local:
-        from program.lm.local import LocalEngine
+        from program.lm.local import AsyncLocalEngine, LocalEngine
 
-        return SharpLM(spec, role, engine=LocalEngine.for_spec(spec))
+        engine = LocalEngine.for_spec(spec)
+        return SharpLM(spec, role, engine=engine, async_engine=AsyncLocalEngine(engine))
     kwargs: dict[str, Any] = {"timeout": spec.timeout_s}
     if spec.api_base:
         kwargs["api_base"] = spec.api_base

@@ -296,3 +296,26 @@ class LocalEngine:
     def load_state(cls, state: dict) -> "LocalEngine":
         return cls(state["model"], n_ctx=state["n_ctx"], n_threads=state["n_threads"],
                    prefix_reuse=state.get("prefix_reuse", True))
+
+
+class AsyncLocalEngine:
+    """The async counterpart DSPy wants for ``acall``: the sync engine in a worker thread."""
+
+    def __init__(self, sync: LocalEngine):
+        self.sync = sync
+
+    async def complete(self, request) -> Response:
+        import asyncio
+
+        return await asyncio.to_thread(self.sync.complete, request)
+
+    async def stream(self, request):
+        for event in response_to_events(await self.complete(request)):
+            yield event
+
+    async def aclose(self) -> None:
+        pass
+
+    def __deepcopy__(self, memo: dict) -> "AsyncLocalEngine":
+        return self
+

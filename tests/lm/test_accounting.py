@@ -8,7 +8,7 @@ import dspy
 import pytest
 from lm_doubles import ScriptedEngine
 
-from program.lm import LMConfig, LMSpec, SharpLM, assign_lms, recording, summarize
+from program.lm import LMConfig, LMSpec, SharpLM, assign_lms, build_lm, recording, summarize
 from program.lm.cache import cold_cache
 
 
@@ -124,3 +124,34 @@ def test_assign_lms_records_roles_of_a_whole_config(fake_openai):
             prog(question="hi?")
     assert ledger.records and {r.role for r in ledger.records} == {"generator"}
     assert all(r.prompt_tokens == 11 for r in ledger.records)
+
+
+def test_async_calls_are_recorded_too(fake_openai):
+    import asyncio
+
+    lm = build_lm(LMSpec(model="openai/m", api_base=fake_openai.base, cache=False), "proposer")
+
+    async def go():
+        with recording() as ledger:
+            out = await lm.acall("hi")
+        return out, ledger.records
+
+    out, records = asyncio.run(go())
+    assert out == ["reply 1"]
+    assert [(r.role, r.prompt_tokens, r.completion_tokens) for r in records] == [("proposer", 11, 3)]
+
+
+def test_project_errors_raised_inside_an_engine_pass_through():
+    from program.errors import ModelFileError
+
+    class Broken:
+        def complete(self, request):
+            raise ModelFileError("local/x needs pip install 'x==1'")
+
+        def close(self):
+            pass
+
+    lm = SharpLM(LMSpec(model="openai/scripted", cache=False), "planner", engine=Broken())
+    with recording() as ledger, pytest.raises(ModelFileError, match="pip install"):
+        lm("hi")
+    assert ledger.records[0].error.startswith("ModelFileError")

@@ -48,6 +48,15 @@ def test_dspy_cache_hits_are_flagged_for_local_models():
     assert ledger.records[1].prompt_tokens == 0
 
 
+def test_async_calls_run_in_a_worker_thread():
+    import asyncio
+
+    lm = build_lm(LMSpec(model=MODEL, max_tokens=8, cache=False), "proposer")
+    with recording() as ledger:
+        out = asyncio.run(lm.acall("Say yes."))
+    assert isinstance(out[0], str) and ledger.records[0].completion_tokens > 0
+
+
 def test_a_prompt_that_does_not_fit_is_a_clear_error():
     lm = build_lm(LMSpec(model=MODEL, max_tokens=64, n_ctx=512, cache=False), "planner")
     with pytest.raises(LMContextOverflowError, match="n_ctx 512"):
