@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 from pydantic import Field, field_validator, model_validator
@@ -27,13 +27,15 @@ class SharpConfig(StrictConfig):
     k_schedule: tuple[int, ...] = (3, 5, 7)
     confidence_threshold: float = Field(0.7, ge=0.0, le=1.0)
     max_retries: int = Field(2, ge=0, le=10)
-    evidence_cap: int = Field(8, ge=1, le=40)
-    passage_chars: int = Field(600, ge=50, le=5000)
+    evidence_cap: int = Field(6, ge=1, le=40)
+    passage_chars: int = Field(450, ge=50, le=5000)
     max_sub_queries: int = Field(3, ge=1, le=8)
     queries_per_retry: int = Field(2, ge=1, le=6)
     include_question: bool = True
     critic_reasoning: bool = False
     generator_reasoning: bool = False
+    structured_adapter: Literal["chat", "json"] = "json"
+    critic_max_tokens: int = Field(256, ge=16, le=4096)
     max_question_chars: int = Field(2000, ge=50)
     budget: Budget = Budget()
 
@@ -97,7 +99,8 @@ class SharpRAG(dspy.Module):
 
     # ---- steps -------------------------------------------------------------------------------
     def _plan(self, q: str, tr: Tracer) -> list[str]:
-        pred, step = tr.call("planner", self.planner, {"question": q[:200]}, question=q)
+        pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=self.config.structured_adapter,
+                             question=q)
         planned = _items(getattr(pred, "sub_queries", None))[: self.config.max_sub_queries]
         step["sub_queries"] = planned
         queries = ([q] if self.config.include_question else []) + planned
@@ -119,17 +122,21 @@ class SharpRAG(dspy.Module):
         evidence = pool.select(self.config.evidence_cap)
         pred, step = tr.call(
             "critic", self.critic, {"question": q[:200], "n_passages": len(evidence)},
+            adapter=self.config.structured_adapter, config={"max_tokens": self.config.critic_max_tokens},
             question=q, sub_queries=list(pool.by_query), evidence=format_evidence(evidence, self.config.passage_chars),
         )
-        verdict = getattr(pred, "verdict", None)
-        confidence = _confidence(getattr(pred, "confidence", None))
-        missing = _items(getattr(pred, "missing_information", None))
-        suggested = _items(getattr(pred, "suggested_queries", None))
+        fields = pred.toDict() if pred is not None else _salvage_json(step.get("raw_output"))
+        if pred is None and fields:
+            step["salvaged"] = True
+        verdict = fields.get("verdict")
+        confidence = _confidence(fields.get("confidence"))
+        missing = _items(fields.get("missing_information"))[:5]
+        suggested = _items(fields.get("suggested_queries"))[:5]
         problem = None
-        if pred is None:
+        if pred is None and not fields:
             problem = "unparseable"
         elif verdict not in ("sufficient", "insufficient", "contradictory") or confidence is None:
-            problem = f"invalid fields (verdict={verdict!r}, confidence={getattr(pred, 'confidence', None)!r})"
+            problem = f"invalid fields (verdict={verdict!r}, confidence={fields.get('confidence')!r})"
         elif verdict == "sufficient" and suggested and missing:
             problem = "inconsistent: sufficient but lists missing information"
         if problem:
@@ -181,3 +188,16 @@ class SharpRAG(dspy.Module):
             sub_queries=sub_queries, queries=list(pool.by_query), retries=retries,
             stop_reason=stop, system=self.SYSTEM,
         )
+
+
+def _salvage_json(raw: str | None) -> dict:
+    """The fields of a cut or malformed JSON reply (a weak model looping in a list), or {}."""
+    if not raw:
+        return {}
+    import json_repair
+
+    try:
+        value = json_repair.loads(raw[raw.find("{"):] if "{" in raw else raw)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -23,6 +23,14 @@ log = logging.getLogger(__name__)
 RECOVERABLE = (AdapterParseError, DSPyError, LMError, ValueError, TypeError, KeyError)
 
 
+def _adapter(name: str | None) -> dict:
+    if name == "json":
+        return {"adapter": dspy.JSONAdapter()}
+    if name == "chat":
+        return {"adapter": dspy.ChatAdapter()}
+    return {}
+
+
 class Budget(StrictConfig):
     """Per-question limits. None means unlimited."""
 
@@ -58,11 +66,15 @@ class Tracer:
         return step
 
     def call(self, role: str, predictor: Callable[..., dspy.Prediction], summary: dict,
-             **inputs: Any) -> tuple[dspy.Prediction | None, dict]:
-        """Call ``predictor(**inputs)``; return (prediction or None on a recoverable error, step)."""
+             adapter: str | None = None, **inputs: Any) -> tuple[dspy.Prediction | None, dict]:
+        """Call ``predictor(**inputs)``; return (prediction or None on a recoverable error, step).
+
+        ``adapter="json"`` asks for JSON output (grammar-constrained where the backend supports
+        it), which small models follow far more reliably for structured fields than chat markers.
+        """
         t0 = time.perf_counter()
         error, raw, pred = None, None, None
-        with recording() as calls:
+        with recording() as calls, dspy.context(**_adapter(adapter)):
             try:
                 pred = predictor(**inputs)
             except RECOVERABLE as exc:

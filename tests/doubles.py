@@ -30,6 +30,8 @@ class ScriptedLM(DummyLM):
 
     def forward(self, prompt=None, messages=None, **kwargs):
         self.calls += 1
+        # answer in the format of the adapter in force (JSONAdapter for structured steps)
+        self.adapter = dspy.settings.adapter or dspy.ChatAdapter()
         out = super().forward(prompt=prompt, messages=messages, **kwargs)
         record(CallRecord(self.role, "dummy", prompt_tokens=100, completion_tokens=10, seconds=0.01))
         return out

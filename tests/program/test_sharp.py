@@ -151,3 +151,28 @@ def test_state_round_trip_keeps_demos_and_instructions(tmp_path, retriever):
     other.load(str(path))
     assert other.critic.signature.instructions == "Be strict."
     assert other.generator.demos[0]["answer"] == "a"
+
+
+def test_cut_json_from_a_looping_critic_is_salvaged(retriever):
+    """A critic that loops in its list until max_tokens cuts it: the fields before the cut still count."""
+    import dspy
+
+    prog = SharpRAG(retriever, SharpConfig(max_retries=1))
+    cut = '{"verdict": "insufficient", "confidence": 0.8, "suggested_queries": ["Quentin Tarantino", "Quentin Tar'
+
+    class Cut(ScriptedLM):
+        def forward(self, prompt=None, messages=None, **kwargs):
+            if self.calls == 0:
+                self.calls += 1
+                raise dspy.utils.exceptions.AdapterParseError(
+                    adapter_name="JSONAdapter", signature=prog.critic.signature, lm_response=cut)
+            return super().forward(prompt=prompt, messages=messages, **kwargs)
+
+    critic = Cut("critic", [crit(), crit()])
+    assign(prog, {"planner": ScriptedLM("planner", [{"sub_queries": ["Palme d'Or 1994"]}]), "critic": critic,
+                  "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}])})
+    pred = prog(question=Q)
+    first = next(s for s in pred.trace if s["role"] == "critic")
+    assert first["salvaged"] and first["verdict"] == "insufficient" and first["confidence"] == 0.8
+    assert first["suggested_queries"] == ["Quentin Tarantino", "Quentin Tar"]
+    assert pred.retries == 1
