@@ -23,8 +23,8 @@ from optimize.compile import shared_retriever
 from optimize.metrics import calibration, evidence_complete
 from program.errors import ConfigError
 from program.evidence import format_evidence
-from program.sharp import _confidence, _items, check_question
-from program.steps import RECOVERABLE
+from program.sharp import _confidence, _items
+from program.steps import RECOVERABLE, check_question
 from program.types import Passage
 
 log = logging.getLogger(__name__)

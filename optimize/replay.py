@@ -34,8 +34,8 @@ from program.errors import ConfigError, SharpError
 from program.evidence import EvidencePool
 from program.generation import answer_from_evidence
 from program.lm.accounting import Ledger, recording, summarize
-from program.sharp import SharpRAG, check_question
-from program.steps import Budget, Tracer
+from program.sharp import SharpRAG
+from program.steps import Budget, Tracer, check_question
 from program.types import Passage
 
 log = logging.getLogger(__name__)

@@ -7,11 +7,9 @@ from pydantic import Field
 
 from program.config import StrictConfig
 from program.generation import answer_from_evidence
-from program.lm.accounting import recording
 from program.retrieval.base import Retriever
-from program.sharp import check_question
 from program.signatures import GenerateAnswer
-from program.steps import Budget, Tracer
+from program.steps import traced
 
 
 class VanillaConfig(StrictConfig):
@@ -33,17 +31,13 @@ class VanillaRAG(dspy.Module):
         self.generator = (dspy.ChainOfThought if self.config.generator_reasoning else dspy.Predict)(GenerateAnswer)
 
     def forward(self, question: str) -> dspy.Prediction:
-        q, truncated = check_question(question, self.config.max_question_chars)
-        with recording() as ledger:
-            tr = Tracer(Budget(max_lm_calls=None), ledger)
-            if truncated:
-                tr.add("input", note=f"question truncated to {self.config.max_question_chars} characters")
+        with traced(question, self.config.max_question_chars) as (q, tr):
             evidence = self.retriever.retrieve(q, self.config.k)
             tr.add("retriever", round=0, k=self.config.k, queries=[q],
                    retrieved_ids=[[p.id for p in evidence]], new_ids=[p.id for p in evidence])
             answer, cited = answer_from_evidence(self.generator, q, evidence, self.config.passage_chars, tr)
         return dspy.Prediction(
             answer=answer, passages=evidence, cited_ids=cited, trace=tr.steps,
-            cost=ledger.summary(), calls=[r.to_dict() for r in ledger.records],
+            cost=tr.ledger.summary(), calls=[r.to_dict() for r in tr.ledger.records],
             sub_queries=[q], queries=[q], retries=0, stop_reason="single_shot", system=self.SYSTEM,
         )

@@ -9,13 +9,11 @@ import dspy
 from pydantic import Field, field_validator, model_validator
 
 from program.config import StrictConfig
-from program.errors import QuestionError
 from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
-from program.lm.accounting import recording
 from program.retrieval.base import Retriever
 from program.signatures import CritiqueEvidence, GenerateAnswer, PlanSubQueries
-from program.steps import Budget, Tracer
+from program.steps import Budget, Tracer, traced
 from program.types import Passage
 
 _TRIVIAL = {"", "none", "n/a", "na", "nothing", "null", "-", "no", "[]"}
@@ -55,13 +53,6 @@ class SharpConfig(StrictConfig):
     def k_for_round(self, round_no: int) -> int:
         return self.k_schedule[min(round_no, len(self.k_schedule) - 1)]
 
-
-def check_question(question: Any, max_chars: int) -> tuple[str, bool]:
-    """Return the question stripped (and truncated when longer than max_chars) and whether it was."""
-    if not isinstance(question, str) or not question.strip():
-        raise QuestionError("empty question: ask something with at least one non-space character")
-    q = " ".join(question.split())
-    return (q[:max_chars], True) if len(q) > max_chars else (q, False)
 
 
 def _items(values: Any) -> list[str]:
@@ -155,11 +146,7 @@ class SharpRAG(dspy.Module):
     # ---- control flow ------------------------------------------------------------------------
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config
-        q, truncated = check_question(question, cfg.max_question_chars)
-        with recording() as ledger:
-            tr = Tracer(cfg.budget, ledger)
-            if truncated:
-                tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
+        with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
             pool = EvidencePool()
             sub_queries = self._plan(q, tr)
             self._retrieve(sub_queries, cfg.k_for_round(0), pool, tr, 0)
@@ -184,7 +171,7 @@ class SharpRAG(dspy.Module):
             answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
         return dspy.Prediction(
             answer=answer, passages=evidence, cited_ids=cited, trace=tr.steps,
-            cost=ledger.summary(), calls=[r.to_dict() for r in ledger.records],
+            cost=tr.ledger.summary(), calls=[r.to_dict() for r in tr.ledger.records],
             sub_queries=sub_queries, queries=list(pool.by_query), retries=retries,
             stop_reason=stop, system=self.SYSTEM,
         )

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError, DSPyError
 
 from program.config import StrictConfig
-from program.errors import LMError
+from program.errors import LMError, QuestionError
 from program.lm.accounting import Ledger, recording
 
 log = logging.getLogger(__name__)
@@ -95,3 +96,25 @@ class Tracer:
         if raw is not None:
             step["raw_output"] = str(raw)[:1000]
         return pred, step
+
+def check_question(question: Any, max_chars: int) -> tuple[str, bool]:
+    """Return the question stripped (and truncated when longer than max_chars) and whether it was."""
+    if not isinstance(question, str) or not question.strip():
+        raise QuestionError("empty question: ask something with at least one non-space character")
+    q = " ".join(question.split())
+    return (q[:max_chars], True) if len(q) > max_chars else (q, False)
+
+
+@contextmanager
+def traced(question: Any, max_chars: int, budget: Budget | None = None) -> Iterator[tuple[str, Tracer]]:
+    """One question's scope: the checked question and a Tracer whose ledger sees every LM call.
+
+    Every system's ``forward`` starts here, so validation, truncation notes and accounting are
+    the same for all of them.
+    """
+    q, truncated = check_question(question, max_chars)
+    with recording() as ledger:
+        tr = Tracer(budget or Budget(max_lm_calls=None), ledger)
+        if truncated:
+            tr.add("input", note=f"question truncated to {max_chars} characters")
+        yield q, tr

@@ -14,11 +14,10 @@ import dspy
 from pydantic import Field
 
 from program.generation import answer_from_evidence
-from program.lm.accounting import recording
 from program.retrieval.base import Retriever
-from program.sharp import SharpConfig, SharpRAG, check_question
+from program.sharp import SharpConfig, SharpRAG
 from program.signatures import AnswerClosedBook, ClassifyComplexity
-from program.steps import Tracer
+from program.steps import traced
 from program.systems.closed_book import closed_book_answer
 from program.systems.common import as_choice, finish, graded, retrieve
 
@@ -44,24 +43,20 @@ class AdaptiveRAG(SharpRAG):
 
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config
-        q, truncated = check_question(question, cfg.max_question_chars)
-        with recording() as ledger:
-            tr = Tracer(cfg.budget, ledger)
-            if truncated:
-                tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
+        with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
             route, _ = graded(tr, "router", self.router, "complexity", as_choice(ROUTES), cfg.default_route, "route",
                               {"question": q[:200]}, question=q)
             if route == "no_retrieval":
                 answer = closed_book_answer(self.closed_book, q, tr)
-                return finish(self.SYSTEM, tr, ledger, answer=answer, stop_reason="route_no_retrieval")
+                return finish(self.SYSTEM, tr, answer=answer, stop_reason="route_no_retrieval")
             if route == "single_step":
                 evidence = retrieve(self.retriever, q, cfg.single_k, tr)
                 answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
-                return finish(self.SYSTEM, tr, ledger, answer=answer, passages=evidence, cited=cited,
+                return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited,
                               sub_queries=[q], queries=[q], stop_reason="route_single_step")
-            inner = super().forward(q)  # the SHARP loop, with its own budget; accounted in this ledger too
+            inner = super().forward(q)  # the SHARP loop, with its own budget; accounted in this tr.ledger too
             offset = len(tr.steps)
             tr.steps.extend([{**s, "step": offset + i} for i, s in enumerate(inner.trace)])
-        return finish(self.SYSTEM, tr, ledger, answer=inner.answer, passages=inner.passages, cited=inner.cited_ids,
+        return finish(self.SYSTEM, tr, answer=inner.answer, passages=inner.passages, cited=inner.cited_ids,
                       sub_queries=inner.sub_queries, queries=inner.queries, retries=inner.retries,
                       stop_reason=inner.stop_reason)

@@ -10,10 +10,8 @@ from pydantic import Field
 from program.answers import clean_answer
 from program.config import StrictConfig
 from program.generation import salvage
-from program.lm.accounting import recording
-from program.sharp import check_question
 from program.signatures import AnswerClosedBook
-from program.steps import Budget, Tracer
+from program.steps import Tracer, traced
 from program.systems.common import finish
 
 
@@ -48,10 +46,6 @@ class ClosedBook(dspy.Module):
         self.generator = (dspy.ChainOfThought if self.config.generator_reasoning else dspy.Predict)(AnswerClosedBook)
 
     def forward(self, question: str) -> dspy.Prediction:
-        q, truncated = check_question(question, self.config.max_question_chars)
-        with recording() as ledger:
-            tr = Tracer(Budget(max_lm_calls=None), ledger)
-            if truncated:
-                tr.add("input", note=f"question truncated to {self.config.max_question_chars} characters")
+        with traced(question, self.config.max_question_chars) as (q, tr):
             answer = closed_book_answer(self.generator, q, tr)
-        return finish(self.SYSTEM, tr, ledger, answer=answer, stop_reason="closed_book")
+        return finish(self.SYSTEM, tr, answer=answer, stop_reason="closed_book")

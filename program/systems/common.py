@@ -13,7 +13,6 @@ from typing import Any, Callable, Iterable, Sequence
 
 import dspy
 
-from program.lm.accounting import Ledger
 from program.retrieval.base import Retriever
 from program.steps import Tracer
 from program.types import Passage
@@ -24,13 +23,13 @@ _FALSE = {"false", "no", "n", "0", "irrelevant", "not relevant", "unsupported", 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
-def finish(system: str, tr: Tracer, ledger: Ledger, *, answer: str, stop_reason: str,
+def finish(system: str, tr: Tracer, *, answer: str, stop_reason: str,
            passages: Sequence[Passage] = (), cited: Sequence[str] = (), sub_queries: Sequence[str] = (),
            queries: Sequence[str] = (), retries: int = 0) -> dspy.Prediction:
     """The prediction every system returns (the same keys as SharpRAG's)."""
     return dspy.Prediction(
         answer=answer, passages=list(passages), cited_ids=list(cited), trace=tr.steps,
-        cost=ledger.summary(), calls=[r.to_dict() for r in ledger.records],
+        cost=tr.ledger.summary(), calls=[r.to_dict() for r in tr.ledger.records],
         sub_queries=list(sub_queries), queries=list(dict.fromkeys(queries)), retries=retries,
         stop_reason=stop_reason, system=system,
     )

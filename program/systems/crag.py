@@ -20,11 +20,9 @@ from pydantic import Field, model_validator
 from program.config import StrictConfig
 from program.errors import RetrievalError
 from program.generation import answer_from_evidence, ints
-from program.lm.accounting import recording
 from program.retrieval.base import Retriever
-from program.sharp import check_question
 from program.signatures import GenerateAnswer, RewriteQuery, ScoreRelevance, SelectStrips
-from program.steps import Budget, Tracer
+from program.steps import Budget, Tracer, traced
 from program.systems.common import (as_score, as_text, finish, graded, passage_text, retrieve, split_strips,
                                     unique_passages)
 from program.systems.web import WebSearch
@@ -152,11 +150,7 @@ class CorrectiveRAG(dspy.Module):
     # ---- control flow ------------------------------------------------------------------------
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config
-        q, truncated = check_question(question, cfg.max_question_chars)
-        with recording() as ledger:
-            tr = Tracer(cfg.budget, ledger)
-            if truncated:
-                tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
+        with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
             retrieved = retrieve(self.retriever, q, cfg.k, tr)
             scores = self._evaluate(q, retrieved, tr)
             grade = crag_grade(scores, cfg.upper, cfg.lower)
@@ -174,5 +168,5 @@ class CorrectiveRAG(dspy.Module):
                 tr.add("crag", note="no corrected evidence: answering from the retrieved passages")
                 evidence = retrieved[: cfg.evidence_cap]
             answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
-        return finish(self.SYSTEM, tr, ledger, answer=answer, passages=evidence, cited=cited, sub_queries=[q],
+        return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited, sub_queries=[q],
                       queries=queries, retries=len(queries) - 1, stop_reason=f"crag_{grade}")

@@ -17,11 +17,9 @@ from program.answers import clean_answer
 from program.config import StrictConfig
 from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
-from program.lm.accounting import recording
 from program.retrieval.base import Retriever
-from program.sharp import check_question
 from program.signatures import SEARCH_TOOL_DESC, AgentAnswer, GenerateAnswer
-from program.steps import Budget, Tracer
+from program.steps import Budget, Tracer, traced
 from program.systems.common import finish, retrieve
 
 
@@ -78,11 +76,7 @@ class ReActRAG(dspy.Module):
 
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config
-        q, truncated = check_question(question, cfg.max_question_chars)
-        with recording() as ledger:
-            tr = Tracer(cfg.budget, ledger)
-            if truncated:
-                tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
+        with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
             session = _Session(self.retriever, tr, EvidencePool(), cfg.k, cfg.passage_chars)
             token = _SESSION.set(session)
             try:
@@ -105,6 +99,6 @@ class ReActRAG(dspy.Module):
                 answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
                 stop = "agent_failed"
             step["answer"] = answer
-        return finish(self.SYSTEM, tr, ledger, answer=answer, passages=evidence, cited=cited, sub_queries=[q],
+        return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited, sub_queries=[q],
                       queries=list(session.pool.by_query) or [q], retries=max(0, session.searches - 1),
                       stop_reason=stop)

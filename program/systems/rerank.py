@@ -19,11 +19,9 @@ from pydantic import Field, model_validator
 from program.baselines import VanillaConfig
 from program.errors import ModelFileError
 from program.generation import answer_from_evidence
-from program.lm.accounting import recording
 from program.retrieval.base import Retriever
-from program.sharp import check_question
 from program.signatures import GenerateAnswer, ScoreRelevance
-from program.steps import Budget, Tracer
+from program.steps import Budget, Tracer, traced
 from program.systems.common import as_score, finish, graded, passage_text, retrieve
 from program.systems.modes import RetrievalMode
 from program.types import Passage
@@ -131,11 +129,7 @@ class _Reranked(dspy.Module):
 
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config
-        q, truncated = check_question(question, cfg.max_question_chars)
-        with recording() as ledger:
-            tr = Tracer(getattr(cfg, "budget", Budget(max_lm_calls=None)), ledger)
-            if truncated:
-                tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
+        with traced(question, cfg.max_question_chars, getattr(cfg, "budget", Budget(max_lm_calls=None))) as (q, tr):
             candidates = retrieve(self.retriever, q, cfg.candidate_k, tr)
             t0 = time.perf_counter()
             scores = self._score(q, candidates, tr)
@@ -144,7 +138,7 @@ class _Reranked(dspy.Module):
                    scores={p.id: s for p, s in zip(candidates, scores)}, kept_ids=[p.id for p in kept],
                    dropped_ids=[p.id for p in dropped], kept_share=len(kept) / len(candidates) if candidates else None)
             answer, cited = answer_from_evidence(self.generator, q, kept, cfg.passage_chars, tr)
-        return finish(self.SYSTEM, tr, ledger, answer=answer, passages=kept, cited=cited, sub_queries=[q],
+        return finish(self.SYSTEM, tr, answer=answer, passages=kept, cited=cited, sub_queries=[q],
                       queries=[q], stop_reason="reranked")
 
 

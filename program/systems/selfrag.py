@@ -18,12 +18,10 @@ from program.answers import clean_answer
 from program.config import StrictConfig
 from program.evidence import format_evidence
 from program.generation import answer_from_evidence, ints, salvage
-from program.lm.accounting import recording
 from program.retrieval.base import Retriever
-from program.sharp import check_question
 from program.signatures import (AnswerClosedBook, CheckSupport, DecideRetrieval, GenerateAnswer, GradeRelevance,
                                 RegenerateAnswer, RewriteQuery)
-from program.steps import Budget, Tracer
+from program.steps import Budget, Tracer, traced
 from program.systems.closed_book import closed_book_answer
 from program.systems.common import as_bool, as_choice, as_text, finish, graded, passage_text, retrieve
 from program.types import Passage
@@ -138,22 +136,18 @@ class SelfRAG(dspy.Module):
     # ---- control flow ------------------------------------------------------------------------
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config
-        q, truncated = check_question(question, cfg.max_question_chars)
-        with recording() as ledger:
-            tr = Tracer(cfg.budget, ledger)
-            if truncated:
-                tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
+        with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
             if not cfg.always_retrieve:
                 decision, _ = graded(tr, "retrieval_decider", self.decider, "decision",
                                      as_choice(("retrieve", "no_retrieval")), "retrieve", "decision",
                                      {"question": q[:200]}, question=q)
                 if decision == "no_retrieval":
                     answer = closed_book_answer(self.closed_book, q, tr)
-                    return finish(self.SYSTEM, tr, ledger, answer=answer, stop_reason="no_retrieval")
+                    return finish(self.SYSTEM, tr, answer=answer, stop_reason="no_retrieval")
             kept, retrieved, queries = self._search(q, tr)
             if not kept:
                 tr.add("self_rag", note="no passage graded relevant: generating from the last retrieved set")
             evidence = kept or retrieved
             answer, cited, stop = self._answer(q, evidence, tr)
-        return finish(self.SYSTEM, tr, ledger, answer=answer, passages=evidence, cited=cited, sub_queries=queries[:1],
+        return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited, sub_queries=queries[:1],
                       queries=queries, retries=len(queries) - 1, stop_reason=stop)

@@ -4,7 +4,7 @@ clear error, and the LM reranker scores pointwise with garbage kept as unscored.
 from __future__ import annotations
 
 import pytest
-from doubles import GarbageLM, KeywordRetriever, ScriptedLM, assign
+from doubles import KeywordRetriever, ScriptedLM, assign
 
 from program.errors import ConfigError
 from program.systems.rerank import (CrossEncoderScorer, LMRerankConfig, LMRerankRAG, RerankConfig, RerankRAG,

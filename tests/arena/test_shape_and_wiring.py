@@ -6,7 +6,7 @@ import pytest
 from doubles import GarbageLM, KeywordRetriever, ScriptedLM, assign
 
 from program.errors import ConfigError
-from program.registry import SYSTEMS, UnknownSystemError, build_system, config_for, system_names
+from program.registry import UnknownSystemError, build_system, config_for, system_names
 from program.sharp import SharpRAG
 from program.systems.closed_book import ClosedBook
 
