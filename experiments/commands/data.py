@@ -212,13 +212,16 @@ def eval_retrieval(
 
     from experiments.render import console
 
-    rows = {"overall": metrics["overall"], **{f"type={t}": m for t, m in metrics["by_type"].items()}}
-    cols = [c for c in metrics["overall"] if c != "n"]
-    table = Table(title=f"retrieval {cfg.mode} on {dataset}/{split}")
-    for col in ["questions", "n", *cols]:
-        table.add_column(col, justify="right")
+    rows = {"all": metrics["overall"], **metrics["by_type"]}
+    ks = sorted({int(c.split("@")[1]) for c in metrics["overall"] if "@" in c})
+    cols = [(f"R@{kk}", f"recall@{kk}") for kk in ks] + [(f"AG@{kk}", f"all_gold@{kk}") for kk in ks]
+    cols.append((f"P@{ks[-1]}", f"precision@{ks[-1]}") if ks else ("P", "precision"))
+    table = Table(title=f"retrieval {cfg.mode} on {dataset}/{split}",
+                  caption="R recall, AG all gold titles retrieved, P precision; by question type")
+    for head in ["type", "n", *(h for h, _ in cols)]:
+        table.add_column(head, justify="right", no_wrap=True)
     for name, m in rows.items():
-        table.add_row(name, str(m.get("n", 0)), *[f"{m[c]:.3f}" if c in m else "-" for c in cols])
+        table.add_row(name, str(m.get("n", 0)), *[f"{m[key]:.3f}" if key in m else "-" for _, key in cols])
     console.print(table)
 
 
