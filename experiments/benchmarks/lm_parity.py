@@ -64,19 +64,19 @@ def _fields(call) -> dict:
     must then break it the same way)."""
     try:
         pred = call()
-    except Exception as exc:  # AdapterParseError and friends: part of what is compared
+    except Exception as exc:  # noqa: BLE001 - a parse failure is part of what is compared
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    return {k: pred[k] for k in pred.keys()}
+    return dict(pred.toDict())
 
 
 def chain(lm: dspy.BaseLM) -> list[dict]:
     plan, critique, answer = dspy.Predict(Plan), dspy.Predict(Critique), dspy.Predict(Answer)
     rows = []
     for question, evidence in EVIDENCE.items():
-        row = {"question": question, "plan": _fields(lambda: plan(question=question, lm=lm))}
+        row = {"question": question, "plan": _fields(lambda q=question: plan(question=q, lm=lm))}
         with dspy.context(adapter=dspy.JSONAdapter()):
-            row["critique"] = _fields(lambda: critique(question=question, evidence=evidence, lm=lm))
-        row["answer"] = _fields(lambda: answer(question=question, evidence=evidence, lm=lm))
+            row["critique"] = _fields(lambda q=question, e=evidence: critique(question=q, evidence=e, lm=lm))
+        row["answer"] = _fields(lambda q=question, e=evidence: answer(question=q, evidence=e, lm=lm))
         rows.append(row)
     return rows
 

@@ -93,7 +93,7 @@ def _run(model: str, mode: str, calls: list[tuple[dspy.Predict, dict]]) -> dict:
             t = time.perf_counter()
             out = pred(lm=lm, **inputs)
             rows.append({"seconds": round(time.perf_counter() - t, 3),
-                         "output": {k: out[k] for k in out.keys()}})
+                         "output": dict(out.toDict())})
     wall = time.perf_counter() - t0
     for row, rec in zip(rows, ledger.records):
         row.update(prompt_tokens=rec.prompt_tokens, reused=rec.reused_prompt_tokens,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Optional
 
 import typer
 
@@ -20,6 +19,7 @@ lm_app = typer.Typer(help="Local language models: serve one to several processes
 ModelOpt = typer.Option("local/qwen2.5-coder-1.5b", "--model", "-m", help="A local model: local/NAME (see `sharp lm info`).")
 NCtx = typer.Option(8192, "--n-ctx", help="Context window in tokens (prompt + answer).")
 NThreads = typer.Option(2, "--n-threads", help="CPU threads for llama.cpp.")
+BenchModels = typer.Option(None, "--model", "-m", help="Local model(s) to time (default: all installed).")
 
 
 def _fail(exc: Exception) -> None:
@@ -66,11 +66,16 @@ def info(
 ) -> None:
     """List the local models: packages installed, assembled file, pinned sha256, hash checked."""
     from program.errors import ModelFileError
-    from program.lm.local_files import is_verified, model_cache_dir, model_path, model_status
+    from program.lm.local_files import (
+        is_verified,
+        model_cache_dir,
+        model_path,
+        model_status,
+    )
     from program.lm.specs import LOCAL_MODELS
 
     rows = []
-    for name, model in LOCAL_MODELS.items():
+    for model in LOCAL_MODELS.values():
         if verify and not model_status(model)["missing"]:
             try:
                 path = model_path(model)
@@ -107,7 +112,7 @@ def info(
 
 @lm_app.command("bench")
 def bench(
-    models: Optional[list[str]] = typer.Option(None, "--model", "-m", help="Local model(s) to time (default: all installed)."),
+    models: list[str] | None = BenchModels,
     repeats: int = typer.Option(2, "--repeats", help="Timed runs per measurement (the best is kept)."),
     n_threads: int = NThreads,
 ) -> None:

@@ -13,8 +13,20 @@ from program.lm.accounting import CallRecord, Ledger, record, recording, summari
 from program.lm.cache import cold_cache, use_cache_dir
 from program.lm.factory import SharpLM, build_lm
 from program.lm.failures import LMContextOverflowError, redact
-from program.lm.local_files import get_local_model, model_cache_dir, model_path, model_status
-from program.lm.roles import DEFAULT_ROLE, ROLES, LMConfig, LMOverride, assign_lms, role_of
+from program.lm.local_files import (
+    get_local_model,
+    model_cache_dir,
+    model_path,
+    model_status,
+)
+from program.lm.roles import (
+    DEFAULT_ROLE,
+    ROLES,
+    LMConfig,
+    LMOverride,
+    assign_lms,
+    role_of,
+)
 from program.lm.specs import (
     DEFAULT_MODEL,
     LOCAL_MODELS,
@@ -26,10 +38,32 @@ from program.lm.specs import (
 )
 
 __all__ = [
-    "CallRecord", "Ledger", "record", "recording", "summarize",
-    "cold_cache", "use_cache_dir",
-    "SharpLM", "build_lm", "LMContextOverflowError", "redact",
-    "get_local_model", "model_cache_dir", "model_path", "model_status",
-    "DEFAULT_ROLE", "ROLES", "LMConfig", "LMOverride", "assign_lms", "role_of",
-    "DEFAULT_MODEL", "LOCAL_MODELS", "SERVED_MODEL", "LMSpec", "LocalModel", "ModelRef", "parse_model_string",
+    "DEFAULT_MODEL",
+    "DEFAULT_ROLE",
+    "LOCAL_MODELS",
+    "ROLES",
+    "SERVED_MODEL",
+    "CallRecord",
+    "LMConfig",
+    "LMContextOverflowError",
+    "LMOverride",
+    "LMSpec",
+    "Ledger",
+    "LocalModel",
+    "ModelRef",
+    "SharpLM",
+    "assign_lms",
+    "build_lm",
+    "cold_cache",
+    "get_local_model",
+    "model_cache_dir",
+    "model_path",
+    "model_status",
+    "parse_model_string",
+    "record",
+    "recording",
+    "redact",
+    "role_of",
+    "summarize",
+    "use_cache_dir",
 ]

@@ -10,9 +10,9 @@ an empty one. Cache hits are flagged ``cached=True`` in the call records either 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import dspy
 

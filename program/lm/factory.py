@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import dspy
 from dspy.clients.execution import aexecute, execute, finalize, prepare
@@ -20,7 +21,13 @@ from dspy.utils.callback import with_callbacks
 
 from program.errors import ConfigError, LMError
 from program.lm.accounting import CallRecord, record
-from program.lm.failures import RETRYABLE, classify, project_error, redact, to_project_error
+from program.lm.failures import (
+    RETRYABLE,
+    classify,
+    project_error,
+    redact,
+    to_project_error,
+)
 from program.lm.specs import SERVED_MODEL, LMSpec
 
 log = logging.getLogger(__name__)
@@ -96,7 +103,7 @@ class SharpLM(dspy.LM):
         for attempt in range(self.spec.num_retries + 1):
             try:
                 result = attempt_fn()
-            except Exception as exc:  # classified; unknown errors propagate unchanged
+            except Exception as exc:  # noqa: BLE001 - classified; unknown errors propagate unchanged
                 time.sleep(self._after_failure(exc, attempt, started))
                 continue
             self._done(result, started)
@@ -110,7 +117,7 @@ class SharpLM(dspy.LM):
         for attempt in range(self.spec.num_retries + 1):
             try:
                 result = await attempt_fn()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - as in _run
                 await asyncio.sleep(self._after_failure(exc, attempt, started))
                 continue
             self._done(result, started)
@@ -144,7 +151,7 @@ class SharpLM(dspy.LM):
         return params | {"response_format"} if self._served_local else params
 
     # -- copies and saved state ----------------------------------------------------------------
-    def __deepcopy__(self, memo: dict) -> "SharpLM":
+    def __deepcopy__(self, memo: dict) -> SharpLM:
         # Optimizers deep-copy programs; a copy must share the engine (a loaded local model).
         return self.copy()
 
@@ -153,7 +160,7 @@ class SharpLM(dspy.LM):
                 "model": self.model, "role": self.role, "spec": self.spec.model_dump()}
 
     @classmethod
-    def load_state(cls, state: dict, *, allow_custom_lm_class: bool = False) -> "SharpLM":
+    def load_state(cls, state: dict, *, allow_custom_lm_class: bool = False) -> SharpLM:
         return build_lm(LMSpec.from_mapping(state["spec"]), state.get("role", "default"))
 
 

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import builtins
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from dspy.utils import exceptions as dx
 
-from program.errors import LMError, LMProviderError, LMTimeoutError, LMUnavailableError, SharpError
+from program.errors import (
+    LMError,
+    LMProviderError,
+    LMTimeoutError,
+    LMUnavailableError,
+    SharpError,
+)
 
 
 class LMContextOverflowError(LMProviderError):
@@ -63,7 +69,7 @@ def project_error(exc: BaseException) -> SharpError | None:
 def classify(exc: BaseException) -> str:
     """One of: timeout, unavailable, server, rate_limit, auth, not_found, context, invalid, provider, other."""
     for e in _chain(exc):
-        if isinstance(e, LMContextOverflowError) or isinstance(e, dx.ContextWindowExceededError):
+        if isinstance(e, (LMContextOverflowError, dx.ContextWindowExceededError)):
             return "context"
         if isinstance(e, (ConnectionRefusedError, LMUnavailableError)) or type(e).__name__ == "ConnectError":
             return "unavailable"

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dspy.lm15 import ContextLengthError, Message, Response, TextPart, Usage, response_to_events
+from dspy.lm15 import (
+    ContextLengthError,
+    Message,
+    Response,
+    TextPart,
+    Usage,
+    response_to_events,
+)
 
 from program.errors import ModelFileError
 from program.lm.local_files import get_local_model, model_path
@@ -154,7 +161,7 @@ class LocalSession:
 
             try:
                 grammar = LlamaGrammar.from_json_schema(key, verbose=False) if key else None
-            except Exception as exc:  # an exotic schema: constrain to JSON at least
+            except Exception as exc:  # noqa: BLE001 - an exotic schema: constrain to JSON at least
                 log.warning("cannot turn the JSON schema into a grammar (%s); using plain JSON", exc)
                 grammar = None
             self._grammars[key] = grammar or LlamaGrammar.from_string(JSON_GBNF, verbose=False)
@@ -253,7 +260,7 @@ class LocalEngine:
         model_path(self.model)  # fail now (missing package, bad hash), load on the first call
 
     @classmethod
-    def for_spec(cls, spec: LMSpec, **kwargs: Any) -> "LocalEngine":
+    def for_spec(cls, spec: LMSpec, **kwargs: Any) -> LocalEngine:
         return cls(spec.model, n_ctx=spec.n_ctx, n_threads=spec.n_threads, **kwargs)
 
     @property
@@ -285,7 +292,7 @@ class LocalEngine:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
 
-    def __deepcopy__(self, memo: dict) -> "LocalEngine":
+    def __deepcopy__(self, memo: dict) -> LocalEngine:
         return self
 
     def dump_state(self) -> dict:
@@ -293,7 +300,7 @@ class LocalEngine:
                 "prefix_reuse": self.prefix_reuse}
 
     @classmethod
-    def load_state(cls, state: dict) -> "LocalEngine":
+    def load_state(cls, state: dict) -> LocalEngine:
         return cls(state["model"], n_ctx=state["n_ctx"], n_threads=state["n_threads"],
                    prefix_reuse=state.get("prefix_reuse", True))
 
@@ -316,6 +323,6 @@ class AsyncLocalEngine:
     async def aclose(self) -> None:
         pass
 
-    def __deepcopy__(self, memo: dict) -> "AsyncLocalEngine":
+    def __deepcopy__(self, memo: dict) -> AsyncLocalEngine:
         return self
 

