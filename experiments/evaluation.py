@@ -36,7 +36,8 @@ def settings_of(rt: Runtime, system_name: str, module: dspy.Module, split: str, 
         "lm": rt.lm_config.summary(),
         "retriever": rt.retriever_config,
         "program": str(program_path) if program_path else None,
-        "program_state_hash": config_hash(module.dump_state()) if program_path else None,
+        # prompts, demos and instructions: a changed prompt never resumes stale results
+        "program_state_hash": config_hash(module.dump_state()),
         "cache": rt.cache,
     }
 
