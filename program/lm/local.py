@@ -14,6 +14,7 @@ and evaluates only its new suffix. Each response reports the reused tokens as
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import threading
@@ -230,9 +231,21 @@ def get_session(model: str, *, n_ctx: int = 8192, n_threads: int = 2,
 
 
 def unload_all() -> None:
-    """Drop every loaded model (tests, benchmarks that compare cold runs)."""
+    """Free every loaded model (tests, benchmarks that compare cold runs, and at exit).
+
+    Closing explicitly before interpreter teardown avoids llama-cpp-python's noisy
+    ``free_model`` TypeError when its module globals are already gone.
+    """
     with _SESSIONS_LOCK:
+        sessions = list(_SESSIONS.values())
         _SESSIONS.clear()
+    for session in sessions:
+        close = getattr(session.llm, "close", None)
+        if close is not None:
+            close()
+
+
+atexit.register(unload_all)
 
 
 def request_messages(request) -> list[dict]:
