@@ -23,7 +23,7 @@ from optimize.compile import shared_retriever
 from optimize.metrics import calibration, evidence_complete
 from program.errors import ConfigError
 from program.evidence import format_evidence
-from program.sharp import _confidence, _items
+from program.parsing import as_score, items
 from program.steps import RECOVERABLE, check_question
 from program.types import Passage
 
@@ -163,17 +163,17 @@ def split_cases(cases: Sequence[Any], val_fraction: float = 0.3, seed: int = 0) 
 def _problem(pred: Any) -> bool:
     """True when SHARP would discard this critique (unreadable, invalid or inconsistent fields)."""
     verdict = getattr(pred, "verdict", None)
-    if verdict not in VERDICTS or _confidence(getattr(pred, "confidence", None)) is None:
+    if verdict not in VERDICTS or as_score(getattr(pred, "confidence", None)) is None:
         return True
-    return verdict == "sufficient" and bool(_items(getattr(pred, "missing_information", None))) \
-        and bool(_items(getattr(pred, "suggested_queries", None)))
+    return verdict == "sufficient" and bool(items(getattr(pred, "missing_information", None))) \
+        and bool(items(getattr(pred, "suggested_queries", None)))
 
 
 def read_verdict(pred: Any) -> tuple[str, float]:
     """The verdict and confidence the program would act on (invalid output: insufficient, 0.0)."""
     if _problem(pred):
         return "insufficient", 0.0
-    return getattr(pred, "verdict"), _confidence(getattr(pred, "confidence"))
+    return getattr(pred, "verdict"), as_score(getattr(pred, "confidence"))
 
 
 def p_sufficient(verdict: str, confidence: float) -> float:

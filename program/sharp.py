@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any, Literal
+from typing import Literal
 
 import dspy
 from pydantic import Field, field_validator, model_validator
@@ -13,10 +12,10 @@ from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
 from program.retrieval.base import Retriever
 from program.signatures import CritiqueEvidence, GenerateAnswer, PlanSubQueries
+from program.parsing import as_score, items
 from program.steps import Budget, Tracer, traced
 from program.types import Passage
 
-_TRIVIAL = {"", "none", "n/a", "na", "nothing", "null", "-", "no", "[]"}
 
 
 class SharpConfig(StrictConfig):
@@ -55,24 +54,6 @@ class SharpConfig(StrictConfig):
 
 
 
-def _items(values: Any) -> list[str]:
-    if values is None:
-        return []
-    if isinstance(values, str):
-        values = [values]
-    return [str(v).strip() for v in values if str(v).strip().lower() not in _TRIVIAL]
-
-
-def _confidence(value: Any) -> float | None:
-    try:
-        c = float(value)
-    except (TypeError, ValueError):
-        return None
-    if math.isnan(c) or c < 0:
-        return None
-    if 1.0 < c <= 100.0:  # a percentage
-        c /= 100.0
-    return c if c <= 1.0 else None
 
 
 class SharpRAG(dspy.Module):
@@ -92,7 +73,7 @@ class SharpRAG(dspy.Module):
     def _plan(self, q: str, tr: Tracer) -> list[str]:
         pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=self.config.structured_adapter,
                              question=q)
-        planned = _items(getattr(pred, "sub_queries", None))[: self.config.max_sub_queries]
+        planned = items(getattr(pred, "sub_queries", None))[: self.config.max_sub_queries]
         step["sub_queries"] = planned
         queries = ([q] if self.config.include_question else []) + planned
         if not queries:  # the planner failed and the question is not included: search the question
@@ -120,9 +101,9 @@ class SharpRAG(dspy.Module):
         if pred is None and fields:
             step["salvaged"] = True
         verdict = fields.get("verdict")
-        confidence = _confidence(fields.get("confidence"))
-        missing = _items(fields.get("missing_information"))[:5]
-        suggested = _items(fields.get("suggested_queries"))[:5]
+        confidence = as_score(fields.get("confidence"))
+        missing = items(fields.get("missing_information"))[:5]
+        suggested = items(fields.get("suggested_queries"))[:5]
         problem = None
         if pred is None and not fields:
             problem = "unparseable"

@@ -7,19 +7,16 @@ call (recorded too), so a weak model can never crash a question or loop without 
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Callable, Iterable, Sequence
 
 import dspy
 
 from program.retrieval.base import Retriever
+from program.parsing import as_bool, as_choice, as_score, as_text, items  # noqa: F401 - re-exported
 from program.steps import Tracer
 from program.types import Passage
 
-_TRIVIAL = {"", "none", "n/a", "na", "nothing", "null", "-", "[]"}
-_TRUE = {"true", "yes", "y", "1", "relevant", "supported"}
-_FALSE = {"false", "no", "n", "0", "irrelevant", "not relevant", "unsupported", "not supported"}
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
@@ -57,50 +54,6 @@ def unique_passages(passages: Iterable[Passage]) -> list[Passage]:
 def split_strips(text: str, max_chars: int = 400) -> list[str]:
     """Sentence-level knowledge strips of a passage (rule-based, no LM)."""
     return [s.strip()[:max_chars] for s in _SENTENCE.split(" ".join(text.split())) if s.strip()]
-
-
-# ---- defensive parsing: each returns None for anything it cannot read -----------------------
-def as_bool(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().strip(".\"'").lower() if value is not None else ""
-    return True if text in _TRUE else False if text in _FALSE else None
-
-
-def as_score(value: Any) -> float | None:
-    """A probability in [0, 1]; a percentage (1 < x <= 100) is divided by 100."""
-    if isinstance(value, bool):
-        return None
-    try:
-        x = float(str(value).strip().rstrip("%"))
-    except (TypeError, ValueError):
-        return None
-    if math.isnan(x) or x < 0:
-        return None
-    if 1.0 < x <= 100.0:
-        x /= 100.0
-    return x if x <= 1.0 else None
-
-
-def as_choice(allowed: Sequence[str]) -> Callable[[Any], str | None]:
-    def parse(value: Any) -> str | None:
-        text = str(value).strip().strip(".\"'").lower().replace(" ", "_") if value is not None else ""
-        return text if text in allowed else None
-
-    return parse
-
-
-def as_text(value: Any) -> str | None:
-    text = " ".join(str(value).split()) if value is not None else ""
-    return text if text.lower() not in _TRIVIAL else None
-
-
-def items(values: Any) -> list[str]:
-    if values is None:
-        return []
-    if isinstance(values, str):
-        values = [values]
-    return [str(v).strip() for v in values if str(v).strip().lower() not in _TRIVIAL]
 
 
 def graded(tr: Tracer, role: str, predictor: Callable[..., dspy.Prediction], field: str,
