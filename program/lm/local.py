@@ -161,7 +161,9 @@ class LocalSession:
             from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
             try:
-                grammar = LlamaGrammar.from_json_schema(key, verbose=False) if key else None
+                # the schema in its own property order: llama.cpp emits properties in that order, and a
+                # sorted copy put the critic's verdict after its (looping) lists, where max_tokens cut it
+                grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False) if key else None
             except Exception as exc:  # noqa: BLE001 - an exotic schema: constrain to JSON at least
                 log.warning("cannot turn the JSON schema into a grammar (%s); using plain JSON", exc)
                 grammar = None
