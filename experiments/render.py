@@ -62,14 +62,15 @@ COLUMNS = [("n", "n"), ("em", "EM"), ("em_ci", "EM 95% CI"), ("f1", "F1"), ("f1_
 
 
 def metrics_table(results: Mapping[str, Mapping[str, Any]], title: str = "evaluation") -> Table:
+    """One row per metric, one column per system: readable in an 80-column terminal."""
     table = Table(title=title)
-    table.add_column("system")
-    for _, head in COLUMNS:
-        table.add_column(head, justify="right")
-    for name, m in results.items():
+    table.add_column("metric")
+    for name in results:
+        table.add_column(name, justify="right")
+    for key, head in COLUMNS:
         cells = []
-        for key, _ in COLUMNS:
+        for m in results.values():
             v = m.get(key)
             cells.append(f"[{v[0]:.2f}, {v[1]:.2f}]" if isinstance(v, (list, tuple)) else _fmt(v, 3 if key != "seconds_per_q" else 1))
-        table.add_row(name, *cells)
+        table.add_row(head, *cells)
     return table
