@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 import dspy
 
+from data.loaders import DATASETS
 from experiments import settings
 from program.lm import LMConfig, assign_lms
 from program.registry import SYSTEMS, build_system, config_for
@@ -19,7 +20,6 @@ from program.saved import SavedProgram, load_into, read_program
 
 log = logging.getLogger(__name__)
 
-DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
 
 
 @dataclass
@@ -62,8 +62,6 @@ class Runtime:
     def build_index(self, progress: bool = True) -> dict:
         """Build (or resume) this dataset's index with the runtime's retriever settings."""
         from data.indexing import build_index
-        from experiments.commands.data import load_dataset_corpus
-
         passages = load_dataset_corpus(self.dataset, self.data_dir)
         return build_index(passages, self.index_dir(), self.retriever_settings(), progress=progress,
                            dataset=self.dataset)
@@ -103,3 +101,21 @@ def configure_cache(enabled: bool, cache_dir: Path | None) -> None:
 
 def config_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def load_dataset_corpus(dataset: str, data_dir: Path | None) -> list:
+    """The passages to index: DATA_DIR/NAME/corpus.jsonl, PATH/corpus.jsonl, a corpus JSONL
+    file, or the paragraphs of a question file (its context / paragraphs)."""
+    from data.corpus import CORPUS_FILE, corpus_from_file, corpus_path, load_corpus
+    from data.errors import DatasetError
+
+    if dataset.lower() in DATASETS:
+        return load_corpus(corpus_path(dataset.lower(), settings.data_dir(data_dir)))
+    path = Path(dataset)
+    if path.is_dir():
+        if not (path / CORPUS_FILE).is_file():
+            raise DatasetError(f"{path}: no {CORPUS_FILE} in this folder")
+        return load_corpus(path / CORPUS_FILE)
+    if not path.exists():
+        raise DatasetError(f"unknown dataset {dataset!r}: not one of {', '.join(DATASETS)} and no such path")
+    return load_corpus(path) if path.name == CORPUS_FILE else corpus_from_file(path)

@@ -86,17 +86,14 @@ def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, s
         if params:
             mlflow.log_params(flatten(params))
         yield active
+    except KeyboardInterrupt:
+        mlflow.end_run(status="KILLED")
+        raise
     except BaseException:
-        mlflow.end_run(status="FAILED" if not isinstance(_exc(), KeyboardInterrupt) else "KILLED")
+        mlflow.end_run(status="FAILED")
         raise
     else:
         mlflow.end_run(status="FINISHED")
-
-
-def _exc() -> BaseException | None:
-    import sys
-
-    return sys.exc_info()[1]
 
 
 def log_eval(result: Any, prefix: str = "") -> None:

@@ -263,7 +263,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     from data.indexing import build_index
     from experiments import settings
-    from experiments.commands.data import index_name, load_dataset_corpus, load_questions
+    from experiments.commands.data import index_name, load_questions
+    from experiments.runtime import load_dataset_corpus
     from program.retrieval import RetrieverConfig
     from program.retrieval.manifest import corpus_sha256, now_iso, read_manifest
 

@@ -17,9 +17,11 @@ import typer
 
 from experiments import options as o
 
+# the names of data.loaders.DATASETS, without importing dspy on `sharp --help`
+DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
+
 log = logging.getLogger(__name__)
 
-DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
 
 IndexDir = typer.Option(None, "--index-dir", help="Index folder (default: WORKSPACE/indexes/<dataset>).")
 Backend = typer.Option(None, "--backend", help="Embedding runtime: torch | onnx | onnx-int8 (default: the config's).")
@@ -40,24 +42,6 @@ def resolve_index_dir(dataset: str, workspace: Optional[Path], index_dir: Option
 
     return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
 
-
-def load_dataset_corpus(dataset: str, data_dir: Optional[Path]) -> list:
-    """The passages to index: DATA_DIR/NAME/corpus.jsonl, PATH/corpus.jsonl, a corpus JSONL
-    file, or the paragraphs of a question file (its context / paragraphs)."""
-    from data.corpus import CORPUS_FILE, corpus_from_file, corpus_path, load_corpus
-    from data.errors import DatasetError
-    from experiments import settings
-
-    if dataset.lower() in DATASETS:
-        return load_corpus(corpus_path(dataset.lower(), settings.data_dir(data_dir)))
-    path = Path(dataset)
-    if path.is_dir():
-        if not (path / CORPUS_FILE).is_file():
-            raise DatasetError(f"{path}: no {CORPUS_FILE} in this folder")
-        return load_corpus(path / CORPUS_FILE)
-    if not path.exists():
-        raise DatasetError(f"unknown dataset {dataset!r}: not one of {', '.join(DATASETS)} and no such path")
-    return load_corpus(path) if path.name == CORPUS_FILE else corpus_from_file(path)
 
 
 def load_questions(dataset: str, split: str, data_dir: Optional[Path], limit: Optional[int] = None, seed: int = 0) -> list:
@@ -109,6 +93,8 @@ def index(
         from data.indexing import build_index
 
         cfg = retriever_config(None, backend, config_file, set_)
+        from experiments.runtime import load_dataset_corpus
+
         passages = load_dataset_corpus(dataset, data_dir)
         target = resolve_index_dir(dataset, workspace, index_dir)
         manifest = build_index(passages, target, cfg, batch_size=batch_size, progress=progress, rebuild=rebuild,
@@ -196,6 +182,8 @@ def eval_retrieval(
     try:
         cfg = retriever_config(mode, backend, config_file, set_)
         questions = load_questions(dataset, split, data_dir, limit, seed)
+        from experiments.runtime import load_dataset_corpus
+
         corpus_hash = corpus_sha256(load_dataset_corpus(dataset, data_dir))
         retriever = open_retriever(resolve_index_dir(dataset, workspace, index_dir), cfg,
                                    corpus_sha256=corpus_hash, dataset=dataset)
