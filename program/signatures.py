@@ -56,7 +56,7 @@ class GenerateAnswer(dspy.Signature):
 
     question: str = dspy.InputField()
     evidence: str = dspy.InputField(desc="numbered passages: [n] Title: text")
-    answer: str = dspy.OutputField(desc="the short answer span (yes or no only if the question asks yes or no)")
+    answer: str = dspy.OutputField(desc="the short answer span")
     supporting_passages: list[int] = dspy.OutputField(desc="numbers of the passages used")
 
 
