@@ -73,7 +73,7 @@ def aggregate(rows: Sequence[dict], seed: int = 0) -> dict:
 def by_type(rows: Sequence[dict], seed: int = 0) -> dict[str, dict]:
     groups: dict[str, list[dict]] = {}
     for r in rows:
-        groups.setdefault(str(r.get("type")), []).append(r)
+        groups.setdefault(str(r.get("type") or "unknown"), []).append(r)
     return {t: {k: v for k, v in aggregate(g, seed).items() if not isinstance(v, dict)} for t, g in sorted(groups.items())}
 
 
