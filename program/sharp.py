@@ -32,6 +32,7 @@ class SharpConfig(StrictConfig):
     critic_reasoning: bool = False
     generator_reasoning: bool = False
     structured_adapter: Literal["chat", "json"] = "json"
+    planner_max_tokens: int = Field(160, ge=16, le=4096)
     critic_max_tokens: int = Field(256, ge=16, le=4096)
     max_question_chars: int = Field(2000, ge=50)
     budget: Budget = Budget()
@@ -72,8 +73,15 @@ class SharpRAG(dspy.Module):
     # ---- steps -------------------------------------------------------------------------------
     def _plan(self, q: str, tr: Tracer) -> list[str]:
         pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=self.config.structured_adapter,
-                             question=q)
-        planned = items(getattr(pred, "sub_queries", None))[: self.config.max_sub_queries]
+                             config={"max_tokens": self.config.planner_max_tokens}, question=q)
+        # a planner looping in its list is cut by max_tokens: the queries before the cut still count
+        fields = pred.toDict() if pred is not None else _salvage_json(step.get("raw_output"))
+        if pred is None and fields:
+            step["salvaged"] = True
+        planned = list(dict.fromkeys(items(fields.get("sub_queries"))))
+        if step.get("salvaged"):  # the last query may be cut mid-word: drop a prefix of another query
+            planned = [p for p in planned if not any(o != p and o.startswith(p) for o in planned)]
+        planned = planned[: self.config.max_sub_queries]
         step["sub_queries"] = planned
         queries = ([q] if self.config.include_question else []) + planned
         if not queries:  # the planner failed and the question is not included: search the question

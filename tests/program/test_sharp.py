@@ -176,3 +176,28 @@ def test_cut_json_from_a_looping_critic_is_salvaged(retriever):
     assert first["salvaged"] and first["verdict"] == "insufficient" and first["confidence"] == 0.8
     assert first["suggested_queries"] == ["Quentin Tarantino", "Quentin Tar"]
     assert pred.retries == 1
+
+
+def test_looping_planner_is_capped_and_its_cut_json_salvaged(retriever):
+    """Measured: the 1.5B planner once repeated one query until the 1024-token default (110 s).
+    The planner now runs under planner_max_tokens and the queries before the cut are kept."""
+    import dspy
+
+    prog = SharpRAG(retriever, SharpConfig(max_retries=0, planner_max_tokens=48))
+    cut = '{"sub_queries": ["Palme d\'Or 1994 winner", "Palme d\'Or 1994 winner", "Palme d\'Or 19'
+    seen: list[dict] = []
+
+    class Looping(ScriptedLM):
+        def forward(self, prompt=None, messages=None, **kwargs):
+            seen.append(kwargs)
+            self.calls += 1
+            raise dspy.utils.exceptions.AdapterParseError(
+                adapter_name="JSONAdapter", signature=prog.planner.signature, lm_response=cut)
+
+    assign(prog, {"planner": Looping("planner", []), "critic": ScriptedLM("critic", [crit()]),
+                  "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}])})
+    pred = prog(question=Q)
+    plan = next(s for s in pred.trace if s["role"] == "planner")
+    assert seen and all(kw.get("max_tokens") == 48 for kw in seen)
+    assert plan["salvaged"] and plan["sub_queries"] == ["Palme d'Or 1994 winner"]  # the cut copy is dropped
+    assert pred.queries == [Q, "Palme d'Or 1994 winner"]
