@@ -26,8 +26,8 @@ from experiments.compile import SaveInfo, data_hash, state_hash
 from optimize import replay
 from optimize.compile import shared_retriever
 from optimize.evaluate import evaluate
-from optimize.tune import (Objective, SearchSpace, Tuner, apply_params, best_trial, full_params, get_objective,
-                           open_study, recording_params, run_study)
+from optimize.tune import (Objective, SearchSpace, Tuner, apply_params, baseline_trial, best_trial, enqueue_baseline,
+                           full_params, get_objective, open_study, params_of, recording_params, run_study)
 from program.errors import ConfigError
 from program.saved import save_program
 from program.sharp import SharpRAG
@@ -71,6 +71,7 @@ class TuneOutcome:
     trials_run: int
     speedup: dict
     verify: dict = field(default_factory=dict)
+    baseline: dict = field(default_factory=dict)
 
 
 def _digest(obj: Any) -> str:
@@ -200,9 +201,10 @@ def run_tune(job: TuneJob, base: SharpRAG, examples: Sequence[Any], *, retriever
     objective = get_objective(job.objective)
     storage = job.storage or default_storage(workspace)
     study = open_study(storage, study_name, objective, seed=job.seed)
+    save = save or SaveInfo()
+    enqueue_baseline(study, job.space, params_of(base.config, _mode(save.retriever)))
     scorer = ReplayScorer(base, examples, job.space, retriever_for, workspace / "replay", job.threads, key_extra)
     tuner = Tuner(job.space, objective, scorer)
-    save = save or SaveInfo()
     run_params = {"objective": job.objective, "n_trials": job.n_trials, "study": study_name,
                   "storage": redact_url(storage), "seed": job.seed, "n_examples": len(examples),
                   "data_hash": data_hash(examples), "space": job.space.model_dump(mode="json"),
@@ -219,6 +221,11 @@ def run_tune(job: TuneJob, base: SharpRAG, examples: Sequence[Any], *, retriever
         mlflow.log_metrics(tracking.numeric(best.user_attrs.get("metrics") or {}, "best."))
         speed = scorer.speedup()
         mlflow.log_metrics(tracking.numeric(speed, "replay."))
+        start = baseline_trial(study)
+        baseline = {"number": start.number, "params": full_params(start, job.space),
+                    "metrics": start.user_attrs.get("metrics") or {}} if start is not None else {}
+        if baseline:
+            mlflow.log_metrics(tracking.numeric(baseline["metrics"], "default."))
         plots = _log_plots(study, objective)
         front = [{"number": t.number, "values": t.values, "params": full_params(t, job.space)}
                  for t in (study.best_trials if objective.multi else [best])]
@@ -236,10 +243,19 @@ def run_tune(job: TuneJob, base: SharpRAG, examples: Sequence[Any], *, retriever
                   "trials_finished": len([t for t in study.trials if t.values is not None]), "trials_run_now": ran,
                   "best": {"number": best.number, "values": best.values, "params": best_params},
                   ("pareto_front" if objective.multi else "best_trials"): front, "replay": speed, "verify": verify,
+                  "baseline": baseline,
                   "plots": plots}
         tracking.log_json(report, "tune_report.json")
         return TuneOutcome(study=study_name, storage=storage, run_id=active.info.run_id, best_params=best_params,
-                           best_values=list(best.values), path=path, trials_run=ran, speedup=speed, verify=verify)
+                           best_values=list(best.values), path=path, trials_run=ran, speedup=speed, verify=verify,
+                           baseline=baseline)
+
+
+def _mode(retriever: dict | None) -> str:
+    """The retrieval mode the base program runs with (its saved setting, else the default)."""
+    from program.retrieval import RetrieverConfig
+
+    return str((retriever or {}).get("mode") or RetrieverConfig().mode)
 
 
 def _verify(scorer: ReplayScorer, params: dict, replayed: dict, threads: int) -> dict:

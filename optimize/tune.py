@@ -96,6 +96,51 @@ def apply_params(base: SharpConfig, params: Mapping[str, Any]) -> tuple[SharpCon
     return SharpConfig.from_mapping(values), retriever
 
 
+def params_of(config: SharpConfig, mode: str) -> dict[str, Any] | None:
+    """The search-space point that stands for ``config`` with retrieval ``mode``, or None when its k
+    schedule is not arithmetic (``apply_params`` could not reproduce it)."""
+    ks = config.k_schedule
+    step = ks[1] - ks[0] if len(ks) > 1 else 0
+    if any(b - a != step for a, b in zip(ks, ks[1:])):
+        return None
+    return {"confidence_threshold": config.confidence_threshold, "max_retries": config.max_retries,
+            "k_start": ks[0], "k_step": step, "evidence_cap": config.evidence_cap, "mode": mode}
+
+
+def in_space(params: Mapping[str, Any], space: SearchSpace) -> bool:
+    """Whether every free parameter of ``params`` is a value the space can suggest."""
+    for name, value in params.items():
+        if name in space.fixed:
+            continue
+        if name == "confidence_threshold":
+            if not space.threshold_low <= float(value) <= space.threshold_high:
+                return False
+        elif value not in getattr(space, name):
+            return False
+    return True
+
+
+def enqueue_baseline(study: Any, space: SearchSpace, params: Mapping[str, Any] | None) -> bool:
+    """Queue ``params`` (the starting config) as a new study's first trial, so the tuned policy is
+    reported against the defaults it replaces. False (nothing queued) when the study already has
+    trials or the point lies outside the space."""
+    if params is None or study.get_trials(deepcopy=False):
+        return False
+    if not in_space(params, space):
+        log.info("the starting config %s lies outside the search space; no baseline trial", dict(params))
+        return False
+    study.enqueue_trial({k: v for k, v in params.items() if k not in space.fixed}, user_attrs={"baseline": True})
+    return True
+
+
+def baseline_trial(study: Any) -> Any | None:
+    """The finished trial queued by :func:`enqueue_baseline`, if any."""
+    from optuna.trial import TrialState
+
+    return next((t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                 if t.user_attrs.get("baseline")), None)
+
+
 def recording_params(params: Mapping[str, Any], space: SearchSpace) -> dict[str, Any]:
     """The parameters that decide a recording: retrieval ones, with the k schedule over every round
     the space may use (so policies with fewer retries replay from the same record)."""

@@ -158,3 +158,40 @@ def test_only_sharp_can_be_tuned(world, tmp_path):
 
     with pytest.raises(ConfigError, match="retry loop"):
         ReplayScorer(VanillaRAG(world.retriever()), world.examples(), TOY_SPACE, lambda o: None, tmp_path)
+
+
+def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
+    from optimize.tune import baseline_trial, enqueue_baseline, in_space, params_of
+
+    default = params_of(SharpConfig(), "hybrid")
+    assert default == {"confidence_threshold": 0.7, "max_retries": 2, "k_start": 3, "k_step": 2,
+                       "evidence_cap": 6, "mode": "hybrid"}
+    assert apply_params(SharpConfig(), default)[0] == SharpConfig()  # the point reproduces the config
+    assert params_of(SharpConfig(k_schedule=(1, 2, 2)), "bm25") is None  # not arithmetic
+    assert in_space(default, SearchSpace()) and not in_space(default, SearchSpace(mode=("bm25",)))
+    assert in_space(default, SearchSpace(mode=("bm25",), fixed={"mode": "hybrid"}))
+
+    objective = get_objective("f1")
+    study = optuna.create_study(direction="maximize")
+    assert enqueue_baseline(study, SearchSpace(), default)
+    seen = []
+    run_study(study, Tuner(SearchSpace(), objective, lambda p: (seen.append(p), fake_score(p))[1]), 3)
+    assert seen[0] == default and seen[1] != default
+    assert baseline_trial(study).number == 0
+    assert not enqueue_baseline(study, SearchSpace(), default)  # a study with trials is not re-seeded
+    fresh = optuna.create_study(direction="maximize")
+    assert not enqueue_baseline(fresh, SearchSpace(evidence_cap=(8, 10)), default) and not fresh.trials
+
+
+def test_tune_reports_the_defaults_next_to_the_best(world, tmp_path, tracked):
+    from experiments.compile import SaveInfo
+
+    start = SharpConfig(k_schedule=(1, 2, 3, 4), evidence_cap=4, max_retries=3, confidence_threshold=0.7)
+    job = TuneJob(objective="f1", n_trials=4, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE)
+    out = run_tune(job, world.program(start), world.examples(), retriever_for=lambda o: world.retriever(),
+                   workspace=tmp_path, study_name="with-defaults", save=SaveInfo(retriever={"mode": "bm25"}))
+    assert out.baseline["number"] == 0
+    assert out.baseline["params"] == {"confidence_threshold": 0.7, "max_retries": 3, "k_start": 1, "k_step": 1,
+                                      "evidence_cap": 4, "mode": "bm25"}
+    assert "f1" in out.baseline["metrics"] and out.best_values[0] >= out.baseline["metrics"]["f1"]
+    assert mlflow.get_run(out.run_id).data.metrics["default.f1"] == pytest.approx(out.baseline["metrics"]["f1"])
