@@ -25,6 +25,17 @@ def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def cold_seconds(rows: list[dict]) -> dict:
+    """Seconds per question over the questions that no LM-cache hit shortened (a resumed run's
+    replayed questions take ~0 s and would flatter the mean), with their median."""
+    cold = sorted(r["seconds"] for r in rows if not r.get("cached_calls") and r.get("seconds") is not None)
+    if not cold:
+        return {"cold_n": 0, "cold_seconds_per_q": None, "cold_seconds_median": None}
+    mid = len(cold) // 2
+    median = cold[mid] if len(cold) % 2 else (cold[mid - 1] + cold[mid]) / 2
+    return {"cold_n": len(cold), "cold_seconds_per_q": sum(cold) / len(cold), "cold_seconds_median": median}
+
+
 def compare(paths: list[Path]) -> dict:
     runs = {p.name.split("-hotpotqa")[0].split("-2wiki")[0] or p.stem: load(p) for p in paths}
     shared = set.intersection(*({r["id"] for r in rows} for rows in runs.values()))
@@ -34,6 +45,7 @@ def compare(paths: list[Path]) -> dict:
     for name, rows in runs.items():
         rows = [r for r in rows if r["id"] in shared]
         m = {k: v for k, v in aggregate(rows).items() if k in KEYS}
+        m.update(cold_seconds(rows))
         if name != base_name:
             for metric in ("em", "f1"):
                 d = paired_bootstrap({r["id"]: r[metric] for r in rows}, {i: r[metric] for i, r in base.items()})
