@@ -27,6 +27,8 @@ def clean_answer(answer: object, question: str = "") -> str:
         text = text[:-1].rstrip()
     if question and is_yes_no_question(question):
         low = text.lower()
+        if low in ("true", "false"):  # the 1.5B model sometimes answers a yes/no question "False"
+            return "yes" if low == "true" else "no"
         for word in ("yes", "no"):
             if low == word or low.startswith(word + ",") or low.startswith(word + " "):
                 return word

@@ -21,6 +21,9 @@ from program.types import Passage
     ("Washington, D.C.", "Where?", "Washington, D.C."),
     ("1994\nBecause the film...", "When?", "1994"),
     ("Nobody", "Is it?", "Nobody"),
+    ("False", "Are both bands from Canada?", "no"),
+    ("True.", "Was he born in Paris?", "yes"),
+    ("True Romance", "Which film did Tony Scott direct?", "True Romance"),
     (None, "Who?", ""),
 ])
 def test_clean_answer(raw, question, expected):
