@@ -26,14 +26,18 @@ def load(path: Path) -> list[dict]:
 
 
 def cold_seconds(rows: list[dict]) -> dict:
-    """Seconds per question over the questions that no LM-cache hit shortened (a resumed run's
-    replayed questions take ~0 s and would flatter the mean), with their median."""
-    cold = sorted(r["seconds"] for r in rows if not r.get("cached_calls") and r.get("seconds") is not None)
+    """Seconds, tokens and calls per question over the questions that no LM-cache hit shortened (a
+    resumed run's replayed calls take ~0 s and count no tokens, which would flatter the means)."""
+    cold = [r for r in rows if not r.get("cached_calls") and r.get("seconds") is not None]
     if not cold:
         return {"cold_n": 0, "cold_seconds_per_q": None, "cold_seconds_median": None}
-    mid = len(cold) // 2
-    median = cold[mid] if len(cold) % 2 else (cold[mid - 1] + cold[mid]) / 2
-    return {"cold_n": len(cold), "cold_seconds_per_q": sum(cold) / len(cold), "cold_seconds_median": median}
+    secs = sorted(r["seconds"] for r in cold)
+    mid = len(secs) // 2
+    median = secs[mid] if len(secs) % 2 else (secs[mid - 1] + secs[mid]) / 2
+    n = len(cold)
+    return {"cold_n": n, "cold_seconds_per_q": sum(secs) / n, "cold_seconds_median": median,
+            "cold_prompt_tokens_per_q": sum(r.get("prompt_tokens", 0) for r in cold) / n,
+            "cold_completion_tokens_per_q": sum(r.get("completion_tokens", 0) for r in cold) / n}
 
 
 def compare(paths: list[Path]) -> dict:
