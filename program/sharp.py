@@ -75,9 +75,7 @@ class SharpRAG(dspy.Module):
         pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=self.config.structured_adapter,
                              config={"max_tokens": self.config.planner_max_tokens}, question=q)
         # a planner looping in its list is cut by max_tokens: the queries before the cut still count
-        fields = pred.toDict() if pred is not None else _salvage_json(step.get("raw_output"))
-        if pred is None and fields:
-            step["salvaged"] = True
+        fields = _fields(pred, step)
         planned = list(dict.fromkeys(items(fields.get("sub_queries"))))
         if step.get("salvaged"):  # the last query may be cut mid-word: drop a prefix of another query
             planned = [p for p in planned if not any(o != p and o.startswith(p) for o in planned)]
@@ -105,9 +103,7 @@ class SharpRAG(dspy.Module):
             adapter=self.config.structured_adapter, config={"max_tokens": self.config.critic_max_tokens},
             question=q, sub_queries=list(pool.by_query), evidence=format_evidence(evidence, self.config.passage_chars),
         )
-        fields = pred.toDict() if pred is not None else _salvage_json(step.get("raw_output"))
-        if pred is None and fields:
-            step["salvaged"] = True
+        fields = _fields(pred, step)
         verdict = fields.get("verdict")
         confidence = as_score(fields.get("confidence"))
         missing = items(fields.get("missing_information"))[:5]
@@ -164,6 +160,17 @@ class SharpRAG(dspy.Module):
             sub_queries=sub_queries, queries=list(pool.by_query), retries=retries,
             stop_reason=stop, system=self.SYSTEM,
         )
+
+
+def _fields(pred: dspy.Prediction | None, step: dict) -> dict:
+    """A step's output fields: the parsed prediction, else what can be salvaged from its raw reply
+    (then the step is marked ``salvaged``)."""
+    if pred is not None:
+        return pred.toDict()
+    fields = _salvage_json(step.get("raw_output"))
+    if fields:
+        step["salvaged"] = True
+    return fields
 
 
 def _salvage_json(raw: str | None) -> dict:

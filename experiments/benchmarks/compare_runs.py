@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -25,17 +26,15 @@ def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def cold_seconds(rows: list[dict]) -> dict:
-    """Seconds, tokens and calls per question over the questions that no LM-cache hit shortened (a
-    resumed run's replayed calls take ~0 s and count no tokens, which would flatter the means)."""
+def cold_figures(rows: list[dict]) -> dict:
+    """Seconds and tokens per question over the questions that no LM-cache hit shortened (a resumed
+    run's replayed calls take ~0 s and count no tokens, which would flatter the means)."""
     cold = [r for r in rows if not r.get("cached_calls") and r.get("seconds") is not None]
     if not cold:
         return {"cold_n": 0, "cold_seconds_per_q": None, "cold_seconds_median": None}
-    secs = sorted(r["seconds"] for r in cold)
-    mid = len(secs) // 2
-    median = secs[mid] if len(secs) % 2 else (secs[mid - 1] + secs[mid]) / 2
     n = len(cold)
-    return {"cold_n": n, "cold_seconds_per_q": sum(secs) / n, "cold_seconds_median": median,
+    return {"cold_n": n, "cold_seconds_per_q": sum(r["seconds"] for r in cold) / n,
+            "cold_seconds_median": statistics.median(r["seconds"] for r in cold),
             "cold_prompt_tokens_per_q": sum(r.get("prompt_tokens", 0) for r in cold) / n,
             "cold_completion_tokens_per_q": sum(r.get("completion_tokens", 0) for r in cold) / n}
 
@@ -49,7 +48,7 @@ def compare(paths: list[Path]) -> dict:
     for name, rows in runs.items():
         rows = [r for r in rows if r["id"] in shared]
         m = {k: v for k, v in aggregate(rows).items() if k in KEYS}
-        m.update(cold_seconds(rows))
+        m.update(cold_figures(rows))
         if name != base_name:
             for metric in ("em", "f1"):
                 d = paired_bootstrap({r["id"]: r[metric] for r in rows}, {i: r[metric] for i, r in base.items()})

@@ -61,7 +61,7 @@ def rows_in_new_process(model_uri: str, questions: list[str], tracking_uri: str)
 
 def main(argv: list[str] | None = None) -> int:
     from experiments import settings, tracking
-    from experiments.runtime import Runtime, configure_cache
+    from experiments.runtime import Runtime
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model_uri")
@@ -76,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ws = settings.workspace(args.workspace)
     uri = tracking.configure(args.tracking_uri, ws)
-    rt = Runtime(dataset=args.dataset, workspace=ws, cache=False)
-    configure_cache(False, None)
+    rt = Runtime(dataset=args.dataset, workspace=ws, cache=False)  # DSPy's cache off in this process
     questions = [e.question for e in rt.examples(args.split, args.n, args.seed)]
 
     t0 = time.perf_counter()

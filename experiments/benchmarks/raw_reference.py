@@ -7,31 +7,46 @@ with a one-line "short answer only" system prompt, and prints one JSON line per 
 EM / F1. Compare with `sharp eval --system vanilla --limit N --seed 0` to see what DSPy's prompt
 format costs (or gains) on this model.
 """
-import json, sys, time
-from experiments.runtime import Runtime
-from program.lm.local import get_session
-from program.evidence import format_evidence
-from program.answers import clean_answer
-from optimize.metrics import exact_match, f1_score
+from __future__ import annotations
 
-n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-rt = Runtime()
-exs = rt.examples("dev", n, 0)
-ret = rt.retriever()
-sess = get_session("local/qwen2.5-coder-1.5b")
-out = []
-em = f1 = 0
-for ex in exs:
-    q = ex.question
-    golds = [ex.answer] + list(getattr(ex, "answer_aliases", []) or [])
-    ev = ret.retrieve(q, 5)
-    msgs = [{"role": "system", "content": "Answer the question using the passages. Reply with the short answer only (a name, date, number or short phrase; yes or no for yes/no questions)."},
-            {"role": "user", "content": f"Passages:\n{format_evidence(ev, 600)}\n\nQuestion: {q}\nAnswer:"}]
-    t = time.time()
-    r = sess.chat(msgs, max_tokens=32)
-    a = clean_answer(r.text, q)
-    e, f = exact_match(a, golds), f1_score(a, golds)
-    em += e; f1 += f
-    out.append(dict(q=q, gold=ex.answer, pred=a, em=e, s=round(time.time()-t, 1)))
-    print(json.dumps(out[-1]), flush=True)
-print("EM", em / len(exs), "F1", f1 / len(exs))
+import argparse
+import json
+import sys
+import time
+
+# The reference's own one-line prompt (LOCAL_LM.md): deliberately not a DSPy signature.
+SYSTEM = ("Answer the question using the passages. Reply with the short answer only (a name, date, number "
+          "or short phrase; yes or no for yes/no questions).")
+
+
+def main(argv: list[str] | None = None) -> None:
+    from experiments.runtime import Runtime
+    from optimize.metrics import exact_match, f1_score
+    from program.answers import clean_answer
+    from program.evidence import format_evidence
+    from program.lm.local import get_session
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("n", nargs="?", type=int, default=20)
+    ap.add_argument("--model", default="local/qwen2.5-coder-1.5b")
+    args = ap.parse_args(argv)
+    rt = Runtime()
+    examples = rt.examples("dev", args.n, 0)
+    retriever, session = rt.retriever(), get_session(args.model)
+    em = f1 = 0.0
+    for ex in examples:
+        golds = [ex.answer, *(getattr(ex, "answer_aliases", None) or [])]
+        evidence = format_evidence(retriever.retrieve(ex.question, 5), 600)
+        messages = [{"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": f"Passages:\n{evidence}\n\nQuestion: {ex.question}\nAnswer:"}]
+        t0 = time.perf_counter()
+        answer = clean_answer(session.chat(messages, max_tokens=32).text, ex.question)
+        e, f = exact_match(answer, golds), f1_score(answer, golds)
+        em, f1 = em + e, f1 + f
+        sys.stdout.write(json.dumps({"q": ex.question, "gold": ex.answer, "pred": answer, "em": e,
+                                     "s": round(time.perf_counter() - t0, 1)}) + "\n")
+    sys.stdout.write(f"EM {em / len(examples):.3f} F1 {f1 / len(examples):.3f} on {len(examples)} questions\n")
+
+
+if __name__ == "__main__":
+    main()
