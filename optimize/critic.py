@@ -4,7 +4,9 @@
    trace into a case: the question, the searches made so far and the evidence exactly as the
    critic saw it (rebuilt from the passages the retriever returned, which are logged on the way).
 2. The label is derived from the gold annotations: "sufficient" exactly when every gold
-   paragraph is in the critiqued evidence (:func:`optimize.metrics.evidence_complete`).
+   paragraph is in the critiqued evidence (:func:`optimize.metrics.evidence_complete`). Each case
+   carries a complete gold critique (verdict, confidence, the missing gold titles as missing
+   information and as suggested queries), which labeled demos show the critic.
 3. :func:`critic_score` rewards a correct verdict and a calibrated confidence:
    ``0.5 * correct + 0.5 * (1 - Brier)``; :func:`critic_feedback` says the same in words for GEPA.
 4. The critic is compiled as :class:`CriticProgram` (one predictor, named ``critic`` so it keeps
@@ -31,6 +33,10 @@ log = logging.getLogger(__name__)
 
 VERDICTS = ("sufficient", "insufficient", "contradictory")
 CRITIC_INPUTS = ("question", "sub_queries", "evidence")
+# A labelled case is a complete critique, so an optimizer's labeled demos show the whole output: the
+# right verdict, a high (not certain) confidence, and for a gap the missing gold paragraphs' titles
+# as what is missing and what to search.
+LABEL_CONFIDENCE = 0.9
 
 
 class PassageLog:
@@ -109,6 +115,8 @@ def critique_cases(example: Any, prediction: Any, passages: dict[str, Passage],
             continue
         titles = [p.title for p in evidence]
         label = evidence_complete(gold, titles)
+        seen = {t.strip().lower() for t in titles}
+        missing = [t for t in gold if t.strip().lower() not in seen]
         cases.append(dspy.Example(
             id=f"{getattr(example, 'id', '?')}#{step.get('round', len(cases))}",
             question_id=getattr(example, "id", None),
@@ -116,6 +124,9 @@ def critique_cases(example: Any, prediction: Any, passages: dict[str, Passage],
             sub_queries=list(asked),
             evidence=format_evidence(evidence, passage_chars),
             verdict="sufficient" if label else "insufficient",
+            confidence=LABEL_CONFIDENCE,
+            missing_information=[] if label else [f"the facts in the passage about {t}" for t in missing],
+            suggested_queries=[] if label else list(missing),
             sufficient=label,
             gold_titles=gold,
             evidence_titles=titles,

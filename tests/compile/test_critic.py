@@ -68,6 +68,9 @@ def test_cases_from_a_trace_rebuild_what_the_critic_saw():
     cases = critique_cases(ex, dspy.Prediction(trace=trace), passages, passage_chars=600)
     assert [c.sufficient for c in cases] == [False, True]
     assert [c.verdict for c in cases] == ["insufficient", "sufficient"]  # labeled demos carry the right verdict
+    assert cases[0].missing_information == ["the facts in the passage about B"]  # ...and the gold gap
+    assert cases[0].suggested_queries == ["B"] and cases[1].suggested_queries == []
+    assert all(0.5 < c.confidence < 1.0 for c in cases)
     assert cases[0].sub_queries == ["q", "sub 1"] and cases[1].sub_queries == ["q", "sub 1", "find B"]
     assert cases[1].evidence == format_evidence([passages["a"], passages["c"], passages["b"]], 600)
     assert cases[0].question == "What is A?" and cases[0].id == "x1#0"
