@@ -20,7 +20,7 @@ from experiments.runtime import config_hash
 from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate
 from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
-from program.errors import ConfigError
+from program.errors import ConfigError, ModelFileError
 from program.registry import SYSTEMS, UnknownSystemError, config_for, system_names
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,9 @@ class ArenaSpec:
     judge: bool = False
     threads: int = 1
     configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # 'all' skips a system whose model cannot be loaded here (the report says why); a system named
+    # explicitly must run, so its missing model is an error before any question is answered
+    skip_unavailable: bool = False
 
 
 @dataclass
@@ -51,6 +54,7 @@ class ArenaResult:
     paths: dict[str, Path]
     ran: list[str]
     reused: list[str]
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def resolve_systems(systems: str | Sequence[str]) -> tuple[str, ...]:
@@ -180,6 +184,10 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
         row_fn = judged_row(question_row, judge)
     retrievers: dict[str, Any] = {}
     results, paths, ran, reused = {}, {}, [], []
+    modules, skipped = _build_all(rt, names, configs, examples, folder, retrievers, spec.skip_unavailable)
+    names = tuple(n for n in names if n not in skipped)
+    if baseline in skipped:
+        baseline = None
     params = {"arena": name, "systems": list(names), "dataset": rt.dataset, "split": spec.split, "limit": spec.limit,
               "seed": spec.seed, "balanced": spec.balanced, "baseline": baseline, "judge": spec.judge,
               "n_questions": len(examples), "lm": rt.lm_config.summary()}
@@ -188,11 +196,11 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
             values = configs.get(system, {})
             settings = settings_for(rt, system, values, spec.split, examples, judge)
             path = folder / "results" / f"{system}.jsonl"
-            if is_finished(path, examples):
+            if system not in modules:
                 module, _ = _NotRerun(system), reused.append(system)
                 log.info("%s: finished earlier (%s); not rerun", system, path)
             else:
-                module, _ = _build(rt, system, values, retrievers), ran.append(system)
+                module, _ = modules[system], ran.append(system)
                 log.info("%s: %d questions; results in %s", system, len(examples), path)
             with _maybe_run(track, system, params=settings, tags={"system": system}, nested=True):
                 try:
@@ -209,12 +217,32 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
                     tracking.log_file(path, artifact_path="results")
             results[system], paths[system] = result, path
         title = f"Arena {name}: {len(examples)} {Path(rt.dataset).stem} {spec.split} questions"
-        md, summary = report.write_report(folder, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed)
+        md, summary = report.write_report(folder, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed,
+                                          skipped=skipped)
         if track:
             for f in sorted(folder.iterdir()):
                 if f.is_file():
                     tracking.log_file(f, artifact_path="report")
-    return ArenaResult(folder, md, summary, results, paths, ran, reused)
+    return ArenaResult(folder, md, summary, results, paths, ran, reused, skipped)
+
+
+def _build_all(rt: Any, names: Sequence[str], configs: Mapping[str, Any], examples: list, folder: Path,
+               retrievers: dict[str, Any], skip_unavailable: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """Build every system that still has questions to answer, before any is run: a model that cannot be
+    loaded is an error now (or, with ``skip_unavailable``, a system left out with its reason)."""
+    modules: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    for system in names:
+        if is_finished(folder / "results" / f"{system}.jsonl", examples):
+            continue
+        try:
+            modules[system] = _build(rt, system, configs.get(system, {}), retrievers)
+        except ModelFileError as exc:
+            if not skip_unavailable:
+                raise
+            skipped[system] = str(exc)
+            log.warning("%s: not run, its model cannot be loaded here: %s", system, exc)
+    return modules, skipped
 
 
 def paired_metrics(rows: list[dict], base_rows: list[dict], seed: int = 0) -> dict:

@@ -121,18 +121,22 @@ def markdown(summary: dict, title: str) -> str:
                           for label, vals in e["decisions"].items())
         stops = ", ".join(f"{k} {v:.0%}" for k, v in e["stop_reasons"].items())
         lines.append(f"- **{name}**: {rates or 'no grader steps'}. Stop reasons: {stops or '-'}")
+    if summary.get("skipped"):
+        lines += ["", "## Not run", ""] + [f"- **{name}**: {why}" for name, why in summary["skipped"].items()]
     lines += ["", "Plots: scores.png, pareto.png, by_type.png, decisions.png", ""]
     return "\n".join(lines)
 
 
 def write_report(folder: str | Path, rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None = "vanilla",
-                 title: str = "Arena", seed: int = 0) -> tuple[Path, dict]:
-    """Write summary.md, summary.json and the plots into ``folder``; return summary.md's path and the summary."""
+                 title: str = "Arena", seed: int = 0, skipped: Mapping[str, str] | None = None) -> tuple[Path, dict]:
+    """Write summary.md, summary.json and the plots into ``folder``; return summary.md's path and the summary.
+    ``skipped`` maps a system that was not run to the reason (listed in the report)."""
     from experiments import report_plots
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows_by_system, baseline, seed)
+    summary["skipped"] = dict(skipped or {})
     (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     md = folder / "summary.md"
     md.write_text(markdown(summary, title))

@@ -50,19 +50,22 @@ def arena(
             tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
         spec = ArenaSpec(systems=names, split=split, limit=limit, seed=seed, balanced=balanced, name=name,
                          baseline=baseline, judge=judge, threads=threads,
-                         configs={**o.read_mapping(config), **o.parse_sets(set_)})
+                         configs={**o.read_mapping(config), **o.parse_sets(set_)},
+                         skip_unavailable=systems.strip() == "all")
         result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
     except SharpError as exc:
         render.err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
     if as_json:
         sys.stdout.write(json.dumps({"report": str(result.report), "ran": result.ran, "reused": result.reused,
-                                     "summary": result.summary}, default=str) + "\n")
+                                     "skipped": result.skipped, "summary": result.summary}, default=str) + "\n")
         return
     table = {s: e["metrics"] for s, e in result.summary["systems"].items()}
     render.console.print(render.metrics_table(table, f"arena on {dataset} {split}"))
     if result.reused:
         render.console.print(f"reused finished systems (not rerun): {', '.join(result.reused)}")
+    for system, why in result.skipped.items():
+        render.err_console.print(f"[yellow]not run:[/yellow] {system}: {why}")
     render.console.print(f"report: {result.report} (plots in {result.folder})")
 
 

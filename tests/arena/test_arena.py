@@ -101,6 +101,34 @@ def test_arena_runs_every_system_on_the_same_questions_and_resumes(tmp_path):
     assert again.summary["systems"]["crag"]["metrics"]["em"] == res.summary["systems"]["crag"]["metrics"]["em"]
 
 
+class NoRerankerRuntime(FakeRuntime):
+    """A machine without the cross-encoder's weights."""
+
+    def system(self, name, config=None, retriever=None):
+        if name == "vanilla-rerank":
+            from program.systems.rerank import RerankerUnavailableError
+            raise RerankerUnavailableError("reranker 'BAAI/bge-reranker-v2-m3' cannot be loaded")
+        return super().system(name, config, retriever)
+
+
+def test_a_named_system_whose_model_is_missing_fails_before_any_question(tmp_path):
+    from program.errors import ModelFileError
+
+    rt = NoRerankerRuntime(tmp_path)
+    with pytest.raises(ModelFileError, match="bge-reranker"):
+        run_arena(rt, ArenaSpec(systems=("vanilla", "vanilla-rerank"), limit=2), track=False, progress=False)
+    assert not (tmp_path / "reports" / "arena-hotpotqa-dev-2-s0" / "results" / "vanilla.jsonl").exists()
+
+
+def test_all_systems_skip_one_whose_model_is_missing_and_say_why(tmp_path):
+    rt = NoRerankerRuntime(tmp_path)
+    spec = ArenaSpec(systems=("vanilla", "closed-book", "vanilla-rerank"), limit=2, skip_unavailable=True)
+    res = run_arena(rt, spec, track=False, progress=False)
+    assert res.ran == ["vanilla", "closed-book"] and list(res.skipped) == ["vanilla-rerank"]
+    assert "vanilla-rerank" not in res.summary["systems"] and "bge-reranker" in res.summary["skipped"]["vanilla-rerank"]
+    assert "## Not run" in res.report.read_text() and "bge-reranker" in res.report.read_text()
+
+
 def test_an_interrupted_system_continues_where_it_stopped(tmp_path):
     spec = ArenaSpec(systems=("vanilla",), limit=6)
     with pytest.raises(KeyboardInterrupt):
