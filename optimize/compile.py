@@ -63,6 +63,7 @@ class OptimizerSpec:
     batch_key: str | None = None  # a setting that must not exceed the train split
     budget_keys: tuple[str, ...] = ()
     compile_kwargs: dict = field(default_factory=dict)
+    compile_keys: tuple[str, ...] = ()  # settings that go to .compile(), not the constructor
 
 
 def _bootstrap(ctx: OptimizerContext) -> dict:
@@ -90,6 +91,12 @@ def _gepa(ctx: OptimizerContext) -> dict:
             "reflection_minibatch_size": 3, "num_threads": 1, "seed": ctx.seed, "track_stats": False}
 
 
+# MIPROv2 takes its search budget in .compile(): with num_candidates + num_trials set (auto off), a
+# small machine can afford a search that auto="light" (dozens of trials) cannot
+MIPRO_COMPILE_KEYS = ("num_trials", "minibatch", "minibatch_size", "minibatch_full_eval_steps",
+                      "view_data_batch_size", "program_aware_proposer", "data_aware_proposer",
+                      "tip_aware_proposer", "fewshot_aware_proposer")
+
 OPTIMIZERS: dict[str, OptimizerSpec] = {
     s.name: s
     for s in (
@@ -100,7 +107,8 @@ OPTIMIZERS: dict[str, OptimizerSpec] = {
                       "bootstrapped demo sets, the best of several kept by validation score"),
         OptimizerSpec("mipro", dspy.MIPROv2, _mipro, 8,
                       "instructions proposed by the proposer LM plus demos, searched with Bayesian optimization",
-                      needs_proposer=True, compile_kwargs={"requires_permission_to_run": False}),
+                      needs_proposer=True, compile_kwargs={"requires_permission_to_run": False},
+                      compile_keys=MIPRO_COMPILE_KEYS),
         OptimizerSpec("simba", dspy.SIMBA, _simba, 4,
                       "stochastic mini-batch ascent: self-reflective rules and demos on hard examples",
                       needs_proposer=True, uses_valset=False, single_lm=True, batch_key="bsize"),
@@ -150,11 +158,18 @@ def build_optimizer(name: str, ctx: OptimizerContext, overrides: dict | None = N
         for key in spec.budget_keys:
             kwargs.pop(key, None)
     accepted = set(inspect.signature(spec.cls.__init__).parameters) - {"self"}
-    unknown = sorted(set(overrides) - accepted)
+    unknown = sorted(set(overrides) - accepted - set(spec.compile_keys))
     if unknown:
         raise ConfigError(f"unknown setting(s) {', '.join(unknown)} for optimizer {name!r}; "
-                          f"valid settings: {', '.join(sorted(accepted - {'metric'}))}")
-    kwargs.update(overrides)
+                          f"valid settings: {', '.join(sorted((accepted | set(spec.compile_keys)) - {'metric'}))}")
+    at_compile = {k: v for k, v in overrides.items() if k in spec.compile_keys}
+    kwargs.update({k: v for k, v in overrides.items() if k not in spec.compile_keys})
+    if name == "mipro" and ({"num_trials", "num_candidates"} & set(overrides)) and "auto" not in overrides:
+        kwargs["auto"] = None  # an explicit budget replaces the auto preset
+    if name == "mipro" and kwargs.get("auto") is None and not (kwargs.get("num_candidates") and
+                                                               at_compile.get("num_trials")):
+        raise ConfigError("mipro without an auto preset needs both num_candidates and num_trials "
+                          "(--opt num_candidates=N --opt num_trials=M)")
     if spec.batch_key and kwargs[spec.batch_key] > ctx.n_train:
         raise TrainSetTooSmallError(f"{name}'s {spec.batch_key} ({kwargs[spec.batch_key]}) exceeds the train split "
                                     f"({ctx.n_train}); lower it (--opt {spec.batch_key}=N) or raise --n-train")
@@ -162,7 +177,13 @@ def build_optimizer(name: str, ctx: OptimizerContext, overrides: dict | None = N
         optimizer = spec.cls(**kwargs)
     except (AssertionError, TypeError, ValueError) as exc:
         raise ConfigError(f"cannot build optimizer {name!r}: {exc}") from None
-    return optimizer, settings_of(kwargs)
+    return optimizer, settings_of({**kwargs, **at_compile})
+
+
+def compile_settings(name: str, overrides: dict | None = None) -> dict:
+    """The settings of ``overrides`` that ``name``'s .compile() takes."""
+    spec = get_spec(name)
+    return {k: v for k, v in (overrides or {}).items() if k in spec.compile_keys}
 
 
 def settings_of(kwargs: dict) -> dict:
@@ -273,7 +294,7 @@ def compile_program(student: dspy.Module, optimizer: str, trainset: Sequence[Any
     ctx = OptimizerContext(metric=metric, feedback_metric=feedback_metric, proposer_lm=proposer_lm,
                            task_lm=task_lm, n_train=len(trainset), seed=seed, metric_threshold=metric_threshold)
     teleprompter, used = build_optimizer(optimizer, ctx, overrides)
-    kwargs: dict[str, Any] = {"trainset": trainset, **spec.compile_kwargs}
+    kwargs: dict[str, Any] = {"trainset": trainset, **spec.compile_kwargs, **compile_settings(optimizer, overrides)}
     if spec.uses_valset and valset:
         kwargs["valset"] = valset
     log.info("compiling with %s on %d train / %d val examples", optimizer, len(trainset), len(valset))

@@ -91,3 +91,42 @@ def test_bootstrap_compiles_every_predictor_and_accounts_the_cost(world):
     assert prog.generator.demos == []  # the student itself is untouched
     assert compiled(question=examples[0].question).answer == "American"
     assert "## critic" in render_prompts(desc)
+
+
+def test_mipro_takes_a_small_explicit_budget_at_compile_time(world):
+    from optimize.compile import compile_settings
+
+    lm = world.rule_lm("proposer", lambda f: {})
+    opts = {"num_candidates": 2, "num_trials": 3, "minibatch": False}
+    opt, settings = build_optimizer("mipro", ctx(proposer_lm=lm, task_lm=lm), opts)
+    assert opt.auto is None and opt.num_candidates == 2  # the explicit budget replaced auto="light"
+    assert settings["num_trials"] == 3 and settings["minibatch"] is False  # logged with the rest
+    assert compile_settings("mipro", opts) == {"num_trials": 3, "minibatch": False}
+    assert compile_settings("bootstrap", {"max_labeled_demos": 1}) == {}
+    with pytest.raises(ConfigError, match="num_candidates and num_trials"):
+        build_optimizer("mipro", ctx(proposer_lm=lm, task_lm=lm), {"num_candidates": 2})
+    with pytest.raises(ConfigError, match="unknown setting.*num_trialz.*num_trials"):
+        build_optimizer("mipro", ctx(proposer_lm=lm, task_lm=lm), {"num_trialz": 2})
+
+
+def proposer_rule(fields: dict) -> dict:
+    """Every output field MIPROv2's grounded proposer asks for, answered plainly."""
+    return {"observations": "short factual questions", "summary": "trivia questions over passages",
+            "program_description": "plans, retrieves, critiques, answers", "module_description": "one step",
+            "proposed_instruction": "Answer with the exact entity name from the evidence."}
+
+
+def test_mipro_compiles_the_whole_program_on_a_small_budget(world):
+    prog = world.program()
+    examples = world.examples()
+    proposer = world.rule_lm("proposer", proposer_rule)
+    res = compile_program(prog, "mipro", examples[:8], examples[:2], metric=answer_f1, proposer_lm=proposer,
+                          task_lm=dict(prog.named_predictors())["generator"].lm,
+                          overrides={"num_candidates": 2, "num_trials": 2, "minibatch": False}, metric_threshold=0.6)
+    assert res.settings["num_trials"] == 2 and res.settings["auto"] is None
+    assert res.cost["by_role"]["proposer"]["lm_calls"] > 0  # instructions were proposed...
+    assert res.cost["by_role"]["generator"]["lm_calls"] >= 2 * 3  # ...and default + 2 trials scored on 2 val q
+    # each role kept its own LM through the search
+    assert {n.split(".")[0]: p.lm.role for n, p in res.program.named_predictors()} == \
+        {"planner": "planner", "critic": "critic", "generator": "generator"}
+    assert res.program(question=examples[0].question).answer == "American"
