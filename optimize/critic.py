@@ -145,13 +145,16 @@ def harvest(program: dspy.Module, examples: Iterable[Any]) -> list[dspy.Example]
     runner.retriever = plog = PassageLog(program.retriever)
     chars = runner.config.passage_chars
     cases: list[dspy.Example] = []
-    for ex in examples:
+    examples = list(examples)
+    for i, ex in enumerate(examples, 1):
         try:
             pred = runner(question=ex.question)
         except RECOVERABLE as exc:
             log.warning("question %s failed while harvesting critiques: %s", getattr(ex, "id", "?"), exc)
             continue
-        cases += critique_cases(ex, pred, plog.by_id, chars)
+        found = critique_cases(ex, pred, plog.by_id, chars)
+        cases += found
+        log.info("harvested %d/%d questions: %d critiques (%d so far)", i, len(examples), len(found), len(cases))
     return cases
 
 
