@@ -22,7 +22,7 @@ import dspy
 
 from experiments import tracking
 from optimize.compile import CompileResult, check_sizes, compile_program, describe_program, render_prompts
-from optimize.critic import (critic_feedback, critic_score, critic_student, evaluate_critic, harvest,
+from optimize.critic import (balance_demos, critic_feedback, critic_score, critic_student, evaluate_critic, harvest,
                              install_critic, label_counts, split_cases)
 from optimize.compile import shared_retriever
 from optimize.evaluate import EvalResult, evaluate
@@ -52,6 +52,7 @@ class CompileJob:
     seed: int = 0
     threads: int = 1
     critic_val_fraction: float = 0.3
+    critic_balance: bool = True  # the compiled critic's demos show both verdicts (optimize.critic.balance_demos)
 
     def __post_init__(self) -> None:
         if self.metric not in ANSWER_METRICS:
@@ -136,12 +137,15 @@ def _compile_critic(job: CompileJob, student: dspy.Module, trainset: Sequence[An
                              feedback_metric=critic_feedback, proposer_lm=proposer_lm, task_lm=task_lm,
                              overrides=job.optimizer_settings, metric_threshold=job.threshold(), seed=job.seed)
     result.cost["harvest"] = ledger.summary()  # the program runs that produced the critique states
+    added = balance_demos(result.program, train_cases) if job.critic_balance else []
+    if added:
+        log.info("critic demos balanced: added the gold critiques of %s", ", ".join(added))
     after = evaluate_critic(result.program, val_cases or train_cases)
     with shared_retriever(student):
         program = student.deepcopy()
     install_critic(program, result.program)
     return program, result, {"counts": counts, "n_train_cases": len(train_cases), "n_val_cases": len(val_cases),
-                             "before": before, "after": after}
+                             "before": before, "after": after, "balanced_with": added}
 
 
 def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], valset: Sequence[Any], *,
@@ -163,7 +167,8 @@ def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], 
         task_lm = next((p.lm for _, p in student.named_predictors() if p.lm is not None), None)
     run_params = {
         "system": job.system, "optimizer": job.optimizer, "target": job.target, "metric": job.metric,
-        "metric_threshold": job.threshold(), "seed": job.seed, "n_train": len(trainset), "n_val": len(valset),
+        "metric_threshold": job.threshold(), "seed": job.seed, "critic_balance": job.critic_balance,
+        "n_train": len(trainset), "n_val": len(valset),
         "data_hash": data_hash(trainset, valset), "opt": job.optimizer_settings,
         "config": student.config.model_dump(mode="json") if hasattr(student, "config") else {},
         **(params or {}),
@@ -188,7 +193,8 @@ def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], 
             mlflow.log_metrics(tracking.numeric({"before": critic_info["before"], "after": critic_info["after"],
                                                  "harvest": critic_info["counts"]}, "critic."))
             mlflow.log_params({"critic.n_train_cases": critic_info["n_train_cases"],
-                               "critic.n_val_cases": critic_info["n_val_cases"]})
+                               "critic.n_val_cases": critic_info["n_val_cases"],
+                               "critic.balanced_with": ",".join(critic_info["balanced_with"]) or "-"})
         mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
         mlflow.log_metrics(tracking.numeric(result.cost, "compile."))
         after = _evaluate(compiled, valset, out_dir, "after", job.threads)

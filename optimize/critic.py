@@ -173,6 +173,50 @@ def split_cases(cases: Sequence[Any], val_fraction: float = 0.3, seed: int = 0) 
     return [c for c in cases if c.question_id not in val_ids], [c for c in cases if c.question_id in val_ids]
 
 
+# ---- balanced demos ----------------------------------------------------------------------------
+CRITIC_OUTPUTS = ("verdict", "confidence", "missing_information", "suggested_queries")
+
+
+def balance_demos(critic: CriticProgram, cases: Sequence[Any]) -> list[str]:
+    """Make every critic predictor's demos show both verdicts; return the ids of the cases added.
+
+    A few-shot classifier copies the majority label of its demos (Zhao et al., 2021, "Calibrate
+    before use"). An optimizer keeps the demos that scored well, and a critic that already leans
+    one way scores well mostly on that side: its demos then all say "sufficient" (or all
+    "insufficient") and the lean grows. For each verdict the demos lack, the first train case with
+    that label (its complete gold critique) is added, and the demos are interleaved by verdict.
+    """
+    added: list[str] = []
+    for _, pred in critic.named_predictors():
+        demos = list(pred.demos)
+        present = {_verdict_of(d) for d in demos}
+        for label in ("sufficient", "insufficient"):
+            if label in present:
+                continue
+            case = next((c for c in cases if c.verdict == label), None)
+            if case is None:
+                continue
+            demos.append(dspy.Example(**{k: case[k] for k in CRITIC_INPUTS + CRITIC_OUTPUTS}))
+            added.append(str(case.id))
+        pred.demos = _interleave(demos)
+    return added
+
+
+def _verdict_of(demo: Any) -> Any:
+    return demo.get("verdict") if hasattr(demo, "get") else getattr(demo, "verdict", None)
+
+
+def _interleave(demos: list) -> list:
+    """Demos alternated by verdict, each verdict's demos in their original order."""
+    groups: dict[Any, list] = {}
+    for d in demos:
+        groups.setdefault(_verdict_of(d), []).append(d)
+    out: list = []
+    for rank in range(max((len(g) for g in groups.values()), default=0)):
+        out.extend(g[rank] for g in groups.values() if rank < len(g))
+    return out
+
+
 # ---- metric ------------------------------------------------------------------------------------
 def _problem(pred: Any) -> bool:
     """True when SHARP would discard this critique (unreadable, invalid or inconsistent fields)."""

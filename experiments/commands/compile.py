@@ -72,6 +72,9 @@ def register(app: typer.Typer) -> None:
                                                          help="Keep bootstrapped demos scoring at least this."),
         seed: int = typer.Option(0, "--seed"),
         threads: int = typer.Option(1, "--threads", help="Threads for the before/after evaluations."),
+        critic_balance: bool = typer.Option(True, "--critic-balance/--no-critic-balance",
+                                            help="--target critic: the compiled critic's demos show both verdicts "
+                                                 "(a gold critique is added for a missing one)."),
         program: Optional[str] = PROGRAM, config: Optional[Path] = o.Config, set_: Optional[list[str]] = o.Set,
         retriever_mode: Optional[str] = typer.Option(None, "--retriever-mode", help="dense, bm25 or hybrid."),
         dataset: str = o.Dataset, data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
@@ -88,7 +91,7 @@ def register(app: typer.Typer) -> None:
         try:
             job = CompileJob(system=system, optimizer=optimizer, target=target, metric=metric, name=name,
                              optimizer_settings=_pairs(opt, "--opt"), metric_threshold=metric_threshold,
-                             seed=seed, threads=threads)
+                             seed=seed, threads=threads, critic_balance=critic_balance)
             check_sizes_early(job, n_train, n_val)
             lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
                                  generator_lm=generator_lm, proposer_lm=proposer_lm)

@@ -76,6 +76,11 @@ def test_critic_target_compiles_the_critic_and_installs_it(world, tmp_path, trac
             "compile.by_role.critic.lm_calls"} <= set(m)
     assert "compile.by_role.generator.lm_calls" not in m  # only the critic was compiled
     assert m["compile.harvest.lm_calls"] > 0  # the runs that produced the critique states are counted
+    params = mlflow.get_run(out.run_id).data.params
+    assert params["critic_balance"] == "True" and "critic.balanced_with" in params
+    verdicts = {d.get("verdict") for d in saved.state["critic"]["demos"]}
+    labels = {c for c in ("sufficient", "insufficient") if out.critic["counts"][c]}
+    assert labels <= verdicts  # the saved critic's demos show every verdict the train cases have
 
 
 def test_too_small_train_split_fails_before_any_run(world, tmp_path, tracked):

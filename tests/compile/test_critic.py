@@ -110,3 +110,32 @@ def test_compiled_critic_goes_back_into_the_program(world):
     assert prog.critic.dump_state()["demos"] == res.program.critic.dump_state()["demos"]
     assert prog.critic.lm.role == "critic" and prog.planner.lm is planner_lm
     assert prog(question=world.cases[0].question).answer == "American"
+
+
+def labelled(i, verdict):
+    return dspy.Example(id=f"q{i}#0", question=f"q{i}", sub_queries=[f"q{i}"], evidence="[1] A: a",
+                        verdict=verdict, confidence=0.9, missing_information=[] if verdict == "sufficient" else ["B"],
+                        suggested_queries=[] if verdict == "sufficient" else ["B"], sufficient=verdict == "sufficient",
+                        gold_titles=["A", "B"]).with_inputs("question", "sub_queries", "evidence")
+
+
+def test_balance_adds_the_missing_verdict_and_interleaves(world):
+    from optimize.critic import balance_demos
+
+    critic = critic_student(world.program())
+    one_sided = [dspy.Example(question="d1", verdict="sufficient", confidence=0.9),
+                 dspy.Example(question="d2", verdict="sufficient", confidence=0.9)]
+    preds = [p for _, p in critic.named_predictors()]
+    for p in preds:
+        p.demos = list(one_sided)
+    cases = [labelled(0, "sufficient"), labelled(1, "insufficient"), labelled(2, "insufficient")]
+    assert balance_demos(critic, cases) == ["q1#0"]  # the first insufficient case, once per predictor
+    demos = preds[0].demos
+    assert [d.verdict for d in demos] == ["sufficient", "insufficient", "sufficient"]
+    added = demos[1]
+    assert added.question == "q1" and added.suggested_queries == ["B"] and "sufficient" not in added.keys()
+    # already balanced, or no case of the missing label: nothing changes
+    assert balance_demos(critic, cases) == []
+    for p in preds:
+        p.demos = list(one_sided)
+    assert balance_demos(critic, [labelled(0, "sufficient")]) == [] and len(preds[0].demos) == 2
