@@ -53,12 +53,16 @@ class CompileJob:
     threads: int = 1
     critic_val_fraction: float = 0.3
     critic_balance: bool = True  # the compiled critic's demos show both verdicts (optimize.critic.balance_demos)
+    freeze: tuple[str, ...] = ()  # roles whose demos and instructions the optimizer may not change
 
     def __post_init__(self) -> None:
         if self.metric not in ANSWER_METRICS:
             raise ConfigError(f"unknown metric {self.metric!r}; choose one of {', '.join(ANSWER_METRICS)}")
         if self.target not in ("program", "critic"):
             raise ConfigError(f"unknown target {self.target!r}; choose 'program' or 'critic'")
+        if self.freeze and self.target != "program":
+            raise ConfigError("--freeze keeps some predictors of a whole-program compile as they are; "
+                              "--target critic compiles the critic alone")
 
     @property
     def program_name(self) -> str:
@@ -168,6 +172,7 @@ def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], 
     run_params = {
         "system": job.system, "optimizer": job.optimizer, "target": job.target, "metric": job.metric,
         "metric_threshold": job.threshold(), "seed": job.seed, "critic_balance": job.critic_balance,
+        "freeze": ",".join(job.freeze) or "-",
         "n_train": len(trainset), "n_val": len(valset),
         "data_hash": data_hash(trainset, valset), "opt": job.optimizer_settings,
         "config": student.config.model_dump(mode="json") if hasattr(student, "config") else {},
@@ -186,7 +191,8 @@ def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], 
             result = compile_program(
                 student, job.optimizer, trainset, valset, metric=ANSWER_METRICS[job.metric],
                 feedback_metric=answer_feedback_metric(job.metric), proposer_lm=proposer_lm, task_lm=task_lm,
-                overrides=job.optimizer_settings, metric_threshold=job.threshold(), seed=job.seed)
+                overrides=job.optimizer_settings, metric_threshold=job.threshold(), seed=job.seed,
+                freeze=job.freeze)
             compiled = result.program
         else:
             compiled, result, critic_info = _compile_critic(job, student, trainset, proposer_lm, task_lm)

@@ -12,6 +12,8 @@ ledger (a context variable), and the local model serves one call at a time anywa
 
 from __future__ import annotations
 
+import copy
+
 import inspect
 import logging
 import time
@@ -282,13 +284,18 @@ class CompileResult:
 def compile_program(student: dspy.Module, optimizer: str, trainset: Sequence[Any], valset: Sequence[Any] = (),
                     *, metric: Callable[..., Any], feedback_metric: Callable[..., Any] | None = None,
                     proposer_lm: Any = None, task_lm: Any = None, overrides: dict | None = None,
-                    metric_threshold: float | None = None, seed: int = 0) -> CompileResult:
+                    metric_threshold: float | None = None, seed: int = 0,
+                    freeze: Sequence[str] = ()) -> CompileResult:
     """Compile every predictor of ``student`` with ``optimizer``; account every LM call it makes.
 
     ``task_lm`` is the LM DSPy sees as the global default while compiling (optimizers that need a
-    task model read it there); each predictor keeps the LM of its role.
+    task model read it there); each predictor keeps the LM of its role. Predictors of the roles in
+    ``freeze`` (e.g. a critic compiled on its own) come out with the student's demos and
+    instructions: an answer metric cannot tell a good critique from a bad one, so a whole-program
+    optimizer would otherwise replace a compiled critic's demos with whatever its traces said.
     """
     trainset, valset = list(trainset), list(valset)
+    frozen = frozen_states(student, freeze)
     check_sizes(optimizer, len(trainset), len(valset))
     spec = get_spec(optimizer)
     ctx = OptimizerContext(metric=metric, feedback_metric=feedback_metric, proposer_lm=proposer_lm,
@@ -318,12 +325,27 @@ def compile_program(student: dspy.Module, optimizer: str, trainset: Sequence[Any
         unshare(student)
     compiled = unshare(compiled)
     for name, pred in compiled.named_predictors():  # optimizers' copies lost or changed LMs: restore
+        if name in frozen:
+            pred.load_state(frozen[name])
         if name in lms:
             pred.lm = lms[name]
     seconds = time.perf_counter() - t0
     cost = ledger.summary()
     cost["seconds"] = round(seconds, 3)
     return CompileResult(program=compiled, optimizer=optimizer, settings=used, cost=cost, seconds=seconds)
+
+
+def frozen_states(module: dspy.Module, roles: Sequence[str]) -> dict[str, dict]:
+    """The saved state of every predictor of ``module`` whose role (first name part) is in ``roles``."""
+    roles = list(dict.fromkeys(roles or ()))
+    named = dict(module.named_predictors())
+    known = sorted({name.split(".")[0] for name in named})
+    unknown = [r for r in roles if r not in known]
+    if unknown:
+        raise ConfigError(f"cannot freeze {', '.join(map(repr, unknown))}: this program's predictors are "
+                          f"{', '.join(known)}")
+    return {name: {**copy.deepcopy(pred.dump_state()), "lm": None}  # the role's LM is restored separately
+            for name, pred in named.items() if name.split(".")[0] in roles}
 
 
 def _one_lm(optimizer: str, lms: list[Any], task_lm: Any) -> Any:

@@ -75,6 +75,9 @@ def register(app: typer.Typer) -> None:
         critic_balance: bool = typer.Option(True, "--critic-balance/--no-critic-balance",
                                             help="--target critic: the compiled critic's demos show both verdicts "
                                                  "(a gold critique is added for a missing one)."),
+        freeze: Optional[list[str]] = typer.Option(
+            None, "--freeze", help="A role whose demos and instructions stay as in --program (repeatable), "
+                                   "e.g. --freeze critic after `--target critic`."),
         program: Optional[str] = PROGRAM, config: Optional[Path] = o.Config, set_: Optional[list[str]] = o.Set,
         retriever_mode: Optional[str] = typer.Option(None, "--retriever-mode", help="dense, bm25 or hybrid."),
         dataset: str = o.Dataset, data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
@@ -91,7 +94,8 @@ def register(app: typer.Typer) -> None:
         try:
             job = CompileJob(system=system, optimizer=optimizer, target=target, metric=metric, name=name,
                              optimizer_settings=_pairs(opt, "--opt"), metric_threshold=metric_threshold,
-                             seed=seed, threads=threads, critic_balance=critic_balance)
+                             seed=seed, threads=threads, critic_balance=critic_balance,
+                             freeze=tuple(freeze or ()))
             check_sizes_early(job, n_train, n_val)
             lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
                                  generator_lm=generator_lm, proposer_lm=proposer_lm)

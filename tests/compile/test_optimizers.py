@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dspy
 import pytest
 
 from optimize.compile import (OPTIMIZERS, OptimizerContext, TrainSetTooSmallError, UnknownOptimizerError,
@@ -130,3 +131,30 @@ def test_mipro_compiles_the_whole_program_on_a_small_budget(world):
     assert {n.split(".")[0]: p.lm.role for n, p in res.program.named_predictors()} == \
         {"planner": "planner", "critic": "critic", "generator": "generator"}
     assert res.program(question=examples[0].question).answer == "American"
+
+
+def test_frozen_roles_keep_their_demos_and_instructions(world):
+    prog = world.program()
+    critic = dict(prog.named_predictors())["critic"]
+    gold = dspy.Example(question="q", sub_queries=["q"], evidence="[1] A: a", verdict="sufficient", confidence=0.9,
+                        missing_information=[], suggested_queries=[])
+    critic.demos = [gold]
+    critic.signature = critic.signature.with_instructions("A compiled critic's instructions.")
+    examples = world.examples()
+    res = compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, metric_threshold=0.6,
+                          freeze=["critic"])
+    out = dict(res.program.named_predictors())
+    assert [d["verdict"] for d in out["critic"].demos] == ["sufficient"] and len(out["critic"].demos) == 1
+    assert out["critic"].signature.instructions == "A compiled critic's instructions."
+    assert out["critic"].lm.role == "critic"  # the role's LM, not one rebuilt from the saved state
+    assert out["generator"].demos and out["planner"].demos  # the other roles were compiled
+    assert res.program(question=examples[0].question).answer == "American"
+    with pytest.raises(ConfigError, match="cannot freeze 'critc'.*critic, generator, planner"):
+        compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, freeze=["critc"])
+
+
+def test_freeze_is_for_whole_program_compiles():
+    from experiments.compile import CompileJob
+
+    with pytest.raises(ConfigError, match="--target critic compiles the critic alone"):
+        CompileJob(target="critic", freeze=("critic",))
