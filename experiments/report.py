@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from optimize.evaluate import aggregate, by_type
+from optimize.evaluate import aggregate, by_type, cold_figures
 from optimize.stats import paired_bootstrap
 
 # Trace-step keys that hold a grader's decision (SHARP critic, CRAG, Self-RAG, Adaptive routes).
@@ -63,7 +63,11 @@ def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None
     out: dict[str, Any] = {"baseline": baseline if baseline in rows_by_system else None, "systems": {}}
     for name, rows in rows_by_system.items():
         m = aggregate(rows, seed)
-        m["tokens_per_q"] = (m["prompt_tokens_per_q"] or 0.0) + (m["completion_tokens_per_q"] or 0.0)
+        # tokens and seconds over the cold questions only (None when every question had a cache hit):
+        # a call replayed from DSPy's cache costs ~0 s and no tokens, which would make a system look free
+        m.update(cold_figures(rows))
+        m["tokens_per_q"] = (m["cold_prompt_tokens_per_q"] + m["cold_completion_tokens_per_q"]) if m["cold_n"] else None
+        m["seconds_per_q"] = m["cold_seconds_per_q"]
         for key in JUDGE_KEYS:
             m[key] = column_mean(rows, key)
         entry = {"metrics": m, "by_type": by_type(rows, seed), "decisions": decision_rates(rows),
@@ -74,8 +78,9 @@ def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None
                 entry["paired"][key] = paired_bootstrap({r["id"]: r[key] for r in rows},
                                                         {i: r[key] for i, r in base.items()}, seed=seed)
         out["systems"][name] = entry
-    for cost in COSTS:
-        pts = {n: (e["metrics"][cost] or 0.0, e["metrics"]["f1"] or 0.0) for n, e in out["systems"].items()}
+    for cost in COSTS:  # a system whose cost is unknown (all cached) is left out of that front
+        pts = {n: (e["metrics"][cost], e["metrics"]["f1"] or 0.0) for n, e in out["systems"].items()
+               if e["metrics"][cost] is not None}
         out.setdefault("pareto", {})[cost] = pareto_front(pts)
     return out
 
@@ -98,16 +103,19 @@ def markdown(summary: dict, title: str) -> str:
              "same questions). Pareto fronts use F1 against each cost.", ""]
     judge = any(e["metrics"].get(k) is not None for e in summary["systems"].values() for k in JUDGE_KEYS)
     head = ["system", "n", "EM", "EM 95% CI", "F1", "F1 95% CI", f"ΔEM vs {base}", f"ΔF1 vs {base}", "calls/q",
-            "tokens/q", "s/q", "errors", "Pareto (calls/tokens/s)"] + (["judge acc", "faithfulness"] if judge else [])
+            "tokens/q", "s/q", "cold q", "errors", "Pareto (calls/tokens/s)"] + (["judge acc", "faithfulness"] if judge else [])
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, e in summary["systems"].items():
         m = e["metrics"]
         marks = "/".join("*" if name in summary["pareto"][c] else "." for c in COSTS)
         cells = [name, str(m["n"]), _f(m["em"]), _ci(m.get("em_ci")), _f(m["f1"]), _ci(m.get("f1_ci")),
                  _diff(e["paired"].get("em")), _diff(e["paired"].get("f1")), _f(m["lm_calls_per_q"], 2),
-                 _f(m["tokens_per_q"], 0), _f(m["seconds_per_q"], 2), str(m["errors"]), marks]
+                 _f(m["tokens_per_q"], 0), _f(m["seconds_per_q"], 2), str(m["cold_n"]), str(m["errors"]), marks]
         cells += [_f(m.get(k)) for k in JUDGE_KEYS] if judge else []
         lines.append("| " + " | ".join(cells) + " |")
+    if any(e["metrics"]["cold_n"] < e["metrics"]["n"] for e in summary["systems"].values()):
+        lines += ["", "Tokens/q and s/q are means over the *cold* questions (no LM-cache hit); '-' means every "
+                  "answer came from DSPy's cache (run with `--no-cache` to measure the cost)."]
     types = sorted({t for e in summary["systems"].values() for t in e["by_type"]})
     lines += ["", "## By question type (EM / F1 / n)", "", "| system | " + " | ".join(types) + " |",
               "|" + "---|" * (len(types) + 1)]

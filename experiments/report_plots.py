@@ -48,7 +48,9 @@ def pareto(summary: dict, path: Path) -> None:
     for ax, (cost, label) in zip(axes, COST_LABELS.items()):
         front = summary["pareto"][cost]
         for n, e in summary["systems"].items():
-            x, y = e["metrics"][cost] or 0.0, e["metrics"]["f1"] or 0.0
+            if e["metrics"][cost] is None:  # cost unknown (every answer from the cache): not plotted
+                continue
+            x, y = e["metrics"][cost], e["metrics"]["f1"] or 0.0
             on = n in front
             ax.scatter([x], [y], s=70 if on else 35, c="tab:red" if on else "tab:blue", zorder=3)
             ax.annotate(n, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
@@ -60,7 +62,9 @@ def pareto(summary: dict, path: Path) -> None:
         ax.set_xlabel(label)
         ax.set_ylabel("F1")
         ax.grid(alpha=0.3)
-    fig.suptitle("Accuracy against cost (red: Pareto-optimal)")
+    unknown = [n for n, e in summary["systems"].items() if any(e["metrics"][c] is None for c in COST_LABELS)]
+    fig.suptitle("Accuracy against cost (red: Pareto-optimal)" +
+                 (f"; cost unknown, all cached: {', '.join(unknown)}" if unknown else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -68,6 +69,20 @@ def aggregate(rows: Sequence[dict], seed: int = 0) -> dict:
                 agg[k] += c.get(k, 0)
     out["per_role_per_q"] = {role: {k: v / len(rows) for k, v in c.items()} for role, c in roles.items()} if rows else {}
     return out
+
+
+def cold_figures(rows: Sequence[dict]) -> dict:
+    """Seconds and tokens per question over the *cold* questions, the ones no LM-cache hit shortened:
+    a replayed call takes ~0 s and counts no tokens, which would flatter a mean over every question."""
+    cold = [r for r in rows if not r.get("cached_calls") and r.get("seconds") is not None]
+    if not cold:
+        return {"cold_n": 0, "cold_seconds_per_q": None, "cold_seconds_median": None,
+                "cold_prompt_tokens_per_q": None, "cold_completion_tokens_per_q": None}
+    n = len(cold)
+    return {"cold_n": n, "cold_seconds_per_q": sum(r["seconds"] for r in cold) / n,
+            "cold_seconds_median": statistics.median(r["seconds"] for r in cold),
+            "cold_prompt_tokens_per_q": sum(r.get("prompt_tokens", 0) for r in cold) / n,
+            "cold_completion_tokens_per_q": sum(r.get("completion_tokens", 0) for r in cold) / n}
 
 
 def by_type(rows: Sequence[dict], seed: int = 0) -> dict[str, dict]:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
-from optimize.evaluate import aggregate
+from optimize.evaluate import aggregate, cold_figures
 from optimize.stats import paired_bootstrap
 
 KEYS = ["n", "em", "em_ci", "f1", "f1_ci", "all_gold", "recall", "lm_calls_per_q", "prompt_tokens_per_q",
@@ -24,19 +23,6 @@ KEYS = ["n", "em", "em_ci", "f1", "f1_ci", "all_gold", "recall", "lm_calls_per_q
 
 def load(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def cold_figures(rows: list[dict]) -> dict:
-    """Seconds and tokens per question over the questions that no LM-cache hit shortened (a resumed
-    run's replayed calls take ~0 s and count no tokens, which would flatter the means)."""
-    cold = [r for r in rows if not r.get("cached_calls") and r.get("seconds") is not None]
-    if not cold:
-        return {"cold_n": 0, "cold_seconds_per_q": None, "cold_seconds_median": None}
-    n = len(cold)
-    return {"cold_n": n, "cold_seconds_per_q": sum(r["seconds"] for r in cold) / n,
-            "cold_seconds_median": statistics.median(r["seconds"] for r in cold),
-            "cold_prompt_tokens_per_q": sum(r.get("prompt_tokens", 0) for r in cold) / n,
-            "cold_completion_tokens_per_q": sum(r.get("completion_tokens", 0) for r in cold) / n}
 
 
 def compare(paths: list[Path]) -> dict:

@@ -76,3 +76,21 @@ def test_report_without_baseline_or_graders(tmp_path):
     md, summary = write_report(tmp_path, {"sharp": rows([1, 0], calls=3)}, baseline="vanilla")
     assert summary["baseline"] is None and "no grader steps" in md.read_text()
     assert (tmp_path / "decisions.png").exists()
+
+
+def test_costs_are_taken_over_cold_questions_and_unknown_when_all_cached(tmp_path):
+    warm = rows([1, 0, 1, 0], calls=2, seconds=10.0, tokens=1000)
+    warm[0].update(cached_calls=2, seconds=0.01, prompt_tokens=0, completion_tokens=0)  # replayed from the cache
+    replayed = rows([1, 1, 1, 0], calls=3, seconds=0.02, tokens=0)
+    for r in replayed:
+        r["cached_calls"] = 3
+    md, s = write_report(tmp_path / "r", {"vanilla": warm, "sharp": replayed}, baseline="vanilla")
+    v, sh = s["systems"]["vanilla"]["metrics"], s["systems"]["sharp"]["metrics"]
+    assert v["cold_n"] == 3 and v["seconds_per_q"] == pytest.approx(10.0) and v["tokens_per_q"] == pytest.approx(1010)
+    assert sh["cold_n"] == 0 and sh["tokens_per_q"] is None and sh["seconds_per_q"] is None
+    assert sh["lm_calls_per_q"] == 3  # calls are counted, cached or not
+    assert s["pareto"]["seconds_per_q"] == ["vanilla"] and "sharp" in s["pareto"]["lm_calls_per_q"]
+    text = md.read_text()
+    assert "every answer came from DSPy's cache" in text
+    sharp_line = next(line for line in text.splitlines() if line.startswith("| sharp "))
+    assert "| - | - | 0 |" in sharp_line
