@@ -66,8 +66,9 @@ def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None
         # tokens and seconds over the cold questions only (None when every question had a cache hit):
         # a call replayed from DSPy's cache costs ~0 s and no tokens, which would make a system look free
         m.update(cold_figures(rows))
-        m["tokens_per_q"] = (m["cold_prompt_tokens_per_q"] + m["cold_completion_tokens_per_q"]) if m["cold_n"] else None
-        m["seconds_per_q"] = m["cold_seconds_per_q"]
+        for key in ("prompt_tokens_per_q", "completion_tokens_per_q", "seconds_per_q"):
+            m[key] = m[f"cold_{key}"]
+        m["tokens_per_q"] = (m["prompt_tokens_per_q"] + m["completion_tokens_per_q"]) if m["cold_n"] else None
         for key in JUDGE_KEYS:
             m[key] = column_mean(rows, key)
         entry = {"metrics": m, "by_type": by_type(rows, seed), "decisions": decision_rates(rows),

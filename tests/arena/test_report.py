@@ -88,6 +88,7 @@ def test_costs_are_taken_over_cold_questions_and_unknown_when_all_cached(tmp_pat
     v, sh = s["systems"]["vanilla"]["metrics"], s["systems"]["sharp"]["metrics"]
     assert v["cold_n"] == 3 and v["seconds_per_q"] == pytest.approx(10.0) and v["tokens_per_q"] == pytest.approx(1010)
     assert sh["cold_n"] == 0 and sh["tokens_per_q"] is None and sh["seconds_per_q"] is None
+    assert v["prompt_tokens_per_q"] == pytest.approx(1000) and sh["prompt_tokens_per_q"] is None  # the CLI table's
     assert sh["lm_calls_per_q"] == 3  # calls are counted, cached or not
     assert s["pareto"]["seconds_per_q"] == ["vanilla"] and "sharp" in s["pareto"]["lm_calls_per_q"]
     text = md.read_text()
