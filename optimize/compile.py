@@ -66,6 +66,8 @@ class OptimizerSpec:
     budget_keys: tuple[str, ...] = ()
     compile_kwargs: dict = field(default_factory=dict)
     compile_keys: tuple[str, ...] = ()  # settings that go to .compile(), not the constructor
+    # settings that together replace the "auto" preset: giving any turns auto off and needs them all
+    explicit_budget: tuple[str, ...] = ()
 
 
 def _bootstrap(ctx: OptimizerContext) -> dict:
@@ -110,7 +112,7 @@ OPTIMIZERS: dict[str, OptimizerSpec] = {
         OptimizerSpec("mipro", dspy.MIPROv2, _mipro, 8,
                       "instructions proposed by the proposer LM plus demos, searched with Bayesian optimization",
                       needs_proposer=True, compile_kwargs={"requires_permission_to_run": False},
-                      compile_keys=MIPRO_COMPILE_KEYS),
+                      compile_keys=MIPRO_COMPILE_KEYS, explicit_budget=("num_candidates", "num_trials")),
         OptimizerSpec("simba", dspy.SIMBA, _simba, 4,
                       "stochastic mini-batch ascent: self-reflective rules and demos on hard examples",
                       needs_proposer=True, uses_valset=False, single_lm=True, batch_key="bsize"),
@@ -166,12 +168,12 @@ def build_optimizer(name: str, ctx: OptimizerContext, overrides: dict | None = N
                           f"valid settings: {', '.join(sorted((accepted | set(spec.compile_keys)) - {'metric'}))}")
     at_compile = {k: v for k, v in overrides.items() if k in spec.compile_keys}
     kwargs.update({k: v for k, v in overrides.items() if k not in spec.compile_keys})
-    if name == "mipro" and ({"num_trials", "num_candidates"} & set(overrides)) and "auto" not in overrides:
-        kwargs["auto"] = None  # an explicit budget replaces the auto preset
-    if name == "mipro" and kwargs.get("auto") is None and not (kwargs.get("num_candidates") and
-                                                               at_compile.get("num_trials")):
-        raise ConfigError("mipro without an auto preset needs both num_candidates and num_trials "
-                          "(--opt num_candidates=N --opt num_trials=M)")
+    if spec.explicit_budget:
+        if set(spec.explicit_budget) & set(overrides) and "auto" not in overrides:
+            kwargs["auto"] = None  # an explicit budget replaces the auto preset
+        if kwargs.get("auto") is None and not all({**kwargs, **at_compile}.get(k) for k in spec.explicit_budget):
+            raise ConfigError(f"{name} without an auto preset needs both {' and '.join(spec.explicit_budget)} "
+                              "(" + " ".join(f"--opt {k}=N" for k in spec.explicit_budget) + ")")
     if spec.batch_key and kwargs[spec.batch_key] > ctx.n_train:
         raise TrainSetTooSmallError(f"{name}'s {spec.batch_key} ({kwargs[spec.batch_key]}) exceeds the train split "
                                     f"({ctx.n_train}); lower it (--opt {spec.batch_key}=N) or raise --n-train")

@@ -203,7 +203,7 @@ def balance_demos(critic: CriticProgram, cases: Sequence[Any]) -> list[str]:
 
 
 def _verdict_of(demo: Any) -> Any:
-    return demo.get("verdict") if hasattr(demo, "get") else getattr(demo, "verdict", None)
+    return demo.get("verdict")  # dspy.Example or a loaded state's dict
 
 
 def _interleave(demos: list) -> list:

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from experiments.benchmarks.compare_runs import cold_figures, compare
+from experiments.benchmarks.compare_runs import compare
+from optimize.evaluate import cold_figures
 
 
 def row(qid, em, seconds, cached=0):
