@@ -92,10 +92,13 @@ def critic_points(example: Any, prediction: Any) -> list[dict]:
     for step in getattr(prediction, "trace", None) or []:
         if step.get("role") != "critic" or not gold or step.get("verdict") is None:
             continue
-        conf = float(step.get("confidence") or 0.0)
-        p_suff = conf if step["verdict"] == "sufficient" else 1.0 - conf
+        p_suff = step.get("p_sufficient")
+        if p_suff is None:  # a trace from before P(sufficient) was recorded: the written confidence
+            conf = float(step.get("confidence") or 0.0)
+            p_suff = conf if step["verdict"] == "sufficient" else 1.0 - conf
         points.append({
-            "p_sufficient": p_suff,
+            "p_sufficient": float(p_suff),
+            "source": step.get("confidence_source", "verbal"),
             "verdict": step["verdict"],
             "label": evidence_complete(gold, step.get("evidence_titles", [])),
             "action": step.get("action", "stop"),

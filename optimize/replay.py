@@ -34,7 +34,7 @@ from program.errors import ConfigError, SharpError
 from program.evidence import EvidencePool
 from program.generation import answer_from_evidence
 from program.lm.accounting import Ledger, recording, summarize
-from program.sharp import SharpRAG
+from program.sharp import SharpRAG, critic_stops
 from program.steps import Budget, Tracer, check_question
 from program.types import Passage
 
@@ -207,7 +207,7 @@ def replay(rec: dict, policy: Policy) -> dspy.Prediction:
         steps.append(crit)
         calls += rnd["critic_calls"]
         seconds += float(crit.get("seconds") or 0)
-        if crit["verdict"] == "sufficient" and crit["confidence"] >= policy.confidence_threshold:
+        if critic_stops(crit, policy.confidence_threshold):
             stop = "sufficient"
         elif i >= policy.max_retries:
             stop = "max_retries"

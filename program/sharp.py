@@ -7,6 +7,7 @@ from typing import Literal
 import dspy
 from pydantic import Field, field_validator, model_validator
 
+from program.confidence import TOP_LOGPROBS, choice_probabilities
 from program.config import StrictConfig
 from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
@@ -30,6 +31,9 @@ class SharpConfig(StrictConfig):
     queries_per_retry: int = Field(2, ge=1, le=6)
     include_question: bool = True
     critic_reasoning: bool = False
+    # "token": P(sufficient) read from the critic's token probabilities where the LM returns them
+    # (program/confidence.py), else its written confidence; "verbal": always the written confidence
+    critic_confidence: Literal["token", "verbal"] = "token"
     generator_reasoning: bool = False
     structured_adapter: Literal["chat", "json"] = "json"
     planner_max_tokens: int = Field(160, ge=16, le=4096)
@@ -97,11 +101,15 @@ class SharpRAG(dspy.Module):
         return new
 
     def _critique(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> dict:
-        evidence = pool.select(self.config.evidence_cap)
+        cfg = self.config
+        evidence = pool.select(cfg.evidence_cap)
+        lm_config = {"max_tokens": cfg.critic_max_tokens}
+        if cfg.critic_confidence == "token":
+            lm_config.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         pred, step = tr.call(
             "critic", self.critic, {"question": q[:200], "n_passages": len(evidence)},
-            adapter=self.config.structured_adapter, config={"max_tokens": self.config.critic_max_tokens},
-            question=q, sub_queries=list(pool.by_query), evidence=format_evidence(evidence, self.config.passage_chars),
+            adapter=cfg.structured_adapter, config=lm_config,
+            question=q, sub_queries=list(pool.by_query), evidence=format_evidence(evidence, cfg.passage_chars),
         )
         fields = _fields(pred, step)
         verdict = fields.get("verdict")
@@ -111,16 +119,28 @@ class SharpRAG(dspy.Module):
         problem = None
         if pred is None and not fields:
             problem = "unparseable"
-        elif verdict not in ("sufficient", "insufficient", "contradictory") or confidence is None:
+        elif verdict not in VERDICTS or confidence is None:
             problem = f"invalid fields (verdict={verdict!r}, confidence={fields.get('confidence')!r})"
         elif verdict == "sufficient" and suggested and missing:
             problem = "inconsistent: sufficient but lists missing information"
+        probs = None
         if problem:
-            verdict, confidence = "insufficient", 0.0
+            verdict, confidence, source = "insufficient", 0.0, "fallback"
+        elif cfg.critic_confidence == "token" and (probs := choice_probabilities(
+                getattr(pred, "logprobs", None), "verdict", VERDICTS)) is not None:
+            confidence, source = probs[verdict], "token"
+        else:
+            source = "verbal"
+        if problem:  # unknown: the metrics read it as the low-confidence "insufficient" it stands for
+            p_sufficient = None
+        else:
+            p_sufficient = round(probs["sufficient"] if probs else
+                                 confidence if verdict == "sufficient" else 1.0 - confidence, 4)
         step.update(round=round_no, evidence_ids=[p.id for p in evidence],
                     evidence_titles=[p.title for p in evidence], verdict=verdict,
-                    confidence=confidence, missing_information=missing,
-                    suggested_queries=suggested, critic_problem=problem)
+                    confidence=round(confidence, 4), p_sufficient=p_sufficient,
+                    confidence_source=source, verdict_probabilities=probs and {k: round(v, 4) for k, v in probs.items()},
+                    missing_information=missing, suggested_queries=suggested, critic_problem=problem)
         return step
 
     def _next_queries(self, crit: dict, pool: EvidencePool) -> list[str]:
@@ -141,7 +161,7 @@ class SharpRAG(dspy.Module):
                     stop = f"budget_{spent}"
                     break
                 crit = self._critique(q, pool, tr, retries)
-                if crit["verdict"] == "sufficient" and crit["confidence"] >= cfg.confidence_threshold:
+                if critic_stops(crit, cfg.confidence_threshold):
                     stop = "sufficient"
                 elif retries >= cfg.max_retries:
                     stop = "max_retries"
@@ -160,6 +180,17 @@ class SharpRAG(dspy.Module):
             sub_queries=sub_queries, queries=list(pool.by_query), retries=retries,
             stop_reason=stop, system=self.SYSTEM,
         )
+
+
+VERDICTS = ("sufficient", "insufficient", "contradictory")
+
+
+def critic_stops(crit: dict, threshold: float) -> bool:
+    """Whether a critique ends the loop: P(sufficient) at or above the threshold when it was read
+    from token probabilities; otherwise a "sufficient" verdict whose written confidence is."""
+    if crit.get("confidence_source") == "token":
+        return crit["p_sufficient"] >= threshold
+    return crit["verdict"] == "sufficient" and crit["confidence"] >= threshold
 
 
 def _fields(pred: dspy.Prediction | None, step: dict) -> dict:

@@ -54,8 +54,10 @@ class GenerateAnswer(dspy.Signature):
     Reply with the shortest exact answer: a name, a date, a number or a short phrase, copied
     from the evidence when possible, with no explanation and no full sentence."""
 
-    question: str = dspy.InputField()
+    # evidence first, question last: the question sits next to the answer it asks for (a small
+    # model reads the question after the passages far better; experiments/benchmarks/generator_formats.py)
     evidence: str = dspy.InputField(desc="numbered passages: [n] Title: text")
+    question: str = dspy.InputField()
     answer: str = dspy.OutputField(desc="the short answer span")
     supporting_passages: list[int] = dspy.OutputField(desc="numbers of the passages used")
 

@@ -82,3 +82,49 @@ class KeywordRetriever:
 
     def retrieve_many(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
         return [self.retrieve(q, k) for q in queries]
+
+
+class _LogprobEngine:
+    """A DSPy engine that answers critiques as JSON and reports the verdict's token probabilities."""
+
+    supports_response_schema = True
+    supports_function_calling = False
+    supports_reasoning = False
+    supported_params = frozenset({"temperature", "max_tokens", "logprobs", "top_logprobs", "response_format"})
+
+    def __init__(self, replies: list[tuple[dict, dict[str, float]]]):
+        self.replies = iter(replies)
+        self.requests: list[Any] = []
+
+    def complete(self, request):
+        import json
+        import math
+
+        from dspy.lm15 import Message, Response, TextPart, TokenLogprob, TopLogprob, Usage
+
+        self.requests.append(request.config)
+        fields, probs = next(self.replies)
+        verdict = fields["verdict"]
+        rest = json.dumps(fields)[len('{"verdict": "') + 1:]
+        top = tuple(TopLogprob(token=v[:3], logprob=math.log(p)) for v, p in probs.items() if p > 0)
+        tokens = (TokenLogprob(token='{"verdict": "', logprob=0.0),
+                  TokenLogprob(token=verdict[:1], logprob=math.log(probs.get(verdict, 1e-9)), top=top),
+                  TokenLogprob(token=rest, logprob=0.0))
+        logprobs = tokens if request.config.logprobs is not None else None
+        record(CallRecord("critic", "logprob-dummy", prompt_tokens=100, completion_tokens=10, seconds=0.01))
+        return Response(id=None, model="local/dummy", message=Message.assistant([TextPart(json.dumps(fields))]),
+                        finish_reason="stop", usage=Usage(input_tokens=100, output_tokens=10), logprobs=logprobs)
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self):
+        pass
+
+
+def logprob_lm(replies: list[tuple[dict, dict[str, float]]]) -> tuple[dspy.LM, _LogprobEngine]:
+    """A critic LM whose replies carry logprobs: [(critique fields, {verdict: probability}), ...]."""
+    engine = _LogprobEngine(replies)
+    return dspy.LM("local/dummy", engine=engine, cache=False), engine

@@ -28,6 +28,8 @@ from dspy.lm15 import (
     Message,
     Response,
     TextPart,
+    TokenLogprob,
+    TopLogprob,
     Usage,
     response_to_events,
 )
@@ -60,6 +62,8 @@ class ChatResult:
     completion_tokens: int
     reused_tokens: int
     seconds: float
+    # per generated token: (text, logprob, [(alternative text, logprob), ...]) when asked for
+    logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
 
 
 def _lcp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -114,6 +118,50 @@ def _make_classes(llama_cpp):
                 raise RuntimeError("failed to restore a llama.cpp state")
 
     return CountingLlama, PrefixStateCache
+
+
+class TopLogprobs:
+    """A llama.cpp logits processor that records the top-k log-probabilities of every decoding step.
+
+    llama-cpp-python returns logprobs only for models loaded with ``logits_all=True`` (logits for
+    every prompt token: ~600 KB each for a 152k vocabulary, and a slower prompt pass). The sampler
+    sees the next-token logits anyway, so this reads them there, before the grammar and the greedy
+    pick, at the cost of one log-softmax per generated token. The chosen token of step i is read at
+    step i+1 (it is then the last input id).
+    """
+
+    def __init__(self, k: int):
+        self.k = max(1, int(k))
+        self.steps: list[dict] = []
+        self._last = None
+
+    def __call__(self, input_ids, scores):
+        import numpy as np
+
+        if self._last is not None:
+            self._close(int(input_ids[-1]))
+        logits = np.asarray(scores, dtype=np.float64)
+        lp = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
+        k = min(self.k, lp.size)
+        top = np.argpartition(-lp, k - 1)[:k]
+        top = top[np.argsort(-lp[top])]
+        self.steps.append({"top": [(int(t), float(lp[t])) for t in top]})
+        self._last = lp
+        return scores
+
+    def _close(self, token: int) -> None:
+        self.steps[-1]["token"] = (token, float(self._last[token]))
+        self._last = None
+
+    def finish(self, n_tokens: int, text_of) -> list[tuple[str, float, list[tuple[str, float]]]]:
+        """The first ``n_tokens`` steps (the completion's tokens; a last step that produced the end
+        token is dropped) as (token text, logprob, top alternatives), decoded with ``text_of``. A last
+        token that was never evaluated (cut by max_tokens) is taken to be its step's best alternative."""
+        out = []
+        for step in self.steps[:n_tokens]:
+            token, lp = step.get("token") or step["top"][0]
+            out.append((text_of(token), lp, [(text_of(t), a) for t, a in step["top"]]))
+        return out
 
 
 def _reuse_mode(value: bool | str) -> str:
@@ -172,8 +220,11 @@ class LocalSession:
 
     def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0, top_p: float | None = None,
              stop: list[str] | None = None, response_format: dict | None = None, seed: int | None = None,
-             prefix_reuse: bool | str = True) -> ChatResult:
+             prefix_reuse: bool | str = True, logprobs: int | None = None) -> ChatResult:
         """One chat completion. Raises lm15's ContextLengthError when prompt + max_tokens exceed n_ctx.
+
+        ``logprobs``: also return the top-``logprobs`` alternatives of every generated token
+        (:class:`TopLogprobs`); None returns none.
 
         ``prefix_reuse``: True/"states" (live KV prefix + cached states), "live" (llama.cpp's match
         on the previous prompt only), False/"off" (evaluate every prompt from scratch).
@@ -193,20 +244,29 @@ class LocalSession:
                 llm.reset()
             llm.set_cache(self.states if mode == "states" else None)
             llm.evals = []
+            recorder = TopLogprobs(logprobs) if logprobs is not None else None
             try:
                 out = llm.create_completion(
                     prompt=tokens, max_tokens=max_tokens, temperature=temperature,
                     top_p=0.95 if top_p is None else top_p, top_k=40, min_p=0.05, repeat_penalty=1.0,
                     stop=stops, seed=seed, grammar=self._grammar(response_format),
-                    stopping_criteria=fmt.stopping_criteria)
+                    stopping_criteria=fmt.stopping_criteria,
+                    logits_processor=llama_cpp_processors(recorder) if recorder else None)
                 evaluated = llm.evals[0] if llm.evals else len(tokens)
             finally:
                 llm.evals = None
             choice = out["choices"][0]
             usage = out["usage"]
+            token_logprobs = None
+            if recorder is not None:
+                token_logprobs = recorder.finish(usage["completion_tokens"], self._token_text)
             return ChatResult(text=choice["text"], finish_reason=choice.get("finish_reason") or "stop",
                               prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
-                              reused_tokens=max(0, len(tokens) - evaluated), seconds=time.perf_counter() - t0)
+                              reused_tokens=max(0, len(tokens) - evaluated), seconds=time.perf_counter() - t0,
+                              logprobs=token_logprobs)
+
+    def _token_text(self, token: int) -> str:
+        return self.llm.detokenize([token], special=False).decode("utf-8", errors="replace")
 
     def clear_states(self) -> None:
         """Forget every cached prefix (the live KV cache included)."""
@@ -214,6 +274,12 @@ class LocalSession:
             if self.states is not None:
                 self.states.cache_state.clear()
             self.llm.reset()
+
+
+def llama_cpp_processors(*processors):
+    from llama_cpp import LogitsProcessorList
+
+    return LogitsProcessorList(list(processors))
 
 
 _SESSIONS: dict[tuple, LocalSession] = {}
@@ -266,7 +332,8 @@ class LocalEngine:
     supports_response_schema = True
     supports_function_calling = False
     supports_reasoning = False
-    supported_params = frozenset({"temperature", "max_tokens", "top_p", "stop", "seed", "response_format"})
+    supported_params = frozenset({"temperature", "max_tokens", "top_p", "stop", "seed", "response_format",
+                                  "logprobs", "top_logprobs"})
 
     def __init__(self, model: str, *, n_ctx: int = 8192, n_threads: int = 2, prefix_reuse: bool | str = True):
         _reuse_mode(prefix_reuse)
@@ -288,11 +355,12 @@ class LocalEngine:
             request_messages(request), max_tokens=cfg.max_tokens or 1024,
             temperature=0.0 if cfg.temperature is None else cfg.temperature, top_p=cfg.top_p,
             stop=list(cfg.stop or ()), response_format=cfg.response_format, seed=cfg.seed,
-            prefix_reuse=self.prefix_reuse)
+            prefix_reuse=self.prefix_reuse, logprobs=cfg.logprobs)
         return Response(id=None, model=self.model, message=Message.assistant([TextPart(result.text)]),
                         finish_reason="length" if result.finish_reason == "length" else "stop",
                         usage=Usage(input_tokens=result.prompt_tokens, output_tokens=result.completion_tokens,
-                                    cache_read_tokens=result.reused_tokens))
+                                    cache_read_tokens=result.reused_tokens),
+                        logprobs=_lm15_logprobs(result.logprobs))
 
     def stream(self, request):
         return response_to_events(self.complete(request))
@@ -318,6 +386,13 @@ class LocalEngine:
     def load_state(cls, state: dict) -> LocalEngine:
         return cls(state["model"], n_ctx=state["n_ctx"], n_threads=state["n_threads"],
                    prefix_reuse=state.get("prefix_reuse", True))
+
+
+def _lm15_logprobs(steps) -> tuple | None:
+    if steps is None:
+        return None
+    return tuple(TokenLogprob(token=text, logprob=lp, top=tuple(TopLogprob(token=t, logprob=a) for t, a in alts))
+                 for text, lp, alts in steps)
 
 
 class AsyncLocalEngine:

