@@ -57,6 +57,7 @@ COLUMNS = [("n", "n"), ("em", "EM"), ("em_ci", "EM 95% CI"), ("f1", "F1"), ("f1_
            ("all_gold", "all-gold"), ("lm_calls_per_q", "calls/q"),
            ("prompt_tokens_per_q", "prompt tok/q"), ("completion_tokens_per_q", "compl tok/q"),
            ("seconds_per_q", "s/q"), ("critic_verdict_accuracy", "critic acc"), ("critic_brier", "Brier"),
+           ("critic_auroc", "AUROC"),
            ("critic_over_trigger", "over-trig"), ("critic_under_trigger", "under-trig"),
            ("cached_share", "cached"), ("errors", "errors")]
 

@@ -110,7 +110,7 @@ def critic_points(example: Any, prediction: Any) -> list[dict]:
 def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
     """Verdict accuracy, Brier, ECE, over-/under-trigger rates and the 'insufficient' share."""
     if not points:
-        return {k: None for k in ("verdict_accuracy", "brier", "ece", "over_trigger", "under_trigger",
+        return {k: None for k in ("verdict_accuracy", "brier", "ece", "auroc", "over_trigger", "under_trigger",
                                   "insufficient_rate", "n_critiques")}
     n = len(points)
     correct = sum((p["verdict"] == "sufficient") == p["label"] for p in points)
@@ -129,12 +129,25 @@ def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
         "verdict_accuracy": correct / n,
         "brier": brier,
         "ece": ece,
+        "auroc": auroc([p["p_sufficient"] for p in complete], [p["p_sufficient"] for p in incomplete]),
         "over_trigger": (sum(p["action"] == "retry" for p in complete) / len(complete)) if complete else None,
         "under_trigger": (sum(p["action"] == "stop" and p["verdict"] == "sufficient" for p in incomplete)
                           / len(incomplete)) if incomplete else None,
         "insufficient_rate": sum(p["verdict"] != "sufficient" for p in points) / n,
         "n_critiques": n,
     }
+
+
+def auroc(positives: list[float], negatives: list[float]) -> float | None:
+    """P(a random positive scores above a random negative), ties counting half; None without both.
+
+    For the critic: whether *any* threshold on P(sufficient) can separate complete from incomplete
+    evidence (0.5: no threshold can), which accuracy, Brier and ECE do not say.
+    """
+    if not positives or not negatives:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return wins / (len(positives) * len(negatives))
 
 
 def question_row(example: Any, prediction: Any) -> dict:

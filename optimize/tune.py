@@ -34,7 +34,7 @@ Mode = Literal["dense", "bm25", "hybrid"]
 class SearchSpace(StrictConfig):
     """Ranges and choices per parameter; ``fixed`` pins a parameter to one value (not searched)."""
 
-    threshold_low: float = Field(0.3, ge=0.0, le=1.0)
+    threshold_low: float = Field(0.05, ge=0.0, le=1.0)  # token P(sufficient) can sit far below 0.5
     threshold_high: float = Field(0.95, ge=0.0, le=1.0)
     max_retries: tuple[int, ...] = (0, 1, 2, 3)
     k_start: tuple[int, ...] = (3, 5)

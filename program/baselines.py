@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import dspy
 from pydantic import Field
 
@@ -16,6 +18,7 @@ class VanillaConfig(StrictConfig):
     k: int = Field(5, ge=1, le=50)
     passage_chars: int = Field(600, ge=50, le=5000)
     generator_reasoning: bool = False
+    generator_adapter: Literal["chat", "json"] = "json"
     max_question_chars: int = Field(2000, ge=50)
 
 
@@ -35,7 +38,8 @@ class VanillaRAG(dspy.Module):
             evidence = self.retriever.retrieve(q, self.config.k)
             tr.add("retriever", round=0, k=self.config.k, queries=[q],
                    retrieved_ids=[[p.id for p in evidence]], new_ids=[p.id for p in evidence])
-            answer, cited = answer_from_evidence(self.generator, q, evidence, self.config.passage_chars, tr)
+            answer, cited = answer_from_evidence(self.generator, q, evidence, self.config.passage_chars, tr,
+                                                 adapter=self.config.generator_adapter)
         return dspy.Prediction(
             answer=answer, passages=evidence, cited_ids=cited, trace=tr.steps,
             cost=tr.ledger.summary(), calls=[r.to_dict() for r in tr.ledger.records],

@@ -36,6 +36,7 @@ class SharpConfig(StrictConfig):
     critic_confidence: Literal["token", "verbal"] = "token"
     generator_reasoning: bool = False
     structured_adapter: Literal["chat", "json"] = "json"
+    generator_adapter: Literal["chat", "json"] = "json"
     planner_max_tokens: int = Field(160, ge=16, le=4096)
     critic_max_tokens: int = Field(256, ge=16, le=4096)
     max_question_chars: int = Field(2000, ge=50)
@@ -144,9 +145,13 @@ class SharpRAG(dspy.Module):
         return step
 
     def _next_queries(self, crit: dict, pool: EvidencePool) -> list[str]:
-        candidates = crit["suggested_queries"] or crit["missing_information"]
-        fresh = [c for c in dict.fromkeys(candidates) if not pool.asked(c)]
-        return fresh[: self.config.queries_per_retry]
+        """The critic's suggested queries not asked yet; when it only repeats searches already made
+        (the uncompiled 1.5B critic did on 95 of 100 questions), the missing facts it named."""
+        def fresh(candidates: list[str]) -> list[str]:
+            return [c for c in dict.fromkeys(candidates) if not pool.asked(c)]
+
+        queries = fresh(crit["suggested_queries"]) or fresh(crit["missing_information"])
+        return queries[: self.config.queries_per_retry]
 
     # ---- control flow ------------------------------------------------------------------------
     def forward(self, question: str) -> dspy.Prediction:
@@ -173,7 +178,8 @@ class SharpRAG(dspy.Module):
                         stop = "no_new_passages"
                 crit["action"] = "stop" if stop else "retry"
             evidence = pool.select(cfg.evidence_cap)
-            answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
+            answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr,
+                                                 adapter=cfg.generator_adapter)
         return dspy.Prediction(
             answer=answer, passages=evidence, cited_ids=cited, trace=tr.steps,
             cost=tr.ledger.summary(), calls=[r.to_dict() for r in tr.ledger.records],

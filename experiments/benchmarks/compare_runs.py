@@ -17,7 +17,7 @@ from optimize.stats import paired_bootstrap
 
 KEYS = ["n", "em", "em_ci", "f1", "f1_ci", "all_gold", "recall", "lm_calls_per_q", "prompt_tokens_per_q",
         "completion_tokens_per_q", "seconds_per_q", "retries_per_q", "cached_share", "errors",
-        "critic_verdict_accuracy", "critic_brier", "critic_ece", "critic_over_trigger", "critic_under_trigger",
+        "critic_verdict_accuracy", "critic_brier", "critic_ece", "critic_auroc", "critic_over_trigger", "critic_under_trigger",
         "critic_insufficient_rate", "critic_n_critiques"]
 
 

@@ -17,7 +17,7 @@ from pydantic import Field
 from program.answers import clean_answer
 from program.config import StrictConfig
 from program.evidence import format_evidence
-from program.generation import answer_from_evidence, ints, salvage
+from program.generation import GENERATOR_ADAPTER, GENERATOR_MAX_TOKENS, answer_from_evidence, ints, salvage
 from program.retrieval.base import Retriever
 from program.signatures import (AnswerClosedBook, CheckSupport, DecideRetrieval, GenerateAnswer, GradeRelevance,
                                 RegenerateAnswer, RewriteQuery)
@@ -102,7 +102,7 @@ class SelfRAG(dspy.Module):
 
     def _regenerate(self, q: str, evidence: list[Passage], rejected: list[str], tr: Tracer) -> tuple[str, list[str]]:
         pred, step = tr.call("generator", self.regenerator, {"question": q[:200], "rejected": rejected},
-                             question=q, evidence=format_evidence(evidence, self.config.passage_chars),
+                             adapter=GENERATOR_ADAPTER, config={"max_tokens": GENERATOR_MAX_TOKENS}, question=q, evidence=format_evidence(evidence, self.config.passage_chars),
                              rejected_answers=rejected)
         if pred is None:
             raw = salvage(step.get("raw_output"))

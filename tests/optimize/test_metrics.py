@@ -69,7 +69,18 @@ def test_calibration_hand_checked():
     assert cal["insufficient_rate"] == 0.5
     # bins: 0.2 (label 1), 0.4 (0), 0.9 (0), 1.0 (1) -> |0.2-1| + |0.4-0| + |0.9-0| + |1-1| over 4
     assert cal["ece"] == pytest.approx((0.8 + 0.4 + 0.9 + 0.0) / 4)
+    # complete: 0.2, 1.0; incomplete: 0.9, 0.4 -> pairs won: (1.0 > both) 2, (0.2 > neither) 0 -> 2 / 4
+    assert cal["auroc"] == 0.5
     assert calibration([])["brier"] is None
+
+
+def test_auroc_counts_ties_half_and_needs_both_classes():
+    from optimize.metrics import auroc
+
+    assert auroc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert auroc([0.1], [0.9]) == 0.0
+    assert auroc([0.5, 0.5], [0.5]) == 0.5
+    assert auroc([0.9], []) is None
 
 
 def test_question_row_carries_cost_and_scores():

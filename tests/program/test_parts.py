@@ -81,3 +81,31 @@ def test_generator_prompt_does_not_prime_yes_or_no():
     texts = [GenerateAnswer.instructions] + [f.json_schema_extra.get("desc", "")
                                              for f in GenerateAnswer.output_fields.values()]
     assert not any(re.search(r"\byes\b", t, re.I) for t in texts)
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ('{"answer": "Quentin Tarantino", "supporting_passages": [1]}', "Quentin Tarantino"),
+    ('{"answer": "Quentin Taran', "Quentin Taran"),           # cut by max_tokens inside the string
+    ('{\n  "nonsense": "@@@"\n}', ""),                        # JSON without the field: nothing to salvage
+    ("[[ ## answer ## ]]\nParis\n\n[[ ## supporting_passages ## ]]\n[1]", "Paris"),
+    ("Paris", "Paris"),
+])
+def test_salvage_reads_json_and_chat_replies(raw, expected):
+    from program.generation import salvage
+
+    assert salvage(raw) == expected
+
+
+def test_generator_reads_evidence_before_the_question_as_json():
+    from program.signatures import GenerateAnswer
+
+    # the layout the generator_formats benchmark chose: question last, JSON adapter
+    assert list(GenerateAnswer.input_fields) == ["evidence", "question"]
+    lm = ScriptedLM("generator", [{"answer": "Quentin Tarantino", "supporting_passages": [1]}])
+    prog = VanillaRAG(KeywordRetriever())
+    assign(prog, {"generator": lm})
+    pred = prog(question="Who directed Pulp Fiction?")
+    assert pred.answer == "Quentin Tarantino"
+    assert type(lm.adapter).__name__ == "JSONAdapter"
+    prompt = lm.history[-1]["messages"][-1]["content"]
+    assert prompt.index("Pulp Fiction is a 1994 film") < prompt.index("Who directed Pulp Fiction?")

@@ -263,3 +263,9 @@ def test_an_lm_without_logprobs_falls_back_to_the_written_confidence():
     pred, _, _ = run([crit("sufficient", 0.9)])  # DummyLM returns no logprobs
     (c,) = critiques(pred)
     assert c["confidence_source"] == "verbal" and c["p_sufficient"] == pytest.approx(0.9)
+
+
+def test_repeated_suggestions_fall_back_to_the_missing_facts():
+    pred, _, retriever = run([crit("insufficient", 0.9, missing=["Kieslowski nationality"],
+                                   suggested=["Palme d'Or 1994 film"]), crit("sufficient", 0.95)])
+    assert pred.retries == 1 and ("Kieslowski nationality", 5) in retriever.queries
