@@ -24,6 +24,7 @@ import dspy
 from optimize.compile import shared_retriever
 from optimize.metrics import calibration, evidence_complete
 from program.errors import ConfigError
+from program.confidence import TOP_LOGPROBS, choice_probabilities
 from program.evidence import format_evidence
 from program.parsing import as_score, items
 from program.steps import RECOVERABLE, check_question
@@ -59,19 +60,26 @@ class PassageLog:
 
 
 class CriticProgram(dspy.Module):
-    """The critic alone, as a program an optimizer can compile."""
+    """The critic alone, as a program an optimizer can compile.
 
-    def __init__(self, critic: dspy.Module):
+    With ``token_confidence`` it asks for logprobs as SHARP does (``critic_confidence="token"``),
+    so the metric scores the P(sufficient) the program acts on, not the written confidence.
+    """
+
+    def __init__(self, critic: dspy.Module, token_confidence: bool = False):
         super().__init__()
         self.critic = critic
+        self.token_confidence = token_confidence
 
     def forward(self, question: str, sub_queries: list[str], evidence: str) -> dspy.Prediction:
-        return self.critic(question=question, sub_queries=sub_queries, evidence=evidence)
+        extra = {"config": {"logprobs": True, "top_logprobs": TOP_LOGPROBS}} if self.token_confidence else {}
+        return self.critic(question=question, sub_queries=sub_queries, evidence=evidence, **extra)
 
 
 def critic_student(program: dspy.Module) -> CriticProgram:
     """A copy of ``program``'s critic (demos, instructions, LM) wrapped for compiling."""
-    return CriticProgram(program.critic.deepcopy())
+    token = getattr(getattr(program, "config", None), "critic_confidence", "verbal") == "token"
+    return CriticProgram(program.critic.deepcopy(), token_confidence=token)
 
 
 def install_critic(program: dspy.Module, compiled: CriticProgram) -> dspy.Module:
@@ -238,15 +246,26 @@ def p_sufficient(verdict: str, confidence: float) -> float:
     return confidence if verdict == "sufficient" else 1.0 - confidence
 
 
+def read_p_sufficient(pred: Any) -> tuple[float, str]:
+    """P(sufficient) as SHARP reads it: from the verdict's token probabilities when the prediction
+    carries logprobs, else from the written verdict and confidence; and which source it was."""
+    if not _problem(pred):
+        probs = choice_probabilities(getattr(pred, "logprobs", None), "verdict", VERDICTS)
+        if probs is not None:
+            return probs["sufficient"], "token"
+    return p_sufficient(*read_verdict(pred)), "verbal"
+
+
 def critic_score(example: Any, pred: Any, trace: Any = None) -> float:
-    """0.5 for the right verdict + 0.5 * (1 - Brier) of P(sufficient) against the label; 0 for an
-    output the program would discard."""
+    """0.5 for the right call + 0.5 * (1 - Brier) of P(sufficient) against the label; 0 for an
+    output the program would discard. The call is the verdict, or P(sufficient) >= 0.5 when that
+    comes from token probabilities (the program then acts on it, not on the words)."""
     if _problem(pred):
         return 0.0
-    verdict, conf = read_verdict(pred)
+    p, source = read_p_sufficient(pred)
     label = bool(example.sufficient)
-    correct = (verdict == "sufficient") == label
-    return 0.5 * correct + 0.5 * (1.0 - (p_sufficient(verdict, conf) - float(label)) ** 2)
+    says_sufficient = p >= 0.5 if source == "token" else read_verdict(pred)[0] == "sufficient"
+    return 0.5 * (says_sufficient == label) + 0.5 * (1.0 - (p - float(label)) ** 2)
 
 
 def critic_feedback(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
@@ -254,7 +273,7 @@ def critic_feedback(gold: Any, pred: Any, trace: Any = None, pred_name: str | No
     """GEPA feedback metric for the critic: the score and what was wrong, in words."""
     score = critic_score(gold, pred)
     verdict, conf = read_verdict(pred)
-    p = p_sufficient(verdict, conf)
+    p, _ = read_p_sufficient(pred)
     seen = {t.strip().lower() for t in gold.evidence_titles}
     missing = [t for t in gold.gold_titles if t.strip().lower() not in seen]
     truth = ("the evidence holds every paragraph needed (" + ", ".join(repr(t) for t in gold.gold_titles) + ")"
@@ -282,10 +301,12 @@ def evaluate_critic(critic: CriticProgram, cases: Sequence[Any]) -> dict:
         except RECOVERABLE as exc:
             log.debug("critic failed on %s: %s", case.id, exc)
             pred, errors = None, errors + 1
-        verdict, conf = read_verdict(pred)
+        verdict, _ = read_verdict(pred)
+        p, source = read_p_sufficient(pred)
+        stops = p >= 0.5 if source == "token" else verdict == "sufficient"
         scores.append(critic_score(case, pred))
-        points.append({"p_sufficient": p_sufficient(verdict, conf), "verdict": verdict, "label": bool(case.sufficient),
-                       "action": "stop" if verdict == "sufficient" else "retry", "problem": None})
+        points.append({"p_sufficient": p, "verdict": verdict, "label": bool(case.sufficient),
+                       "action": "stop" if stops else "retry", "problem": None, "source": source})
     out = {"score": sum(scores) / len(scores) if scores else None, "errors": errors}
     out.update(calibration(points))
     return out

@@ -16,10 +16,10 @@ class PlanSubQueries(dspy.Signature):
     """Split a multi-hop question into the ordered search queries needed to answer it.
 
     Write one short search query per fact to look up, in the order they must be found. Name the
-    entities explicitly (people, films, places, organisations) as they appear in the question.
-    When a later fact depends on an earlier answer (a bridge question), describe it through the
-    earlier entity, e.g. "director of the film Pulp Fiction". For a comparison question, write
-    one query per compared entity. Use at most three queries."""
+    entities explicitly (people, films, places, organisations) as they appear in the question,
+    and use only entities the question names. When a later fact depends on an earlier answer (a
+    bridge question), describe it through the entity the question names. For a comparison
+    question, write one query per compared entity. Use at most three queries."""
 
     question: str = dspy.InputField()
     sub_queries: list[str] = dspy.OutputField(desc="ordered search queries, one fact each")
@@ -36,9 +36,12 @@ class CritiqueEvidence(dspy.Signature):
     evidence for bridge hops); say "contradictory" when passages disagree on a needed fact.
     Confidence is your probability, from 0.0 to 1.0, that the verdict is right."""
 
-    question: str = dspy.InputField()
-    sub_queries: list[str] = dspy.InputField(desc="the searches already made")
+    # evidence first, question last (as the generator): on 16 train questions with complete and
+    # incomplete evidence, the AUROC of the verdict's token P(sufficient) was 0.72 this way, 0.61
+    # with the question first (experiments/benchmarks/critic_discrimination.py)
     evidence: str = dspy.InputField(desc="numbered passages: [n] Title: text")
+    sub_queries: list[str] = dspy.InputField(desc="the searches already made")
+    question: str = dspy.InputField()
     verdict: Verdict = dspy.OutputField()
     confidence: float = dspy.OutputField(desc="0.0 to 1.0")
     missing_information: list[str] = dspy.OutputField(desc="facts still missing; [] if none")

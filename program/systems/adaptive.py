@@ -51,7 +51,8 @@ class AdaptiveRAG(SharpRAG):
                 return finish(self.SYSTEM, tr, answer=answer, stop_reason="route_no_retrieval")
             if route == "single_step":
                 evidence = retrieve(self.retriever, q, cfg.single_k, tr)
-                answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
+                answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr,
+                                                     adapter=cfg.generator_adapter)
                 return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited,
                               sub_queries=[q], queries=[q], stop_reason="route_single_step")
             inner = super().forward(q)  # the SHARP loop, with its own budget; accounted in this tr.ledger too

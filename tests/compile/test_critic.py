@@ -139,3 +139,26 @@ def test_balance_adds_the_missing_verdict_and_interleaves(world):
     for p in preds:
         p.demos = list(one_sided)
     assert balance_demos(critic, [labelled(0, "sufficient")]) == [] and len(preds[0].demos) == 2
+
+
+def test_critic_metric_scores_token_probabilities_when_the_prediction_carries_them():
+    import math
+
+    import dspy
+
+    from optimize.critic import critic_score, read_p_sufficient
+
+    def pred(p_suff, logprobs=True):
+        tokens = [{"token": '{"verdict": "', "logprob": 0.0, "top_logprobs": []},
+                  {"token": "ins", "logprob": math.log(1 - p_suff),
+                   "top_logprobs": [{"token": "ins", "logprob": math.log(1 - p_suff)},
+                                    {"token": "s", "logprob": math.log(p_suff)}]}]
+        fields = dict(verdict="insufficient", confidence=0.0, missing_information=["x"], suggested_queries=["x"])
+        return dspy.Prediction(**fields, **({"logprobs": {"content": tokens}} if logprobs else {}))
+
+    complete = dspy.Example(sufficient=True)
+    assert read_p_sufficient(pred(0.8)) == (pytest.approx(0.8), "token")
+    # "insufficient, 0.0" in words is P(sufficient) = 1.0 verbally; 0.8 in tokens, and the call is right
+    assert critic_score(complete, pred(0.8)) == pytest.approx(0.5 + 0.5 * (1 - 0.2 ** 2))
+    assert critic_score(complete, pred(0.3)) == pytest.approx(0.5 * (1 - 0.7 ** 2))
+    assert read_p_sufficient(pred(0.8, logprobs=False)) == (1.0, "verbal")

@@ -164,7 +164,7 @@ def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
     from optimize.tune import baseline_trial, enqueue_baseline, in_space, params_of
 
     default = params_of(SharpConfig(), "hybrid")
-    assert default == {"confidence_threshold": 0.7, "max_retries": 2, "k_start": 3, "k_step": 2,
+    assert default == {"confidence_threshold": 0.35, "max_retries": 2, "k_start": 3, "k_step": 2,
                        "evidence_cap": 6, "mode": "hybrid"}
     assert apply_params(SharpConfig(), default)[0] == SharpConfig()  # the point reproduces the config
     assert params_of(SharpConfig(k_schedule=(1, 2, 2)), "bm25") is None  # not arithmetic
