@@ -28,7 +28,7 @@ def prediction(pred: Any, question: str) -> None:
     if plan is not None:
         console.print("[bold]plan[/bold]: " + (" | ".join(plan.get("sub_queries") or []) or "(planner gave nothing)"))
     table = Table(title="trace", show_lines=False)
-    for col in ("#", "role", "k", "detail", "verdict", "conf", "calls", "tokens", "s"):
+    for col in ("#", "role", "k", "detail", "verdict", "P(suff)", "calls", "tokens", "s"):
         table.add_column(col)
     for s in steps:
         role = s.get("role", "?")
@@ -42,8 +42,11 @@ def prediction(pred: Any, question: str) -> None:
         if s.get("error"):
             detail = f"[red]{s['error'][:80]}[/red] " + detail
         tokens = (s.get("prompt_tokens") or 0) + (s.get("completion_tokens") or 0)
+        # the critic's P(sufficient), marked by where it came from: token probabilities or the written words
+        p = _fmt(s.get("p_sufficient"), 2) + {"token": " tok", "verbal": " said"}.get(s.get("confidence_source"), "") \
+            if s.get("p_sufficient") is not None else _fmt(s.get("confidence"), 2)
         table.add_row(str(s.get("step", "")), role, _fmt(s.get("k")), detail[:120], _fmt(s.get("verdict")),
-                      _fmt(s.get("confidence"), 2), _fmt(s.get("lm_calls")), str(tokens or ""), _fmt(s.get("seconds"), 1))
+                      p, _fmt(s.get("lm_calls")), str(tokens or ""), _fmt(s.get("seconds"), 1))
     console.print(table)
     console.print("[bold]evidence[/bold]: " + "; ".join(
         f"[{i}] {p.title}" + (" *" if p.id in (pred.cited_ids or []) else "") for i, p in enumerate(pred.passages, 1)))

@@ -45,19 +45,32 @@ def chat_completion(session: LocalSession, body: dict, *, alias: str = SERVED_AL
         raise ValueError("only n=1 is supported")
     stop = body.get("stop")
     max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 1024
+    logprobs = int(body.get("top_logprobs") or 0) if body.get("logprobs") else None
     result = session.chat(
         _messages(body), max_tokens=int(max_tokens), temperature=float(body.get("temperature") or 0.0),
         top_p=body.get("top_p"), stop=[stop] if isinstance(stop, str) else list(stop or []),
-        response_format=body.get("response_format"), seed=body.get("seed"))
+        response_format=body.get("response_format"), seed=body.get("seed"), logprobs=logprobs)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
         "model": alias,
         "choices": [{"index": 0, "finish_reason": result.finish_reason,
-                     "message": {"role": "assistant", "content": result.text}}],
+                     "message": {"role": "assistant", "content": result.text},
+                     "logprobs": _openai_logprobs(result.logprobs)}],
         "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
                   "total_tokens": result.prompt_tokens + result.completion_tokens,
                   "prompt_tokens_details": {"cached_tokens": result.reused_tokens}},
     }
+
+
+def _openai_logprobs(steps) -> dict | None:
+    """Token logprobs in the OpenAI chat-completions shape (None when none were asked for)."""
+    if steps is None:
+        return None
+
+    def entry(token: str, logprob: float) -> dict:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+
+    return {"content": [{**entry(t, lp), "top_logprobs": [entry(a, b) for a, b in alts]} for t, lp, alts in steps]}
 
 
 def make_handler(session: LocalSession, alias: str = SERVED_ALIAS) -> type[BaseHTTPRequestHandler]:

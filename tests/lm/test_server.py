@@ -25,7 +25,9 @@ class FakeSession:
         self.calls.append({"messages": messages, **kw})
         if kw["max_tokens"] > 60000:
             raise ContextLengthError("the prompt has 10 tokens and max_tokens is huge")
-        return ChatResult(self.text, "stop", prompt_tokens=42, completion_tokens=7, reused_tokens=30, seconds=0.1)
+        logprobs = None if kw.get("logprobs") is None else [(self.text, -0.1, [(self.text, -0.1), ("x", -2.5)])]
+        return ChatResult(self.text, "stop", prompt_tokens=42, completion_tokens=7, reused_tokens=30, seconds=0.1,
+                          logprobs=logprobs)
 
 
 @pytest.fixture
@@ -84,3 +86,25 @@ def test_context_overflow_through_the_server_is_a_clear_error(served):
     lm = build_lm(LMSpec(model="openai/local", api_base=base, cache=False, max_tokens=65000), "generator")
     with pytest.raises(LMProviderError, match="max_tokens"):
         lm("hello")
+
+
+def test_served_model_returns_token_logprobs_when_asked():
+    session = FakeSession("sufficient")
+    plain = chat_completion(session, {"messages": [{"role": "user", "content": "hi"}]})
+    assert plain["choices"][0]["logprobs"] is None and session.calls[0]["logprobs"] is None
+    out = chat_completion(session, {"messages": [{"role": "user", "content": "hi"}], "logprobs": True,
+                                    "top_logprobs": 2})
+    assert session.calls[1]["logprobs"] == 2
+    (tok,) = out["choices"][0]["logprobs"]["content"]
+    assert tok["token"] == "sufficient" and [a["token"] for a in tok["top_logprobs"]] == ["sufficient", "x"]
+
+
+def test_logprobs_reach_a_dspy_prediction_through_the_server(served):
+    session, base = served
+    lm = build_lm(LMSpec(model="openai/local", api_base=base, cache=False), "critic")
+    sig = dspy.Signature("evidence -> verdict: str, confidence: float")
+    with dspy.context(adapter=dspy.JSONAdapter()):
+        out = dspy.Predict(sig)(evidence="Paris is in France.", lm=lm,
+                                config={"logprobs": True, "top_logprobs": 2})
+    assert session.calls[0]["logprobs"] == 2
+    assert out.logprobs["content"][0]["top_logprobs"][1]["token"] == "x"
