@@ -154,10 +154,17 @@ def _compile_critic(job: CompileJob, student: dspy.Module, trainset: Sequence[An
 
 def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], valset: Sequence[Any], *,
                 out_dir: Path, programs_dir: Path, save: SaveInfo | None = None, proposer_lm: Any = None,
-                task_lm: Any = None, params: dict | None = None) -> CompileOutcome:
+                task_lm: Any = None, params: dict | None = None,
+                selectset: Sequence[Any] | None = None) -> CompileOutcome:
     """Evaluate ``student`` on ``valset``, compile it on ``trainset``, evaluate again, save, and log all of
-    it as one MLflow run (tracking must be configured). Returns where the program was saved."""
+    it as one MLflow run (tracking must be configured). Returns where the program was saved.
+
+    ``selectset``: the questions an optimizer that selects candidates on a validation set (MIPROv2,
+    bootstrap-rs, GEPA) scores them on; held-out train questions, so the reported ``valset`` never
+    chooses the program. None: ``valset`` does both (the caller reports on a selection set).
+    """
     trainset, valset = list(trainset), list(valset)
+    selectset = valset if selectset is None else list(selectset)
     if not valset:
         raise ConfigError("the validation split is empty: compile evaluates before and after on it (--n-val)")
     if job.target == "program":
@@ -173,8 +180,9 @@ def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], 
         "system": job.system, "optimizer": job.optimizer, "target": job.target, "metric": job.metric,
         "metric_threshold": job.threshold(), "seed": job.seed, "critic_balance": job.critic_balance,
         "freeze": ",".join(job.freeze) or "-",
-        "n_train": len(trainset), "n_val": len(valset),
-        "data_hash": data_hash(trainset, valset), "opt": job.optimizer_settings,
+        "n_train": len(trainset), "n_val": len(valset), "n_select": len(selectset),
+        "select_is_val": selectset == valset,
+        "data_hash": data_hash(trainset, valset, selectset), "opt": job.optimizer_settings,
         "config": student.config.model_dump(mode="json") if hasattr(student, "config") else {},
         **(params or {}),
     }
@@ -189,7 +197,7 @@ def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], 
         critic_info: dict = {}
         if job.target == "program":
             result = compile_program(
-                student, job.optimizer, trainset, valset, metric=ANSWER_METRICS[job.metric],
+                student, job.optimizer, trainset, selectset, metric=ANSWER_METRICS[job.metric],
                 feedback_metric=answer_feedback_metric(job.metric), proposer_lm=proposer_lm, task_lm=task_lm,
                 overrides=job.optimizer_settings, metric_threshold=job.threshold(), seed=job.seed,
                 freeze=job.freeze)
@@ -243,22 +251,41 @@ def save_info(runtime: Any, retriever_overrides: dict | None = None, meta: dict 
     )
 
 
-def split_train_val(examples: Sequence[Any], n_train: int, n_val: int) -> tuple[list, list]:
+def split_train_val(examples: Sequence[Any], **sizes: int) -> tuple[list, ...]:
+    """Consecutive disjoint slices of ``examples``, one per named size, in order."""
     examples = list(examples)
-    if len(examples) < n_train + n_val:
-        raise ConfigError(f"asked for {n_train} train + {n_val} validation questions, the split has {len(examples)}")
-    return examples[:n_train], examples[n_train:n_train + n_val]
+    if len(examples) < sum(sizes.values()):
+        asked = " + ".join(f"{n} {name}" for name, n in sizes.items() if n)
+        raise ConfigError(f"asked for {asked} questions, the split has {len(examples)}")
+    out, start = [], 0
+    for n in sizes.values():
+        out.append(examples[start:start + n])
+        start += n
+    return tuple(out)
 
 
 def compile_from_runtime(runtime: Any, job: CompileJob, *, n_train: int, n_val: int, val_split: str = "train",
-                         program_path: str | Path | None = None, system_config: dict | None = None) -> CompileOutcome:
-    """``sharp compile``: sample train/val questions, build the student, compile, save, log."""
+                         program_path: str | Path | None = None, system_config: dict | None = None,
+                         n_select: int | None = None) -> CompileOutcome:
+    """``sharp compile``: sample train/val questions, build the student, compile, save, log.
+
+    An optimizer that selects on a validation set gets ``n_select`` train questions of its own
+    (default: as many as ``n_val``), disjoint from the ones it trains on and from the reported ones.
+    """
+    from optimize.compile import get_spec
+
     check_sizes_early(job, n_train, n_val)
+    selects = job.target == "program" and get_spec(job.optimizer).uses_valset
+    n_sel = (n_val if n_select is None else n_select) if selects else 0
+    if selects and n_sel < 1:
+        raise ConfigError(f"{job.optimizer!r} selects candidates on held-out train questions: --n-select must be >= 1")
     if val_split == "train":
-        trainset, valset = split_train_val(runtime.examples("train", limit=n_train + n_val, seed=job.seed),
-                                           n_train, n_val)
+        trainset, selectset, valset = split_train_val(
+            runtime.examples("train", limit=n_train + n_sel + n_val, seed=job.seed),
+            train=n_train, selection=n_sel, validation=n_val)
     else:
-        trainset = runtime.examples("train", limit=n_train, seed=job.seed)
+        trainset, selectset = split_train_val(runtime.examples("train", limit=n_train + n_sel, seed=job.seed),
+                                              train=n_train, selection=n_sel)
         valset = runtime.examples(val_split, limit=n_val, seed=job.seed)
     if program_path:
         student, saved = runtime.load_program(program_path)
@@ -274,7 +301,8 @@ def compile_from_runtime(runtime: Any, job: CompileJob, *, n_train: int, n_val: 
               .model_dump(mode="json")}
     ws = runtime.workspace
     return run_compile(job, student, trainset, valset, out_dir=ws / "compile", programs_dir=ws / "programs",
-                       save=save_info(runtime, retriever_overrides), proposer_lm=proposer, params=params)
+                       save=save_info(runtime, retriever_overrides), proposer_lm=proposer, params=params,
+                       selectset=selectset if selects else None)
 
 
 def check_sizes_early(job: CompileJob, n_train: int, n_val: int) -> None:

@@ -64,6 +64,10 @@ def register(app: typer.Typer) -> None:
         metric: str = typer.Option("f1", "--metric", help="f1 or em."),
         n_train: int = typer.Option(24, "--n-train", help="Training questions (critic: questions harvested)."),
         n_val: int = typer.Option(24, "--n-val", help="Validation questions (evaluated before and after)."),
+        n_select: Optional[int] = typer.Option(None, "--n-select",
+                                               help="Held-out train questions an optimizer that selects on a "
+                                                    "validation set (mipro, bootstrap-rs, gepa) scores its "
+                                                    "candidates on (default: --n-val); never the reported ones."),
         val_split: str = typer.Option("train", "--val-split",
                                       help="'train' (held out from the train split, default) or 'dev'."),
         name: Optional[str] = typer.Option(None, "--name", help="Program name (workspace/programs/NAME.json)."),
@@ -103,7 +107,8 @@ def register(app: typer.Typer) -> None:
                            {"mode": retriever_mode} if retriever_mode else None)
             tracking.configure(tracking_uri, rt.workspace, experiment)  # fail fast, before any LM work
             out = compile_from_runtime(rt, job, n_train=n_train, n_val=n_val, val_split=val_split,
-                                       program_path=_program(program, rt), system_config=_system_config(config, set_))
+                                       program_path=_program(program, rt), system_config=_system_config(config, set_),
+                                       n_select=n_select)
         except SharpError as exc:
             _fail(exc)
         typer.echo(f"program: {out.path}\nrun: {out.run_id}")

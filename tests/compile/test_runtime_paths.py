@@ -70,3 +70,26 @@ def test_tune_from_runtime_opens_one_retriever_per_mode(world, tmp_path, tracked
     saved = read_program(out.path)
     assert saved.retriever["mode"] == out.best_params["mode"]
     assert mlflow.get_run(out.run_id).data.params["lm.critic"] == "openai/toy-critic"
+
+
+def test_an_optimizer_that_selects_gets_held_out_train_questions_not_the_reported_ones(world, tmp_path, tracked,
+                                                                                        monkeypatch):
+    import experiments.compile as ec
+
+    seen = {}
+    real = ec.compile_program
+
+    def spy(student, optimizer, trainset, valset=(), **kw):
+        seen["train"], seen["select"] = [e.id for e in trainset], [e.id for e in valset]
+        return real(student, optimizer, trainset, valset, **kw)
+
+    monkeypatch.setattr(ec, "compile_program", spy)
+    rt = FakeRuntime(world, tmp_path)
+    out = compile_from_runtime(rt, CompileJob(optimizer="bootstrap-rs", name="rs", optimizer_settings={
+        "num_candidate_programs": 1}), n_train=4, n_val=3, n_select=2)
+    ids = [e.id for e in world.examples()]
+    assert seen["train"] == ids[:4] and seen["select"] == ids[4:6]
+    params = mlflow.get_run(out.run_id).data.params
+    assert params["n_select"] == "2" and params["select_is_val"] == "False" and params["n_val"] == "3"
+    with pytest.raises(ConfigError, match="--n-select must be >= 1"):
+        compile_from_runtime(rt, CompileJob(optimizer="bootstrap-rs"), n_train=4, n_val=3, n_select=0)
