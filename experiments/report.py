@@ -15,7 +15,9 @@ from optimize.evaluate import aggregate, by_type, cold_figures
 from optimize.stats import paired_bootstrap
 
 # Trace-step keys that hold a grader's decision (SHARP critic, CRAG, Self-RAG, Adaptive routes).
-DECISION_KEYS = ("verdict", "grade", "route", "decision", "relevant", "support", "accepted")
+# "action" is what a loop did after a grader (SHARP: stop or retry, on P(sufficient) rather than on the
+# written verdict; Self-RAG: regenerate or stop).
+DECISION_KEYS = ("verdict", "action", "grade", "route", "decision", "relevant", "support", "accepted")
 COSTS = {"lm_calls_per_q": "LM calls / question", "tokens_per_q": "tokens / question", "seconds_per_q": "seconds / question"}
 JUDGE_KEYS = ("judge_accuracy", "judge_faithfulness")
 

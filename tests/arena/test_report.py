@@ -31,7 +31,7 @@ def test_pareto_front_hand_case():
 def test_decision_rates_read_trace_keys_and_count_defaults():
     trace = [{"role": "crag", "grade": "correct"}, {"role": "router", "route": "multi_step", "problem": None},
              {"role": "router", "route": "multi_step", "problem": "unparseable"},
-             {"role": "critic", "verdict": "insufficient", "critic_problem": None},
+             {"role": "critic", "verdict": "insufficient", "critic_problem": None, "action": "stop"},
              {"role": "relevance_grader", "relevant": True}, {"role": "relevance_grader", "relevant": False},
              {"role": "retriever", "k": 3}]
     rates = decision_rates([{"trace": trace}, {"trace": trace[:1] + [{"role": "crag", "grade": "incorrect"}]}])
@@ -39,6 +39,7 @@ def test_decision_rates_read_trace_keys_and_count_defaults():
     assert rates["router.route"] == {"(default)": 0.5, "multi_step": 0.5}
     assert rates["relevance_grader.relevant"] == {"False": 0.5, "True": 0.5}
     assert rates["critic.verdict"] == {"insufficient": 1.0}
+    assert rates["critic.action"] == {"stop": 1.0}  # it said insufficient, yet P(sufficient) stopped the loop
 
 
 def test_paired_differences_against_the_baseline():
