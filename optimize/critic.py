@@ -24,15 +24,15 @@ import dspy
 from optimize.compile import shared_retriever
 from optimize.metrics import calibration, evidence_complete
 from program.errors import ConfigError
-from program.confidence import TOP_LOGPROBS, choice_probabilities
+from program.confidence import TOP_LOGPROBS, choice_probabilities, verbal_p_sufficient
 from program.evidence import format_evidence
 from program.parsing import as_score, items
+from program.sharp import VERDICTS
 from program.steps import RECOVERABLE, check_question
 from program.types import Passage
 
 log = logging.getLogger(__name__)
 
-VERDICTS = ("sufficient", "insufficient", "contradictory")
 CRITIC_INPUTS = ("question", "sub_queries", "evidence")
 # A labelled case is a complete critique, so an optimizer's labeled demos show the whole output: the
 # right verdict, a high (not certain) confidence, and for a gap the missing gold paragraphs' titles
@@ -242,10 +242,6 @@ def read_verdict(pred: Any) -> tuple[str, float]:
     return getattr(pred, "verdict"), as_score(getattr(pred, "confidence"))
 
 
-def p_sufficient(verdict: str, confidence: float) -> float:
-    return confidence if verdict == "sufficient" else 1.0 - confidence
-
-
 def read_p_sufficient(pred: Any) -> tuple[float, str]:
     """P(sufficient) as SHARP reads it: from the verdict's token probabilities when the prediction
     carries logprobs, else from the written verdict and confidence; and which source it was."""
@@ -253,19 +249,24 @@ def read_p_sufficient(pred: Any) -> tuple[float, str]:
         probs = choice_probabilities(getattr(pred, "logprobs", None), "verdict", VERDICTS)
         if probs is not None:
             return probs["sufficient"], "token"
-    return p_sufficient(*read_verdict(pred)), "verbal"
+    return verbal_p_sufficient(*read_verdict(pred)), "verbal"
+
+
+def says_sufficient(pred: Any) -> bool:
+    """The critique's call: P(sufficient) >= 0.5 when read from token probabilities (the program acts
+    on that, not on the words), else its written verdict."""
+    p, source = read_p_sufficient(pred)
+    return p >= 0.5 if source == "token" else read_verdict(pred)[0] == "sufficient"
 
 
 def critic_score(example: Any, pred: Any, trace: Any = None) -> float:
-    """0.5 for the right call + 0.5 * (1 - Brier) of P(sufficient) against the label; 0 for an
-    output the program would discard. The call is the verdict, or P(sufficient) >= 0.5 when that
-    comes from token probabilities (the program then acts on it, not on the words)."""
+    """0.5 for the right call (:func:`says_sufficient`) + 0.5 * (1 - Brier) of P(sufficient) against
+    the label; 0 for an output the program would discard."""
     if _problem(pred):
         return 0.0
-    p, source = read_p_sufficient(pred)
+    p, _ = read_p_sufficient(pred)
     label = bool(example.sufficient)
-    says_sufficient = p >= 0.5 if source == "token" else read_verdict(pred)[0] == "sufficient"
-    return 0.5 * (says_sufficient == label) + 0.5 * (1.0 - (p - float(label)) ** 2)
+    return 0.5 * (says_sufficient(pred) == label) + 0.5 * (1.0 - (p - float(label)) ** 2)
 
 
 def critic_feedback(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
@@ -301,12 +302,10 @@ def evaluate_critic(critic: CriticProgram, cases: Sequence[Any]) -> dict:
         except RECOVERABLE as exc:
             log.debug("critic failed on %s: %s", case.id, exc)
             pred, errors = None, errors + 1
-        verdict, _ = read_verdict(pred)
         p, source = read_p_sufficient(pred)
-        stops = p >= 0.5 if source == "token" else verdict == "sufficient"
         scores.append(critic_score(case, pred))
-        points.append({"p_sufficient": p, "verdict": verdict, "label": bool(case.sufficient),
-                       "action": "stop" if stops else "retry", "problem": None, "source": source})
+        points.append({"p_sufficient": p, "verdict": read_verdict(pred)[0], "label": bool(case.sufficient),
+                       "action": "stop" if says_sufficient(pred) else "retry", "problem": None, "source": source})
     out = {"score": sum(scores) / len(scores) if scores else None, "errors": errors}
     out.update(calibration(points))
     return out

@@ -22,6 +22,11 @@ from typing import Any, Sequence
 TOP_LOGPROBS = 10
 
 
+def verbal_p_sufficient(verdict: str, confidence: float) -> float:
+    """P(sufficient) from what the critic wrote: its confidence in "sufficient", else the rest."""
+    return confidence if verdict == "sufficient" else 1.0 - confidence
+
+
 def _tokens(logprobs: Any) -> list[dict]:
     content = logprobs.get("content") if isinstance(logprobs, dict) else getattr(logprobs, "content", None)
     return [t if isinstance(t, dict) else dict(t) for t in content or []]

@@ -7,7 +7,7 @@ from typing import Literal
 import dspy
 from pydantic import Field, field_validator, model_validator
 
-from program.confidence import TOP_LOGPROBS, choice_probabilities
+from program.confidence import TOP_LOGPROBS, choice_probabilities, verbal_p_sufficient
 from program.config import StrictConfig
 from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
@@ -127,18 +127,13 @@ class SharpRAG(dspy.Module):
         elif verdict == "sufficient" and suggested and missing:
             problem = "inconsistent: sufficient but lists missing information"
         probs = None
-        if problem:
-            verdict, confidence, source = "insufficient", 0.0, "fallback"
+        if problem:  # p_sufficient unknown: the metrics read it as the low-confidence "insufficient"
+            verdict, confidence, source, p_sufficient = "insufficient", 0.0, "fallback", None
         elif cfg.critic_confidence == "token" and (probs := choice_probabilities(
                 getattr(pred, "logprobs", None), "verdict", VERDICTS)) is not None:
-            confidence, source = probs[verdict], "token"
+            confidence, source, p_sufficient = probs[verdict], "token", round(probs["sufficient"], 4)
         else:
-            source = "verbal"
-        if problem:  # unknown: the metrics read it as the low-confidence "insufficient" it stands for
-            p_sufficient = None
-        else:
-            p_sufficient = round(probs["sufficient"] if probs else
-                                 confidence if verdict == "sufficient" else 1.0 - confidence, 4)
+            source, p_sufficient = "verbal", round(verbal_p_sufficient(verdict, confidence), 4)
         step.update(round=round_no, evidence_ids=[p.id for p in evidence],
                     evidence_titles=[p.title for p in evidence], verdict=verdict,
                     confidence=round(confidence, 4), p_sufficient=p_sufficient,
