@@ -72,6 +72,7 @@ class TuneOutcome:
     speedup: dict
     verify: dict = field(default_factory=dict)
     baseline: dict = field(default_factory=dict)
+    best_metrics: dict = field(default_factory=dict)
 
 
 def _digest(obj: Any) -> str:
@@ -241,14 +242,15 @@ def run_tune(job: TuneJob, base: SharpRAG, examples: Sequence[Any], *, retriever
         tracking.log_file(path, "program")
         report = {"study": study_name, "storage": redact_url(storage), "objective": job.objective,
                   "trials_finished": len([t for t in study.trials if t.values is not None]), "trials_run_now": ran,
-                  "best": {"number": best.number, "values": best.values, "params": best_params},
+                  "best": {"number": best.number, "values": best.values, "params": best_params,
+                           "metrics": best.user_attrs.get("metrics") or {}},
                   ("pareto_front" if objective.multi else "best_trials"): front, "replay": speed, "verify": verify,
                   "baseline": baseline,
                   "plots": plots}
         tracking.log_json(report, "tune_report.json")
         return TuneOutcome(study=study_name, storage=storage, run_id=active.info.run_id, best_params=best_params,
                            best_values=list(best.values), path=path, trials_run=ran, speedup=speed, verify=verify,
-                           baseline=baseline)
+                           baseline=baseline, best_metrics=dict(best.user_attrs.get("metrics") or {}))
 
 
 def _mode(retriever: dict | None) -> str:

@@ -259,11 +259,23 @@ def run_study(study: Any, tuner: Tuner, n_trials: int, callbacks: list | None = 
     return len(tuner.outcomes) - before
 
 
+def _lm_calls(trial: Any) -> float:
+    calls = (trial.user_attrs.get("metrics") or {}).get("lm_calls_per_q")
+    return float(calls) if calls is not None else float("inf")
+
+
 def best_trial(study: Any, objective: Objective) -> Any:
-    """The single best trial, or on a Pareto front the one with the highest first objective
-    (ties: the cheaper)."""
+    """The single best trial (ties: the fewest LM calls a question, then the earliest), or on a
+    Pareto front the one with the highest first objective (ties: the cheaper).
+
+    Ties are common: a replayed policy that stops one retry earlier on questions it already
+    answers right scores the same, and costs less; Optuna's ``best_trial`` would keep whichever
+    came first (usually the enqueued defaults)."""
     if not objective.multi:
-        return study.best_trial
+        top = study.best_trial.value
+        tied = [t for t in study.get_trials(deepcopy=False)
+                if t.value is not None and abs(t.value - top) <= 1e-12]
+        return min(tied, key=lambda t: (_lm_calls(t), t.number))
     front = study.best_trials
     if not front:
         raise ConfigError("the study has no finished trial yet")

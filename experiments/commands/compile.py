@@ -172,10 +172,14 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"study {out.study}: {out.trials_run} trials run now; best {out.best_values} with")
         for key, value in out.best_params.items():
             typer.echo(f"  {key} = {value}")
+        def figures(m: dict) -> str:
+            return ", ".join(f"{k} {m[k]:.3f}" for k in ("em", "f1", "lm_calls_per_q")
+                             if isinstance(m.get(k), (int, float)))
+
+        if out.best_metrics:
+            typer.echo(f"best: {figures(out.best_metrics)}")
         if out.baseline:
-            m = out.baseline["metrics"]
-            typer.echo("defaults (trial {}): ".format(out.baseline["number"]) + ", ".join(
-                f"{k} {m[k]:.3f}" for k in ("em", "f1", "lm_calls_per_q") if isinstance(m.get(k), (int, float))))
+            typer.echo("defaults (trial {}): ".format(out.baseline["number"]) + figures(out.baseline["metrics"]))
         s = out.speedup
         if s.get("speedup_total"):
             typer.echo(f"replay: {s['recordings']} live recordings ({s['record_seconds']:.0f}s) + replay "

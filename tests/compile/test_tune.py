@@ -194,4 +194,22 @@ def test_tune_reports_the_defaults_next_to_the_best(world, tmp_path, tracked):
     assert out.baseline["params"] == {"confidence_threshold": 0.7, "max_retries": 3, "k_start": 1, "k_step": 1,
                                       "evidence_cap": 4, "mode": "bm25"}
     assert "f1" in out.baseline["metrics"] and out.best_values[0] >= out.baseline["metrics"]["f1"]
+    assert out.best_metrics["f1"] == pytest.approx(out.best_values[0]) and "lm_calls_per_q" in out.best_metrics
     assert mlflow.get_run(out.run_id).data.metrics["default.f1"] == pytest.approx(out.baseline["metrics"]["f1"])
+
+
+def test_a_tie_on_the_objective_goes_to_the_policy_with_fewer_lm_calls():
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+
+    from optimize.tune import best_trial
+
+    study = optuna.create_study(direction="maximize")
+    dist = {"confidence_threshold": FloatDistribution(0.05, 0.95)}
+    for value, calls, thr in [(0.41, 3.08, 0.35), (0.30, 1.0, 0.9), (0.41, 2.0, 0.6), (0.41, 2.0, 0.7)]:
+        study.add_trial(create_trial(value=value, params={"confidence_threshold": thr}, distributions=dist,
+                                     user_attrs={"metrics": {"f1": value, "lm_calls_per_q": calls}}))
+    assert study.best_trial.number == 0           # Optuna alone keeps the first of the tied trials
+    best = best_trial(study, get_objective("f1"))
+    assert best.number == 2                        # equal F1, fewer calls; the earlier of two equal
+    assert best.params["confidence_threshold"] == 0.6
