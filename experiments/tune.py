@@ -240,17 +240,18 @@ def run_tune(job: TuneJob, base: SharpRAG, examples: Sequence[Any], *, retriever
         path = save_program(workspace / "programs" / f"{study_name}.json", program, SharpRAG.SYSTEM,
                             retriever=retriever, lm=save.lm, index_manifest=save.index_manifest, meta=meta)
         tracking.log_file(path, "program")
+        best_metrics = dict(best.user_attrs.get("metrics") or {})
         report = {"study": study_name, "storage": redact_url(storage), "objective": job.objective,
                   "trials_finished": len([t for t in study.trials if t.values is not None]), "trials_run_now": ran,
                   "best": {"number": best.number, "values": best.values, "params": best_params,
-                           "metrics": best.user_attrs.get("metrics") or {}},
+                           "metrics": best_metrics},
                   ("pareto_front" if objective.multi else "best_trials"): front, "replay": speed, "verify": verify,
                   "baseline": baseline,
                   "plots": plots}
         tracking.log_json(report, "tune_report.json")
         return TuneOutcome(study=study_name, storage=storage, run_id=active.info.run_id, best_params=best_params,
                            best_values=list(best.values), path=path, trials_run=ran, speedup=speed, verify=verify,
-                           baseline=baseline, best_metrics=dict(best.user_attrs.get("metrics") or {}))
+                           baseline=baseline, best_metrics=best_metrics)
 
 
 def _mode(retriever: dict | None) -> str:

@@ -24,7 +24,7 @@ import dspy
 from optimize.compile import shared_retriever
 from optimize.metrics import calibration, evidence_complete
 from program.errors import ConfigError
-from program.confidence import TOP_LOGPROBS, choice_probabilities, verbal_p_sufficient
+from program.confidence import TOP_LOGPROBS, UNKNOWN_P_SUFFICIENT, choice_probabilities, verbal_p_sufficient
 from program.evidence import format_evidence
 from program.parsing import as_score, items
 from program.sharp import VERDICTS
@@ -244,11 +244,13 @@ def read_verdict(pred: Any) -> tuple[str, float]:
 
 def read_p_sufficient(pred: Any) -> tuple[float, str]:
     """P(sufficient) as SHARP reads it: from the verdict's token probabilities when the prediction
-    carries logprobs, else from the written verdict and confidence; and which source it was."""
-    if not _problem(pred):
-        probs = choice_probabilities(getattr(pred, "logprobs", None), "verdict", VERDICTS)
-        if probs is not None:
-            return probs["sufficient"], "token"
+    carries logprobs, else from the written verdict and confidence; and which source it was
+    (a critique SHARP would discard: unknown, "fallback")."""
+    if _problem(pred):
+        return UNKNOWN_P_SUFFICIENT, "fallback"
+    probs = choice_probabilities(getattr(pred, "logprobs", None), "verdict", VERDICTS)
+    if probs is not None:
+        return probs["sufficient"], "token"
     return verbal_p_sufficient(*read_verdict(pred)), "verbal"
 
 

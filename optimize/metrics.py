@@ -12,7 +12,7 @@ import unicodedata
 from collections import Counter
 from typing import Any, Iterable
 
-from program.confidence import verbal_p_sufficient
+from program.confidence import UNKNOWN_P_SUFFICIENT, verbal_p_sufficient
 
 _SPECIAL = {"yes", "no", "noanswer"}
 
@@ -95,8 +95,9 @@ def critic_points(example: Any, prediction: Any) -> list[dict]:
         if step.get("role") != "critic" or not gold or step.get("verdict") is None:
             continue
         p_suff = step.get("p_sufficient")
-        if p_suff is None:  # a discarded critique, or a trace from before P(sufficient) was recorded
-            p_suff = verbal_p_sufficient(step["verdict"], float(step.get("confidence") or 0.0))
+        if p_suff is None:  # a trace from before P(sufficient) was recorded
+            p_suff = UNKNOWN_P_SUFFICIENT if step.get("critic_problem") else \
+                verbal_p_sufficient(step["verdict"], float(step.get("confidence") or 0.0))
         points.append({
             "p_sufficient": float(p_suff),
             "source": step.get("confidence_source", "verbal"),

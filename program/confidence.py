@@ -20,6 +20,10 @@ from typing import Any, Sequence
 
 # top alternatives asked for per generated token: enough to hold every first token of a choice
 TOP_LOGPROBS = 10
+# P(sufficient) of a discarded critique (unreadable, invalid or inconsistent fields): unknown, so a coin
+# flip for the metrics. It is recorded as "insufficient, 0.0" and the loop retries on it, but read
+# verbally that pair means "certainly sufficient" (P = 1.0), the opposite of what the program did.
+UNKNOWN_P_SUFFICIENT = 0.5
 
 
 def verbal_p_sufficient(verdict: str, confidence: float) -> float:

@@ -7,7 +7,7 @@ from typing import Literal
 import dspy
 from pydantic import Field, field_validator, model_validator
 
-from program.confidence import TOP_LOGPROBS, choice_probabilities, verbal_p_sufficient
+from program.confidence import TOP_LOGPROBS, UNKNOWN_P_SUFFICIENT, choice_probabilities, verbal_p_sufficient
 from program.config import StrictConfig
 from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
@@ -127,8 +127,8 @@ class SharpRAG(dspy.Module):
         elif verdict == "sufficient" and suggested and missing:
             problem = "inconsistent: sufficient but lists missing information"
         probs = None
-        if problem:  # p_sufficient unknown: the metrics read it as the low-confidence "insufficient"
-            verdict, confidence, source, p_sufficient = "insufficient", 0.0, "fallback", None
+        if problem:  # discarded: the loop retries (verdict "insufficient"); P(sufficient) is unknown
+            verdict, confidence, source, p_sufficient = "insufficient", 0.0, "fallback", UNKNOWN_P_SUFFICIENT
         elif cfg.critic_confidence == "token" and (probs := choice_probabilities(
                 getattr(pred, "logprobs", None), "verdict", VERDICTS)) is not None:
             confidence, source, p_sufficient = probs[verdict], "token", round(probs["sufficient"], 4)

@@ -162,3 +162,7 @@ def test_critic_metric_scores_token_probabilities_when_the_prediction_carries_th
     assert critic_score(complete, pred(0.8)) == pytest.approx(0.5 + 0.5 * (1 - 0.2 ** 2))
     assert critic_score(complete, pred(0.3)) == pytest.approx(0.5 * (1 - 0.7 ** 2))
     assert read_p_sufficient(pred(0.8, logprobs=False)) == (1.0, "verbal")
+    # a critique SHARP discards (here: an invalid verdict) is unknown, whatever its logprobs say
+    garbage = pred(0.8)
+    garbage.verdict = "maybe"
+    assert read_p_sufficient(garbage) == (0.5, "fallback") and critic_score(complete, garbage) == 0.0

@@ -74,6 +74,16 @@ def test_calibration_hand_checked():
     assert calibration([])["brier"] is None
 
 
+def test_a_discarded_critique_counts_as_unknown_not_as_certainly_sufficient():
+    # "insufficient, 0.0" is how a discarded critique is recorded; read verbally it would be P = 1.0
+    legacy = {**crit_step("insufficient", 0.0, ["A"], "retry"), "critic_problem": "unparseable"}
+    recorded = {**legacy, "p_sufficient": 0.5, "confidence_source": "fallback"}
+    valid = crit_step("insufficient", 0.0, ["A"], "retry")
+    pts = critic_points(ex(), pred("x", trace=[legacy, recorded, valid]))
+    assert [p["p_sufficient"] for p in pts] == [0.5, 0.5, 1.0]
+    assert [p["problem"] for p in pts] == ["unparseable", "unparseable", None]
+
+
 def test_auroc_counts_ties_half_and_needs_both_classes():
     from optimize.metrics import auroc
 

@@ -87,6 +87,7 @@ def test_inconsistent_critic_is_low_confidence_insufficient():
     pred, _, _ = run([crit("sufficient", 250.0)])
     step = next(s for s in pred.trace if s["role"] == "critic")
     assert step["verdict"] == "insufficient" and step["confidence"] == 0.0
+    assert step["p_sufficient"] == 0.5 and step["confidence_source"] == "fallback"  # unknown, not 1 - 0.0
     assert step["critic_problem"].startswith("invalid fields")
     pred, _, _ = run([crit("sufficient", 0.9, ["birthplace"], ["Tarantino birthplace"]), crit()])
     first = next(s for s in pred.trace if s["role"] == "critic")
