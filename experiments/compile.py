@@ -22,7 +22,7 @@ import dspy
 
 from experiments import tracking
 from optimize.compile import CompileResult, check_sizes, compile_program, describe_program, render_prompts
-from optimize.critic import (balance_demos, critic_feedback, critic_score, critic_student, evaluate_critic, harvest,
+from optimize.critic import (DEFAULT_THRESHOLD, CriticScore, balance_demos, critic_student, evaluate_critic, harvest,
                              install_critic, label_counts, split_cases)
 from optimize.compile import shared_retriever
 from optimize.evaluate import EvalResult, evaluate
@@ -136,20 +136,24 @@ def _compile_critic(job: CompileJob, student: dspy.Module, trainset: Sequence[An
     check_sizes(job.optimizer, len(train_cases), len(val_cases))
     critic = critic_student(student)
     task_lm = next((p.lm for _, p in critic.named_predictors() if p.lm is not None), task_lm)
-    before = evaluate_critic(critic, val_cases or train_cases)
-    result = compile_program(critic, job.optimizer, train_cases, val_cases, metric=critic_score,
-                             feedback_metric=critic_feedback, proposer_lm=proposer_lm, task_lm=task_lm,
+    # the critic is scored on the calls the program makes with it: at the program's stop threshold
+    threshold = getattr(getattr(student, "config", None), "confidence_threshold", DEFAULT_THRESHOLD)
+    metric = CriticScore(threshold)
+    before = evaluate_critic(critic, val_cases or train_cases, threshold)
+    result = compile_program(critic, job.optimizer, train_cases, val_cases, metric=metric,
+                             feedback_metric=metric.feedback, proposer_lm=proposer_lm, task_lm=task_lm,
                              overrides=job.optimizer_settings, metric_threshold=job.threshold(), seed=job.seed)
     result.cost["harvest"] = ledger.summary()  # the program runs that produced the critique states
     added = balance_demos(result.program, train_cases) if job.critic_balance else []
     if added:
         log.info("critic demos balanced: added the gold critiques of %s", ", ".join(added))
-    after = evaluate_critic(result.program, val_cases or train_cases)
+    after = evaluate_critic(result.program, val_cases or train_cases, threshold)
     with shared_retriever(student):
         program = student.deepcopy()
     install_critic(program, result.program)
     return program, result, {"counts": counts, "n_train_cases": len(train_cases), "n_val_cases": len(val_cases),
-                             "before": before, "after": after, "balanced_with": added}
+                             "before": before, "after": after, "balanced_with": added,
+                             "threshold": threshold}
 
 
 def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], valset: Sequence[Any], *,
@@ -208,7 +212,8 @@ def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], 
                                                  "harvest": critic_info["counts"]}, "critic."))
             mlflow.log_params({"critic.n_train_cases": critic_info["n_train_cases"],
                                "critic.n_val_cases": critic_info["n_val_cases"],
-                               "critic.balanced_with": ",".join(critic_info["balanced_with"]) or "-"})
+                               "critic.balanced_with": ",".join(critic_info["balanced_with"]) or "-",
+                               "critic.threshold": critic_info["threshold"]})
         mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
         mlflow.log_metrics(tracking.numeric(result.cost, "compile."))
         after = _evaluate(compiled, valset, out_dir, "after", job.threads)

@@ -7,8 +7,9 @@
    paragraph is in the critiqued evidence (:func:`optimize.metrics.evidence_complete`). Each case
    carries a complete gold critique (verdict, confidence, the missing gold titles as missing
    information and as suggested queries), which labeled demos show the critic.
-3. :func:`critic_score` rewards a correct verdict and a calibrated confidence:
-   ``0.5 * correct + 0.5 * (1 - Brier)``; :func:`critic_feedback` says the same in words for GEPA.
+3. :class:`CriticScore` rewards the right call (stop or search again, made as SHARP makes it at
+   the program's confidence threshold) and a calibrated P(sufficient):
+   ``0.5 * correct + 0.5 * (1 - Brier)``; its ``feedback`` says the same in words for GEPA.
 4. The critic is compiled as :class:`CriticProgram` (one predictor, named ``critic`` so it keeps
    the critic's LM) and copied back into the full program with :func:`install_critic`.
 """
@@ -24,10 +25,9 @@ import dspy
 from optimize.compile import shared_retriever
 from optimize.metrics import calibration, evidence_complete
 from program.errors import ConfigError
-from program.confidence import TOP_LOGPROBS, UNKNOWN_P_SUFFICIENT, choice_probabilities, verbal_p_sufficient
+from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD as DEFAULT_THRESHOLD, TOP_LOGPROBS
 from program.evidence import format_evidence
-from program.parsing import as_score, items
-from program.sharp import VERDICTS
+from program.sharp import critic_stops, read_critique
 from program.steps import RECOVERABLE, check_question
 from program.types import Passage
 
@@ -226,77 +226,89 @@ def _interleave(demos: list) -> list:
 
 
 # ---- metric ------------------------------------------------------------------------------------
-def _problem(pred: Any) -> bool:
-    """True when SHARP would discard this critique (unreadable, invalid or inconsistent fields)."""
-    verdict = getattr(pred, "verdict", None)
-    if verdict not in VERDICTS or as_score(getattr(pred, "confidence", None)) is None:
-        return True
-    return verdict == "sufficient" and bool(items(getattr(pred, "missing_information", None))) \
-        and bool(items(getattr(pred, "suggested_queries", None)))
+def _fields_of(pred: Any) -> dict:
+    if pred is None:
+        return {}
+    return pred.toDict() if hasattr(pred, "toDict") else dict(pred)
+
+
+def read_critique_of(pred: Any) -> dict:
+    """``pred`` read exactly as SHARP reads a critique (:func:`program.sharp.read_critique`): token
+    probabilities when the prediction carries logprobs, else the written verdict and confidence; a
+    critique SHARP would discard is "insufficient" with P(sufficient) unknown."""
+    mode = "token" if getattr(pred, "logprobs", None) is not None else "verbal"
+    return read_critique(_fields_of(pred), pred is not None, getattr(pred, "logprobs", None), mode)
 
 
 def read_verdict(pred: Any) -> tuple[str, float]:
-    """The verdict and confidence the program would act on (invalid output: insufficient, 0.0)."""
-    if _problem(pred):
-        return "insufficient", 0.0
-    return getattr(pred, "verdict"), as_score(getattr(pred, "confidence"))
+    """The verdict and confidence the program records (invalid output: insufficient, 0.0; with token
+    probabilities the confidence is the probability of the verdict written)."""
+    crit = read_critique_of(pred)
+    return crit["verdict"], crit["confidence"]
 
 
 def read_p_sufficient(pred: Any) -> tuple[float, str]:
-    """P(sufficient) as SHARP reads it: from the verdict's token probabilities when the prediction
-    carries logprobs, else from the written verdict and confidence; and which source it was
-    (a critique SHARP would discard: unknown, "fallback")."""
-    if _problem(pred):
-        return UNKNOWN_P_SUFFICIENT, "fallback"
-    probs = choice_probabilities(getattr(pred, "logprobs", None), "verdict", VERDICTS)
-    if probs is not None:
-        return probs["sufficient"], "token"
-    return verbal_p_sufficient(*read_verdict(pred)), "verbal"
+    """P(sufficient) as SHARP reads it, and which source it was ("token", "verbal", or "fallback" for
+    a critique SHARP would discard: unknown)."""
+    crit = read_critique_of(pred)
+    return crit["p_sufficient"], crit["confidence_source"]
 
 
-def says_sufficient(pred: Any) -> bool:
-    """The critique's call: P(sufficient) >= 0.5 when read from token probabilities (the program acts
-    on that, not on the words), else its written verdict."""
-    p, source = read_p_sufficient(pred)
-    return p >= 0.5 if source == "token" else read_verdict(pred)[0] == "sufficient"
+def says_stop(pred: Any, threshold: float = DEFAULT_THRESHOLD) -> bool:
+    """The critique's call as SHARP makes it with ``confidence_threshold`` = ``threshold``
+    (:func:`program.sharp.critic_stops`): stop (the evidence is sufficient) or search again."""
+    return critic_stops(read_critique_of(pred), threshold)
 
 
-def critic_score(example: Any, pred: Any, trace: Any = None) -> float:
-    """0.5 for the right call (:func:`says_sufficient`) + 0.5 * (1 - Brier) of P(sufficient) against
-    the label; 0 for an output the program would discard."""
-    if _problem(pred):
-        return 0.0
-    p, _ = read_p_sufficient(pred)
-    label = bool(example.sufficient)
-    return 0.5 * (says_sufficient(pred) == label) + 0.5 * (1.0 - (p - float(label)) ** 2)
+class CriticScore:
+    """The critic metric at the program's stop threshold: 0.5 for the right call (stop exactly when
+    every gold paragraph is in the evidence, :func:`says_stop`) + 0.5 * (1 - Brier) of P(sufficient)
+    against the label; 0 for an output the program would discard."""
+
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD):
+        self.threshold = threshold
+        self.__name__ = f"critic_score@{threshold:g}"
+
+    def __call__(self, example: Any, pred: Any, trace: Any = None) -> float:
+        crit = read_critique_of(pred)
+        if crit["critic_problem"]:
+            return 0.0
+        label = bool(example.sufficient)
+        right = critic_stops(crit, self.threshold) == label
+        return 0.5 * right + 0.5 * (1.0 - (crit["p_sufficient"] - float(label)) ** 2)
+
+    def feedback(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
+                 pred_trace: Any = None) -> dspy.Prediction:
+        """GEPA feedback metric for the critic: the score and what was wrong, in words."""
+        score = self(gold, pred)
+        crit = read_critique_of(pred)
+        p, verdict = crit["p_sufficient"], crit["verdict"]
+        seen = {t.strip().lower() for t in gold.evidence_titles}
+        missing = [t for t in gold.gold_titles if t.strip().lower() not in seen]
+        truth = ("the evidence holds every paragraph needed (" + ", ".join(repr(t) for t in gold.gold_titles) + ")"
+                 if gold.sufficient else "the evidence lacks " + ", ".join(repr(t) for t in missing))
+        if crit["critic_problem"]:
+            said = ("The output was unusable (no valid verdict and 0-1 confidence, or 'sufficient' while listing "
+                    "missing facts), so the program treats it as 'insufficient'")
+        else:
+            said = f"You said {verdict!r} with confidence {crit['confidence']:.2f} (P(sufficient) = {p:.2f})"
+        if critic_stops(crit, self.threshold) == bool(gold.sufficient):
+            judgement = "Right verdict." + ("" if abs(p - gold.sufficient) < 0.3 else " Be more confident.")
+        elif gold.sufficient:
+            judgement = "Over-triggered: this asks for another search although nothing is missing."
+        else:
+            judgement = "Under-triggered: this stops although a needed paragraph is missing; name it as missing."
+        return dspy.Prediction(score=score, feedback=f"Score {score:.2f}. In truth {truth}. {said}. {judgement}")
 
 
-def critic_feedback(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
-                    pred_trace: Any = None) -> dspy.Prediction:
-    """GEPA feedback metric for the critic: the score and what was wrong, in words."""
-    score = critic_score(gold, pred)
-    verdict, conf = read_verdict(pred)
-    p, _ = read_p_sufficient(pred)
-    seen = {t.strip().lower() for t in gold.evidence_titles}
-    missing = [t for t in gold.gold_titles if t.strip().lower() not in seen]
-    truth = ("the evidence holds every paragraph needed (" + ", ".join(repr(t) for t in gold.gold_titles) + ")"
-             if gold.sufficient else "the evidence lacks " + ", ".join(repr(t) for t in missing))
-    if _problem(pred):
-        said = ("The output was unusable (no valid verdict and 0-1 confidence, or 'sufficient' while listing "
-                "missing facts), so the program treats it as 'insufficient'")
-    else:
-        said = f"You said {verdict!r} with confidence {conf:.2f} (P(sufficient) = {p:.2f})"
-    if (verdict == "sufficient") == bool(gold.sufficient):
-        judgement = "Right verdict." + ("" if abs(p - gold.sufficient) < 0.3 else " Be more confident.")
-    elif gold.sufficient:
-        judgement = "Over-triggered: this asks for another search although nothing is missing."
-    else:
-        judgement = "Under-triggered: this stops although a needed paragraph is missing; name it as missing."
-    return dspy.Prediction(score=score, feedback=f"Score {score:.2f}. In truth {truth}. {said}. {judgement}")
+critic_score = CriticScore()
+critic_feedback = critic_score.feedback
 
 
-def evaluate_critic(critic: CriticProgram, cases: Sequence[Any]) -> dict:
-    """Mean score plus calibration (accuracy, Brier, ECE, trigger rates) of ``critic`` on ``cases``."""
+def evaluate_critic(critic: CriticProgram, cases: Sequence[Any], threshold: float = DEFAULT_THRESHOLD) -> dict:
+    """Mean score plus calibration (accuracy, Brier, ECE, trigger rates) of ``critic`` on ``cases``, its
+    calls made as SHARP makes them with ``confidence_threshold`` = ``threshold``."""
+    metric = CriticScore(threshold)
     points, scores, errors = [], [], 0
     for case in cases:
         try:
@@ -304,10 +316,12 @@ def evaluate_critic(critic: CriticProgram, cases: Sequence[Any]) -> dict:
         except RECOVERABLE as exc:
             log.debug("critic failed on %s: %s", case.id, exc)
             pred, errors = None, errors + 1
-        p, source = read_p_sufficient(pred)
-        scores.append(critic_score(case, pred))
-        points.append({"p_sufficient": p, "verdict": read_verdict(pred)[0], "label": bool(case.sufficient),
-                       "action": "stop" if says_sufficient(pred) else "retry", "problem": None, "source": source})
+        crit = read_critique_of(pred)
+        stop = critic_stops(crit, threshold)
+        scores.append(metric(case, pred))
+        points.append({"p_sufficient": crit["p_sufficient"], "verdict": crit["verdict"], "label": bool(case.sufficient),
+                       "stop_call": stop, "action": "stop" if stop else "retry", "problem": crit["critic_problem"],
+                       "source": crit["confidence_source"]})
     out = {"score": sum(scores) / len(scores) if scores else None, "errors": errors}
     out.update(calibration(points))
     return out

@@ -12,7 +12,7 @@ import unicodedata
 from collections import Counter
 from typing import Any, Iterable
 
-from program.confidence import UNKNOWN_P_SUFFICIENT, verbal_p_sufficient
+from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD, UNKNOWN_P_SUFFICIENT, verbal_p_sufficient
 
 _SPECIAL = {"yes", "no", "noanswer"}
 
@@ -104,18 +104,37 @@ def critic_points(example: Any, prediction: Any) -> list[dict]:
             "verdict": step["verdict"],
             "label": evidence_complete(gold, step.get("evidence_titles", [])),
             "action": step.get("action", "stop"),
+            "stop_call": step.get("critic_stop"),
             "problem": step.get("critic_problem"),
         })
     return points
 
 
+def stop_call(point: dict) -> bool:
+    """The critic's own call on a point: stop (evidence sufficient) or search again, as the program
+    made it. Points recorded before the call was stored: P(sufficient) at the default threshold when
+    it came from token probabilities (every such run used it), else the written verdict."""
+    if point.get("stop_call") is not None:
+        return bool(point["stop_call"])
+    if point.get("source") == "token":
+        return point["p_sufficient"] >= DEFAULT_CONFIDENCE_THRESHOLD
+    return point["verdict"] == "sufficient"
+
+
 def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
-    """Verdict accuracy, Brier, ECE, over-/under-trigger rates and the 'insufficient' share."""
+    """The critic's calls and probabilities against the gold labels.
+
+    ``verdict_accuracy``: share of right calls (stop exactly when the evidence is complete, see
+    :func:`stop_call`); ``over_trigger``: share of complete evidence the critic sent back for
+    another search; ``under_trigger``: share of incomplete evidence it let through;
+    ``insufficient_rate``: share of critiques that ask for more; Brier, ECE and AUROC of
+    P(sufficient).
+    """
     if not points:
         return {k: None for k in ("verdict_accuracy", "brier", "ece", "auroc", "over_trigger", "under_trigger",
                                   "insufficient_rate", "n_critiques")}
     n = len(points)
-    correct = sum((p["verdict"] == "sufficient") == p["label"] for p in points)
+    correct = sum(stop_call(p) == p["label"] for p in points)
     brier = sum((p["p_sufficient"] - float(p["label"])) ** 2 for p in points) / n
     ece = 0.0
     for b in range(bins):
@@ -132,10 +151,9 @@ def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
         "brier": brier,
         "ece": ece,
         "auroc": auroc([p["p_sufficient"] for p in complete], [p["p_sufficient"] for p in incomplete]),
-        "over_trigger": (sum(p["action"] == "retry" for p in complete) / len(complete)) if complete else None,
-        "under_trigger": (sum(p["action"] == "stop" and p["verdict"] == "sufficient" for p in incomplete)
-                          / len(incomplete)) if incomplete else None,
-        "insufficient_rate": sum(p["verdict"] != "sufficient" for p in points) / n,
+        "over_trigger": (sum(not stop_call(p) for p in complete) / len(complete)) if complete else None,
+        "under_trigger": (sum(stop_call(p) for p in incomplete) / len(incomplete)) if incomplete else None,
+        "insufficient_rate": sum(not stop_call(p) for p in points) / n,
         "n_critiques": n,
     }
 

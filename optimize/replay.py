@@ -207,7 +207,8 @@ def replay(rec: dict, policy: Policy) -> dspy.Prediction:
         steps.append(crit)
         calls += rnd["critic_calls"]
         seconds += float(crit.get("seconds") or 0)
-        if critic_stops(crit, policy.confidence_threshold):
+        crit["critic_stop"] = critic_stops(crit, policy.confidence_threshold)  # as the live run records it
+        if crit["critic_stop"]:
             stop = "sufficient"
         elif i >= policy.max_retries:
             stop = "max_retries"

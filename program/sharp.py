@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import dspy
 from pydantic import Field, field_validator, model_validator
 
-from program.confidence import TOP_LOGPROBS, UNKNOWN_P_SUFFICIENT, choice_probabilities, verbal_p_sufficient
+from program.confidence import (DEFAULT_CONFIDENCE_THRESHOLD, TOP_LOGPROBS, UNKNOWN_P_SUFFICIENT, choice_probabilities,
+                                verbal_p_sufficient)
 from program.config import StrictConfig
 from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
@@ -25,7 +26,7 @@ class SharpConfig(StrictConfig):
     k_schedule: tuple[int, ...] = (3, 5, 7)
     # stop when P(sufficient) >= this: 0.35 separated complete from incomplete evidence best (accuracy
     # 0.69) on 16 balanced train pairs (critic_discrimination benchmark); `sharp tune` searches it
-    confidence_threshold: float = Field(0.35, ge=0.0, le=1.0)
+    confidence_threshold: float = Field(DEFAULT_CONFIDENCE_THRESHOLD, ge=0.0, le=1.0)
     max_retries: int = Field(2, ge=0, le=10)
     evidence_cap: int = Field(6, ge=1, le=40)
     passage_chars: int = Field(600, ge=50, le=5000)  # as plain RAG: 450 cut the answer from 4% of gold paragraphs
@@ -114,31 +115,11 @@ class SharpRAG(dspy.Module):
             adapter=cfg.structured_adapter, config=lm_config,
             question=q, sub_queries=list(pool.by_query), evidence=format_evidence(evidence, cfg.passage_chars),
         )
-        fields = _fields(pred, step)
-        verdict = fields.get("verdict")
-        confidence = as_score(fields.get("confidence"))
-        missing = items(fields.get("missing_information"))[:5]
-        suggested = items(fields.get("suggested_queries"))[:5]
-        problem = None
-        if pred is None and not fields:
-            problem = "unparseable"
-        elif verdict not in VERDICTS or confidence is None:
-            problem = f"invalid fields (verdict={verdict!r}, confidence={fields.get('confidence')!r})"
-        elif verdict == "sufficient" and suggested and missing:
-            problem = "inconsistent: sufficient but lists missing information"
-        probs = None
-        if problem:  # discarded: the loop retries (verdict "insufficient"); P(sufficient) is unknown
-            verdict, confidence, source, p_sufficient = "insufficient", 0.0, "fallback", UNKNOWN_P_SUFFICIENT
-        elif cfg.critic_confidence == "token" and (probs := choice_probabilities(
-                getattr(pred, "logprobs", None), "verdict", VERDICTS)) is not None:
-            confidence, source, p_sufficient = probs[verdict], "token", round(probs["sufficient"], 4)
-        else:
-            source, p_sufficient = "verbal", round(verbal_p_sufficient(verdict, confidence), 4)
+        crit = read_critique(_fields(pred, step), pred is not None, getattr(pred, "logprobs", None),
+                             cfg.critic_confidence)
+        crit["critic_stop"] = critic_stops(crit, cfg.confidence_threshold)
         step.update(round=round_no, evidence_ids=[p.id for p in evidence],
-                    evidence_titles=[p.title for p in evidence], verdict=verdict,
-                    confidence=round(confidence, 4), p_sufficient=p_sufficient,
-                    confidence_source=source, verdict_probabilities=probs and {k: round(v, 4) for k, v in probs.items()},
-                    missing_information=missing, suggested_queries=suggested, critic_problem=problem)
+                    evidence_titles=[p.title for p in evidence], **crit)
         return step
 
     def _next_queries(self, crit: dict, pool: EvidencePool) -> list[str]:
@@ -163,7 +144,7 @@ class SharpRAG(dspy.Module):
                     stop = f"budget_{spent}"
                     break
                 crit = self._critique(q, pool, tr, retries)
-                if critic_stops(crit, cfg.confidence_threshold):
+                if crit["critic_stop"]:
                     stop = "sufficient"
                 elif retries >= cfg.max_retries:
                     stop = "max_retries"
@@ -186,6 +167,42 @@ class SharpRAG(dspy.Module):
 
 
 VERDICTS = ("sufficient", "insufficient", "contradictory")
+
+
+def critique_problem(fields: dict, parsed: bool = True) -> str | None:
+    """Why SHARP discards a critique (None: it is used): nothing readable, a verdict outside
+    :data:`VERDICTS` or no 0-1 confidence, or "sufficient" while naming missing facts and queries."""
+    verdict = fields.get("verdict")
+    if not parsed and not fields:
+        return "unparseable"
+    if verdict not in VERDICTS or as_score(fields.get("confidence")) is None:
+        return f"invalid fields (verdict={verdict!r}, confidence={fields.get('confidence')!r})"
+    if verdict == "sufficient" and items(fields.get("suggested_queries")) and items(fields.get("missing_information")):
+        return "inconsistent: sufficient but lists missing information"
+    return None
+
+
+def read_critique(fields: dict, parsed: bool = True, logprobs: Any = None,
+                  confidence_mode: str = "token") -> dict:
+    """A critic's output fields as SHARP acts on them: the verdict, its confidence, P(sufficient) and
+    where that came from ("token": the verdict's token probabilities, with ``confidence_mode`` token
+    and logprobs present; "verbal": the written verdict and confidence; "fallback": a discarded
+    critique, read as "insufficient" with P(sufficient) unknown). The one reading shared by the
+    program and critic compilation."""
+    problem = critique_problem(fields, parsed)
+    probs = None
+    if problem:  # discarded: the loop retries (verdict "insufficient"); P(sufficient) is unknown
+        verdict, confidence, source, p_sufficient = "insufficient", 0.0, "fallback", UNKNOWN_P_SUFFICIENT
+    else:
+        verdict, confidence = fields["verdict"], as_score(fields["confidence"])
+        if confidence_mode == "token" and (probs := choice_probabilities(logprobs, "verdict", VERDICTS)) is not None:
+            confidence, source, p_sufficient = probs[verdict], "token", round(probs["sufficient"], 4)
+        else:
+            source, p_sufficient = "verbal", round(verbal_p_sufficient(verdict, confidence), 4)
+    return {"verdict": verdict, "confidence": round(confidence, 4), "p_sufficient": p_sufficient,
+            "confidence_source": source, "verdict_probabilities": probs and {k: round(v, 4) for k, v in probs.items()},
+            "missing_information": items(fields.get("missing_information"))[:5],
+            "suggested_queries": items(fields.get("suggested_queries"))[:5], "critic_problem": problem}
 
 
 def critic_stops(crit: dict, threshold: float) -> bool:

@@ -118,9 +118,11 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"  {key:>15}: {b:.3f} -> {a:.3f}")
         if out.critic:
             cb, ca = out.critic["before"], out.critic["after"]
-            typer.echo(f"  critic score: {cb['score'] or 0:.3f} -> {ca['score'] or 0:.3f} "
-                       f"(brier {cb['brier'] or 0:.3f} -> {ca['brier'] or 0:.3f}; "
-                       f"{out.critic['counts']['cases']} critiques)")
+            typer.echo(f"  critic, {ca['n_critiques']} held-out critiques of {out.critic['counts']['cases']}, "
+                       f"calls at threshold {out.critic['threshold']:g}:")
+            for key in ("score", "verdict_accuracy", "brier", "auroc", "over_trigger", "under_trigger"):
+                b, a = cb.get(key), ca.get(key)
+                typer.echo(f"  {key:>16}: {'-' if b is None else f'{b:.3f}'} -> {'-' if a is None else f'{a:.3f}'}")
         typer.echo(f"  compile cost: {out.cost['lm_calls']} LM calls, "
                    f"{out.cost['prompt_tokens'] + out.cost['completion_tokens']} tokens, {out.cost['seconds']:.0f}s")
         if "harvest" in out.cost:

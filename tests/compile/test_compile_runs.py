@@ -78,6 +78,9 @@ def test_critic_target_compiles_the_critic_and_installs_it(world, tmp_path, trac
     assert m["compile.harvest.lm_calls"] > 0  # the runs that produced the critique states are counted
     params = mlflow.get_run(out.run_id).data.params
     assert params["critic_balance"] == "True" and "critic.balanced_with" in params
+    # the critic is scored on the calls the program makes: at the program's own stop threshold
+    assert out.critic["threshold"] == world.program().config.confidence_threshold
+    assert float(params["critic.threshold"]) == out.critic["threshold"]
     verdicts = {d.get("verdict") for d in saved.state["critic"]["demos"]}
     labels = {c for c in ("sufficient", "insufficient") if out.critic["counts"][c]}
     assert labels <= verdicts  # the saved critic's demos show every verdict the train cases have

@@ -166,3 +166,57 @@ def test_critic_metric_scores_token_probabilities_when_the_prediction_carries_th
     garbage = pred(0.8)
     garbage.verdict = "maybe"
     assert read_p_sufficient(garbage) == (0.5, "fallback") and critic_score(complete, garbage) == 0.0
+
+
+def token_pred(p_suff, verdict="insufficient"):
+    import math
+
+    tokens = [{"token": '{"verdict": "', "logprob": 0.0, "top_logprobs": []},
+              {"token": "ins", "logprob": math.log(1 - p_suff),
+               "top_logprobs": [{"token": "ins", "logprob": math.log(1 - p_suff)},
+                                {"token": "s", "logprob": math.log(p_suff)}]}]
+    return dspy.Prediction(verdict=verdict, confidence=0.0, missing_information=["x"], suggested_queries=["x"],
+                           logprobs={"content": tokens})
+
+
+def test_the_critic_is_scored_on_the_call_the_program_makes_at_its_threshold():
+    from optimize.critic import CriticScore, says_stop
+
+    complete, incomplete = dspy.Example(sufficient=True), dspy.Example(sufficient=False)
+    # P(sufficient) 0.4 in tokens, "insufficient" in words: SHARP at 0.35 stops, at 0.5 searches again
+    assert says_stop(token_pred(0.4), 0.35) and not says_stop(token_pred(0.4), 0.5)
+    brier_part = 0.5 * (1 - 0.6 ** 2)
+    assert CriticScore(0.35)(complete, token_pred(0.4)) == pytest.approx(0.5 + brier_part)
+    assert CriticScore(0.5)(complete, token_pred(0.4)) == pytest.approx(brier_part)
+    assert CriticScore(0.35)(incomplete, token_pred(0.4)) == pytest.approx(0.5 * (1 - 0.4 ** 2))
+    assert "Under-triggered" in CriticScore(0.35).feedback(case(False, seen=("A",)), token_pred(0.4)).feedback
+    assert "Over-triggered" in CriticScore(0.5).feedback(case(True), token_pred(0.4)).feedback
+
+
+def test_evaluate_critic_reports_the_calls_at_the_given_threshold():
+    class Fixed(dspy.Module):  # a critic whose P(sufficient) is 0.4 on every case
+        def forward(self, **kwargs):
+            return token_pred(0.4)
+
+    critic = CriticProgram(Fixed())
+    cases = [labelled(0, "sufficient"), labelled(1, "insufficient")]
+    low, high = evaluate_critic(critic, cases, 0.35), evaluate_critic(critic, cases, 0.5)
+    # at 0.35 it stops on both: right on the complete case, under-triggers on the incomplete one
+    assert (low["verdict_accuracy"], low["over_trigger"], low["under_trigger"]) == (0.5, 0.0, 1.0)
+    assert (high["verdict_accuracy"], high["over_trigger"], high["under_trigger"]) == (0.5, 1.0, 0.0)
+    assert low["brier"] == high["brier"] == pytest.approx((0.6 ** 2 + 0.4 ** 2) / 2)
+    assert low["insufficient_rate"] == 0.0 and high["insufficient_rate"] == 1.0
+
+
+def test_the_program_and_the_critic_metric_discard_the_same_critiques():
+    from program.sharp import critique_problem
+
+    assert critique_problem({}, parsed=False) == "unparseable"
+    assert critique_problem({"verdict": "maybe", "confidence": 0.9}).startswith("invalid fields")
+    assert critique_problem({"verdict": "sufficient", "confidence": "high"}).startswith("invalid fields")
+    assert critique_problem({"verdict": "sufficient", "confidence": 0.9, "missing_information": ["x"],
+                             "suggested_queries": ["find x"]}).startswith("inconsistent")
+    assert critique_problem({"verdict": "sufficient", "confidence": 0.9, "missing_information": ["x"]}) is None
+    for fields in ({"verdict": "maybe", "confidence": 0.9}, {"verdict": "insufficient", "confidence": 0.7}):
+        discarded = critique_problem(fields) is not None
+        assert (critic_score(case(True), dspy.Prediction(**fields)) == 0.0) == discarded

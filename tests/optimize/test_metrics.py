@@ -108,3 +108,22 @@ def test_bootstrap_intervals_cover_the_mean_and_are_seeded():
     b = {str(i): float(i % 2) for i in range(50)}
     d = paired_bootstrap(a, b)
     assert d["diff"] == 0.5 and d["ci"][0] > 0 and d["p_not_better"] == 0.0
+
+
+def test_calibration_judges_the_call_the_program_made_not_the_written_verdict():
+    # the 1.5B critic writes "insufficient" while its tokens say P(sufficient) 0.8: SHARP stops
+    def token_step(p, titles, stop):
+        return {**crit_step("insufficient", 0.2, titles, "stop" if stop else "retry"), "p_sufficient": p,
+                "confidence_source": "token", "critic_stop": stop}
+
+    trace = [token_step(0.8, ["A", "B"], True),   # complete, stopped: right
+             token_step(0.6, ["A"], True),        # incomplete, stopped: under-trigger
+             token_step(0.1, ["A"], False)]       # incomplete, searched again: right
+    cal = calibration(critic_points(ex(), pred("x", trace=trace)))
+    assert cal["verdict_accuracy"] == pytest.approx(2 / 3)
+    assert cal["under_trigger"] == 0.5 and cal["over_trigger"] == 0.0
+    assert cal["insufficient_rate"] == pytest.approx(1 / 3)
+    # a token point recorded before the call was stored: read at the default threshold (0.35)
+    legacy = [{k: v for k, v in token_step(0.4, ["A", "B"], True).items() if k != "critic_stop"},
+              {k: v for k, v in token_step(0.3, ["A", "B"], False).items() if k != "critic_stop"}]
+    assert calibration(critic_points(ex(), pred("x", trace=legacy)))["over_trigger"] == 0.5

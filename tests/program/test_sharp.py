@@ -44,6 +44,7 @@ def test_insufficient_retries_with_suggested_query_at_next_k():
     assert ("Quentin Tarantino nationality", 5) in retriever.queries
     critic_steps = [s for s in pred.trace if s["role"] == "critic"]
     assert [s["action"] for s in critic_steps] == ["retry", "stop"]
+    assert [s["critic_stop"] for s in critic_steps] == [False, True]  # the critic's own call, recorded
     assert "p2" in {p.id for p in pred.passages}
 
 
@@ -58,6 +59,8 @@ def test_retry_cap_and_widening_k_schedule():
     pred, lms, retriever = run(answers, config=SharpConfig(max_retries=2, k_schedule=(3, 5, 7)))
     assert pred.retries == 2 and pred.stop_reason == "max_retries"
     assert lms["critic"].calls == 3
+    last = [s for s in pred.trace if s["role"] == "critic"][-1]
+    assert last["action"] == "stop" and last["critic_stop"] is False  # the loop stopped, the critic did not
     ks = [k for q, k in retriever.queries if q.startswith("query number")]
     assert ks == [5, 7]
 
