@@ -27,8 +27,8 @@ from optimize.metrics import calibration, evidence_complete
 from program.errors import ConfigError
 from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD as DEFAULT_THRESHOLD, TOP_LOGPROBS
 from program.evidence import format_evidence
-from program.sharp import critic_stops, read_critique
-from program.steps import RECOVERABLE, check_question
+from program.sharp import SharpConfig, critic_lm_config, critic_stops, read_critique
+from program.steps import RECOVERABLE, adapter_settings, check_question
 from program.types import Passage
 
 log = logging.getLogger(__name__)
@@ -62,24 +62,34 @@ class PassageLog:
 class CriticProgram(dspy.Module):
     """The critic alone, as a program an optimizer can compile.
 
-    With ``token_confidence`` it asks for logprobs as SHARP does (``critic_confidence="token"``),
-    so the metric scores the P(sufficient) the program acts on, not the written confidence.
+    It calls the critic exactly as SHARP does: through ``adapter`` (SHARP's ``structured_adapter``)
+    with ``lm_config`` (:func:`program.sharp.critic_lm_config`: the token cap, and logprobs when
+    P(sufficient) is read from tokens), so the metric scores the prompts and the P(sufficient) the
+    program acts on. :func:`critic_student` takes both from a program.
     """
 
-    def __init__(self, critic: dspy.Module, token_confidence: bool = False):
+    def __init__(self, critic: dspy.Module, token_confidence: bool = False, adapter: str | None = None,
+                 lm_config: dict | None = None):
         super().__init__()
         self.critic = critic
-        self.token_confidence = token_confidence
+        self.adapter = adapter
+        self.lm_config = dict(lm_config or {})
+        if token_confidence:
+            self.lm_config.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
 
     def forward(self, question: str, sub_queries: list[str], evidence: str) -> dspy.Prediction:
-        extra = {"config": {"logprobs": True, "top_logprobs": TOP_LOGPROBS}} if self.token_confidence else {}
-        return self.critic(question=question, sub_queries=sub_queries, evidence=evidence, **extra)
+        extra = {"config": dict(self.lm_config)} if self.lm_config else {}
+        with dspy.context(**adapter_settings(self.adapter)):
+            return self.critic(question=question, sub_queries=sub_queries, evidence=evidence, **extra)
 
 
 def critic_student(program: dspy.Module) -> CriticProgram:
-    """A copy of ``program``'s critic (demos, instructions, LM) wrapped for compiling."""
-    token = getattr(getattr(program, "config", None), "critic_confidence", "verbal") == "token"
-    return CriticProgram(program.critic.deepcopy(), token_confidence=token)
+    """A copy of ``program``'s critic (demos, instructions, LM) wrapped for compiling, called with the
+    program's adapter and LM settings."""
+    cfg = getattr(program, "config", None)
+    if isinstance(cfg, SharpConfig):
+        return CriticProgram(program.critic.deepcopy(), adapter=cfg.structured_adapter, lm_config=critic_lm_config(cfg))
+    return CriticProgram(program.critic.deepcopy())
 
 
 def install_critic(program: dspy.Module, compiled: CriticProgram) -> dspy.Module:

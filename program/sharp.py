@@ -107,12 +107,9 @@ class SharpRAG(dspy.Module):
     def _critique(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> dict:
         cfg = self.config
         evidence = pool.select(cfg.evidence_cap)
-        lm_config = {"max_tokens": cfg.critic_max_tokens}
-        if cfg.critic_confidence == "token":
-            lm_config.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         pred, step = tr.call(
             "critic", self.critic, {"question": q[:200], "n_passages": len(evidence)},
-            adapter=cfg.structured_adapter, config=lm_config,
+            adapter=cfg.structured_adapter, config=critic_lm_config(cfg),
             question=q, sub_queries=list(pool.by_query), evidence=format_evidence(evidence, cfg.passage_chars),
         )
         crit = read_critique(_fields(pred, step), pred is not None, getattr(pred, "logprobs", None),
@@ -167,6 +164,16 @@ class SharpRAG(dspy.Module):
 
 
 VERDICTS = ("sufficient", "insufficient", "contradictory")
+
+
+def critic_lm_config(cfg: SharpConfig) -> dict:
+    """The LM settings of every critic call: its token cap, and logprobs when P(sufficient) is read
+    from the verdict's tokens. Critic compilation calls the critic with the same settings (and the
+    same adapter, ``cfg.structured_adapter``), so it scores the prompts the program sends."""
+    lm_config: dict = {"max_tokens": cfg.critic_max_tokens}
+    if cfg.critic_confidence == "token":
+        lm_config.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+    return lm_config
 
 
 def critique_problem(fields: dict, parsed: bool = True) -> str | None:

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 RECOVERABLE = (AdapterParseError, DSPyError, LMError, ValueError, TypeError, KeyError)
 
 
-def _adapter(name: str | None) -> dict:
+def adapter_settings(name: str | None) -> dict:
+    """``dspy.context`` settings for a named adapter ("json", "chat"; None: the configured default)."""
     if name == "json":
         return {"adapter": dspy.JSONAdapter()}
     if name == "chat":
@@ -75,7 +76,7 @@ class Tracer:
         """
         t0 = time.perf_counter()
         error, raw, pred = None, None, None
-        with recording() as calls, dspy.context(**_adapter(adapter)):
+        with recording() as calls, dspy.context(**adapter_settings(adapter)):
             try:
                 pred = predictor(**inputs)
             except RECOVERABLE as exc:

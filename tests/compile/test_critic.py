@@ -220,3 +220,34 @@ def test_the_program_and_the_critic_metric_discard_the_same_critiques():
     for fields in ({"verdict": "maybe", "confidence": 0.9}, {"verdict": "insufficient", "confidence": 0.7}):
         discarded = critique_problem(fields) is not None
         assert (critic_score(case(True), dspy.Prediction(**fields)) == 0.0) == discarded
+
+
+def test_the_compiled_critic_is_called_exactly_as_the_program_calls_it():
+    """Same messages, adapter and LM settings: the critic metric scores the prompts SHARP sends."""
+    from doubles import KeywordRetriever, ScriptedLM, assign
+
+    from program.sharp import SharpConfig, SharpRAG
+
+    class Recording(ScriptedLM):
+        requests: list = []  # shared: harvest runs a deep copy of the program
+
+        def forward(self, prompt=None, messages=None, **kwargs):
+            self.requests.append((messages, {k: kwargs.get(k) for k in ("max_tokens", "logprobs", "top_logprobs")}))
+            return super().forward(prompt=prompt, messages=messages, **kwargs)
+
+    reply = {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
+    prog = SharpRAG(KeywordRetriever(), SharpConfig(critic_max_tokens=200))
+    critic_lm = Recording("critic", [reply, reply])
+    assign(prog, {"planner": ScriptedLM("planner", [{"sub_queries": ["Pulp Fiction director"]}]),
+                  "critic": critic_lm,
+                  "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}])})
+    cases = harvest(prog, [dspy.Example(id="q", question="Who directed Pulp Fiction?", answer="Quentin Tarantino",
+                                        gold_titles=["Pulp Fiction"]).with_inputs("question")])
+    assert len(cases) == 1 and len(critic_lm.requests) == 1
+    student = critic_student(prog)
+    assert student.adapter == "json"
+    student(**cases[0].inputs())
+    in_program, compiled = critic_lm.requests
+    assert compiled == in_program  # the JSON adapter's messages, max_tokens 200, logprobs on
+    assert in_program[1] == {"max_tokens": 200, "logprobs": True, "top_logprobs": in_program[1]["top_logprobs"]}
+    assert "json" in str(in_program[0]).lower()
