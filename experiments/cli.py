@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 
 import typer
 
@@ -42,7 +43,17 @@ for _name in COMMAND_MODULES:
     _mod.register(app)
 
 
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM (``kill``, a scheduler, a CI timeout) unwind like Ctrl-C: MLflow runs end KILLED
+    instead of staying RUNNING, and result files and Optuna studies are left resumable."""
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main() -> None:
+    interrupt_on_sigterm()
     app()
 
 

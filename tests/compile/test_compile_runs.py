@@ -96,6 +96,25 @@ def test_too_small_train_split_fails_before_any_run(world, tmp_path, tracked):
     assert tracked.runs() == []
 
 
+def test_a_terminated_command_ends_its_run_killed_not_running(tracked):
+    import os
+    import signal
+
+    from experiments import tracking
+    from experiments.cli import interrupt_on_sigterm
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        interrupt_on_sigterm()
+        with pytest.raises(KeyboardInterrupt, match="signal"):
+            with tracking.run("terminated"):
+                os.kill(os.getpid(), signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    (run,) = tracked.runs()
+    assert run.info.status == "KILLED"
+
+
 @pytest.mark.parametrize("error,status", [(KeyboardInterrupt, "KILLED"), (RuntimeError, "FAILED")])
 def test_interrupted_compile_is_marked_and_resumes(world, tmp_path, tracked, monkeypatch, error, status):
     real = ec.compile_program
