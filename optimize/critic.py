@@ -320,7 +320,9 @@ def evaluate_critic(critic: CriticProgram, cases: Sequence[Any], threshold: floa
     calls made as SHARP makes them with ``confidence_threshold`` = ``threshold``."""
     metric = CriticScore(threshold)
     points, scores, errors = [], [], 0
-    for case in cases:
+    for i, case in enumerate(cases, 1):
+        if i == 1 or i % 5 == 0 or i == len(cases):
+            log.info("evaluating the critic: critique %d/%d", i, len(cases))
         try:
             pred = critic(**case.inputs())
         except RECOVERABLE as exc:
