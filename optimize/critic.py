@@ -25,7 +25,7 @@ import dspy
 from optimize.compile import shared_retriever
 from optimize.metrics import calibration, evidence_complete
 from program.errors import ConfigError
-from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD as DEFAULT_THRESHOLD, TOP_LOGPROBS
+from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD as DEFAULT_THRESHOLD
 from program.evidence import format_evidence
 from program.sharp import SharpConfig, critic_lm_config, critic_stops, read_critique
 from program.steps import RECOVERABLE, adapter_settings, check_question
@@ -68,14 +68,11 @@ class CriticProgram(dspy.Module):
     program acts on. :func:`critic_student` takes both from a program.
     """
 
-    def __init__(self, critic: dspy.Module, token_confidence: bool = False, adapter: str | None = None,
-                 lm_config: dict | None = None):
+    def __init__(self, critic: dspy.Module, adapter: str | None = None, lm_config: dict | None = None):
         super().__init__()
         self.critic = critic
         self.adapter = adapter
         self.lm_config = dict(lm_config or {})
-        if token_confidence:
-            self.lm_config.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
 
     def forward(self, question: str, sub_queries: list[str], evidence: str) -> dspy.Prediction:
         extra = {"config": dict(self.lm_config)} if self.lm_config else {}
@@ -264,34 +261,31 @@ def read_p_sufficient(pred: Any) -> tuple[float, str]:
     return crit["p_sufficient"], crit["confidence_source"]
 
 
-def says_stop(pred: Any, threshold: float = DEFAULT_THRESHOLD) -> bool:
-    """The critique's call as SHARP makes it with ``confidence_threshold`` = ``threshold``
-    (:func:`program.sharp.critic_stops`): stop (the evidence is sufficient) or search again."""
-    return critic_stops(read_critique_of(pred), threshold)
-
-
 class CriticScore:
     """The critic metric at the program's stop threshold: 0.5 for the right call (stop exactly when
-    every gold paragraph is in the evidence, :func:`says_stop`) + 0.5 * (1 - Brier) of P(sufficient)
-    against the label; 0 for an output the program would discard."""
+    every gold paragraph is in the evidence, as :func:`program.sharp.critic_stops` decides at
+    ``threshold``) + 0.5 * (1 - Brier) of P(sufficient) against the label; 0 for an output the
+    program would discard."""
 
     def __init__(self, threshold: float = DEFAULT_THRESHOLD):
         self.threshold = threshold
         self.__name__ = f"critic_score@{threshold:g}"
 
-    def __call__(self, example: Any, pred: Any, trace: Any = None) -> float:
-        crit = read_critique_of(pred)
+    def score(self, crit: dict, sufficient: bool) -> float:
+        """The score of a critique already read with :func:`read_critique_of`."""
         if crit["critic_problem"]:
             return 0.0
-        label = bool(example.sufficient)
-        right = critic_stops(crit, self.threshold) == label
-        return 0.5 * right + 0.5 * (1.0 - (crit["p_sufficient"] - float(label)) ** 2)
+        right = critic_stops(crit, self.threshold) == sufficient
+        return 0.5 * right + 0.5 * (1.0 - (crit["p_sufficient"] - float(sufficient)) ** 2)
+
+    def __call__(self, example: Any, pred: Any, trace: Any = None) -> float:
+        return self.score(read_critique_of(pred), bool(example.sufficient))
 
     def feedback(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
                  pred_trace: Any = None) -> dspy.Prediction:
         """GEPA feedback metric for the critic: the score and what was wrong, in words."""
-        score = self(gold, pred)
         crit = read_critique_of(pred)
+        score = self.score(crit, bool(gold.sufficient))
         p, verdict = crit["p_sufficient"], crit["verdict"]
         seen = {t.strip().lower() for t in gold.evidence_titles}
         missing = [t for t in gold.gold_titles if t.strip().lower() not in seen]
@@ -330,7 +324,7 @@ def evaluate_critic(critic: CriticProgram, cases: Sequence[Any], threshold: floa
             pred, errors = None, errors + 1
         crit = read_critique_of(pred)
         stop = critic_stops(crit, threshold)
-        scores.append(metric(case, pred))
+        scores.append(metric.score(crit, bool(case.sufficient)))
         points.append({"p_sufficient": crit["p_sufficient"], "verdict": crit["verdict"], "label": bool(case.sufficient),
                        "stop_call": stop, "action": "stop" if stop else "retry", "problem": crit["critic_problem"],
                        "source": crit["confidence_source"]})

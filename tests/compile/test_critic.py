@@ -180,11 +180,14 @@ def token_pred(p_suff, verdict="insufficient"):
 
 
 def test_the_critic_is_scored_on_the_call_the_program_makes_at_its_threshold():
-    from optimize.critic import CriticScore, says_stop
+    from optimize.critic import CriticScore, read_critique_of
+    from program.sharp import critic_stops
 
     complete, incomplete = dspy.Example(sufficient=True), dspy.Example(sufficient=False)
     # P(sufficient) 0.4 in tokens, "insufficient" in words: SHARP at 0.35 stops, at 0.5 searches again
-    assert says_stop(token_pred(0.4), 0.35) and not says_stop(token_pred(0.4), 0.5)
+    crit = read_critique_of(token_pred(0.4))
+    assert crit["confidence_source"] == "token"
+    assert critic_stops(crit, 0.35) and not critic_stops(crit, 0.5)
     brier_part = 0.5 * (1 - 0.6 ** 2)
     assert CriticScore(0.35)(complete, token_pred(0.4)) == pytest.approx(0.5 + brier_part)
     assert CriticScore(0.5)(complete, token_pred(0.4)) == pytest.approx(brier_part)
@@ -249,5 +252,7 @@ def test_the_compiled_critic_is_called_exactly_as_the_program_calls_it():
     student(**cases[0].inputs())
     in_program, compiled = critic_lm.requests
     assert compiled == in_program  # the JSON adapter's messages, max_tokens 200, logprobs on
-    assert in_program[1] == {"max_tokens": 200, "logprobs": True, "top_logprobs": in_program[1]["top_logprobs"]}
+    from program.confidence import TOP_LOGPROBS
+
+    assert in_program[1] == {"max_tokens": 200, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
     assert "json" in str(in_program[0]).lower()
