@@ -11,13 +11,13 @@ import logging
 import statistics
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from program.errors import SharpError
 from optimize.metrics import calibration, question_row
+from optimize.parallel import run_each
 from optimize.stats import bootstrap_ci, mean
 
 log = logging.getLogger(__name__)
@@ -166,8 +166,7 @@ def _run(fn: Callable[[Any], dict], items: list, threads: int, progress: bool) -
     rows: list[dict] = []
     with Progress(*cols, disable=not progress, transient=False) as bar:
         task = bar.add_task("eval", total=len(items), em=0.0)
-        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            for fut in as_completed([pool.submit(fn, ex) for ex in items]):
-                rows.append(fut.result())
-                bar.update(task, advance=1, em=sum(r["em"] for r in rows) / len(rows))
+        for row in run_each(fn, items, threads):
+            rows.append(row)
+            bar.update(task, advance=1, em=sum(r["em"] for r in rows) / len(rows))
     return rows

@@ -21,7 +21,6 @@ import json
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -30,6 +29,7 @@ import dspy
 
 from optimize.evaluate import EvalResult, aggregate, by_type, error_row
 from optimize.metrics import question_row
+from optimize.parallel import run_each
 from program.errors import ConfigError, SharpError
 from program.evidence import EvidencePool
 from program.generation import answer_from_evidence
@@ -159,9 +159,8 @@ def record(program: SharpRAG, examples: Sequence[Any], max_retries: int, path: s
                 fh.write(json.dumps(rec, default=str) + "\n")
         return rec
 
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        for rec in pool.map(one, todo):
-            done[rec["id"]] = rec
+    for rec in run_each(one, todo, threads):
+        done[rec["id"]] = rec
     return done
 
 
