@@ -20,12 +20,16 @@ from experiments.runtime import config_hash
 from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate
 from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
-from program.errors import ConfigError, ModelFileError
+from program.errors import ConfigError, ModelFileError, SharpError
 from program.registry import SYSTEMS, UnknownSystemError, config_for, system_names
 
 log = logging.getLogger(__name__)
 
 BASELINES = ("vanilla", "vanilla-hybrid", "vanilla-dense")
+
+
+class ResultsMissingError(SharpError, FileNotFoundError):
+    """A report was asked of an arena that has no results yet."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,11 @@ class ArenaSpec:
     baseline: str | None = "vanilla"
     judge: bool = False
     threads: int = 1
+    # interleave: every unfinished system answers the first `step` questions, then the first 2*step, ...;
+    # a stopped arena then has every system on a common prefix of the sample (paired differences hold)
+    step: int | None = None
+    # rebuild the report from the result files as they are (partial systems included); run nothing
+    report_only: bool = False
     configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # 'all' skips a system whose model cannot be loaded here (the report says why); a system named
     # explicitly must run, so its missing model is an error before any question is answered
@@ -168,6 +177,8 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
     """
     names = resolve_systems(spec.systems)
     configs = check_configs(spec.configs, names)
+    if spec.step is not None and spec.step < 1:
+        raise ConfigError(f"step must be a positive number of questions, not {spec.step}")
     baseline = pick_baseline(spec, names)
     if baseline:  # first, so each later system's run can log its paired difference to it
         names = (baseline, *[n for n in names if n != baseline])
@@ -176,6 +187,9 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
         raise ConfigError(f"no questions in {rt.dataset} {spec.split} (limit {spec.limit})")
     name = arena_name(rt.dataset, spec)
     folder = Path(rt.workspace) / "reports" / f"arena-{name}"
+    title = f"Arena {name}: {len(examples)} {Path(rt.dataset).stem} {spec.split} questions"
+    if spec.report_only:
+        return report_from_files(folder, names, examples, baseline, title, spec.seed)
     judge = _judge(rt, spec, judge)
     row_fn = question_row
     if judge is not None:
@@ -192,6 +206,8 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
               "seed": spec.seed, "balanced": spec.balanced, "baseline": baseline, "judge": spec.judge,
               "n_questions": len(examples), "lm": rt.lm_config.summary()}
     with _maybe_run(track, f"arena-{name}", params=params, tags={"kind": "arena"}):
+        if spec.step:
+            _interleave(rt, spec, names, modules, configs, examples, folder, judge, row_fn, progress)
         for system in names:
             values = configs.get(system, {})
             settings = settings_for(rt, system, values, spec.split, examples, judge)
@@ -216,7 +232,6 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
                     tracking.log_eval(result)
                     tracking.log_file(path, artifact_path="results")
             results[system], paths[system] = result, path
-        title = f"Arena {name}: {len(examples)} {Path(rt.dataset).stem} {spec.split} questions"
         md, summary = report.write_report(folder, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed,
                                           skipped=skipped)
         if track:
@@ -224,6 +239,63 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
                 if f.is_file():
                     tracking.log_file(f, artifact_path="report")
     return ArenaResult(folder, md, summary, results, paths, ran, reused, skipped)
+
+
+def _interleave(rt: Any, spec: ArenaSpec, names: Sequence[str], modules: Mapping[str, Any],
+                configs: Mapping[str, Any], examples: list, folder: Path, judge: Any, row_fn: Any,
+                progress: bool) -> None:
+    """Bring every unfinished system to the first ``step`` questions, then to the first 2*step, ...
+    (the last stage, all questions, is the arena's ordinary pass). The result files and their meta
+    are the ones the full pass uses, so stages resume like it."""
+    for stop in range(spec.step, len(examples), spec.step):
+        for system in names:
+            if system not in modules:
+                continue
+            settings = settings_for(rt, system, configs.get(system, {}), spec.split, examples, judge)
+            log.info("%s: stage of the first %d of %d questions", system, stop, len(examples))
+            try:
+                evaluate(modules[system], examples[:stop], folder / "results" / f"{system}.jsonl",
+                         threads=spec.threads, progress=progress, meta=settings, seed=spec.seed, row_fn=row_fn)
+            except ResultsMismatchError as exc:
+                raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
+
+
+def read_rows(path: Path, ids: Sequence[str]) -> list[dict]:
+    """The finished rows of a result file for these question ids, in their order (a cut line is skipped)."""
+    by_id: dict[str, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and row.get("id") is not None:
+                by_id[row["id"]] = row
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def report_from_files(folder: Path, names: Sequence[str], examples: list, baseline: str | None, title: str,
+                      seed: int = 0) -> ArenaResult:
+    """The report of an arena as its files stand: no model, index or LM is touched. A system with some
+    questions answered is reported on those (its n says how many; its paired differences are on the
+    questions it shares with the baseline); a system with none is listed as not run yet."""
+    ids = [e.id for e in examples]
+    rows, paths, pending = {}, {}, {}
+    for system in names:
+        path = folder / "results" / f"{system}.jsonl"
+        got = read_rows(path, ids)
+        if got:
+            rows[system], paths[system] = got, path
+        else:
+            pending[system] = "no question answered yet"
+    if not rows:
+        raise ResultsMissingError(f"no results in {folder / 'results'} for {', '.join(names)}; run the arena first")
+    partial = {s: len(r) for s, r in rows.items() if len(r) < len(ids)}
+    if partial:
+        title += " (partial: " + ", ".join(f"{s} {n} of {len(ids)}" for s, n in partial.items()) + ")"
+    md, summary = report.write_report(folder, rows, baseline if baseline in rows else None, title, seed,
+                                      skipped=pending)
+    return ArenaResult(folder, md, summary, {}, paths, [], list(rows), pending)
 
 
 def _build_all(rt: Any, names: Sequence[str], configs: Mapping[str, Any], examples: list, folder: Path,

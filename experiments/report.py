@@ -116,6 +116,10 @@ def markdown(summary: dict, title: str) -> str:
                  _f(m["tokens_per_q"], 0), _f(m["seconds_per_q"], 2), str(m["cold_n"]), str(m["errors"]), marks]
         cells += [_f(m.get(k)) for k in JUDGE_KEYS] if judge else []
         lines.append("| " + " | ".join(cells) + " |")
+    if len({e["metrics"]["n"] for e in summary["systems"].values()}) > 1:
+        lines += ["", "Systems have answered different numbers of questions (n): a system with fewer is reported on "
+                  "the first n of the seeded sample, so its EM/F1 are not over the same questions as the others'. "
+                  "Compare by ΔEM/ΔF1: they are paired on the questions each system shares with the baseline."]
     if any(e["metrics"]["cold_n"] < e["metrics"]["n"] for e in summary["systems"].values()):
         lines += ["", "Tokens/q and s/q are means over the *cold* questions (no LM-cache hit); '-' means every "
                   "answer came from DSPy's cache (run with `--no-cache` to measure the cost)."]

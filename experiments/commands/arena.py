@@ -24,6 +24,12 @@ def arena(
     baseline: str = typer.Option("vanilla", "--baseline", help="System the paired differences are taken against."),
     judge: bool = typer.Option(False, "--judge", help="Add LLM-as-judge answer accuracy and faithfulness (role judge)."),
     threads: int = typer.Option(1, "--threads", help="Parallel questions per system (helps for remote LMs)."),
+    step: Optional[int] = typer.Option(None, "--step", help="Interleave: every unfinished system answers the first "
+                                       "STEP questions, then the first 2*STEP, ...; stopped early, every system "
+                                       "has a common prefix of the sample."),
+    report_only: bool = typer.Option(False, "--report-only", help="Rebuild the report from the result files as "
+                                     "they stand (partial systems on the questions they answered); runs nothing, "
+                                     "loads no model, logs nothing to MLflow."),
     data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
     lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
     critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
@@ -46,10 +52,12 @@ def arena(
         lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
                              generator_lm=generator_lm, judge_lm=judge_lm)
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir)
+        if report_only:
+            no_tracking = True
         if not no_tracking:
             tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
         spec = ArenaSpec(systems=names, split=split, limit=limit, seed=seed, balanced=balanced, name=name,
-                         baseline=baseline, judge=judge, threads=threads,
+                         baseline=baseline, judge=judge, threads=threads, step=step, report_only=report_only,
                          configs={**o.read_mapping(config), **o.parse_sets(set_)},
                          skip_unavailable=systems.strip() == "all")
         result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
@@ -62,7 +70,9 @@ def arena(
         return
     table = {s: e["metrics"] for s, e in result.summary["systems"].items()}
     render.console.print(render.metrics_table(table, f"arena on {dataset} {split}"))
-    if result.reused:
+    if report_only:
+        render.console.print(f"report rebuilt from the result files of: {', '.join(result.reused)}")
+    elif result.reused:
         render.console.print(f"reused finished systems (not rerun): {', '.join(result.reused)}")
     for system, why in result.skipped.items():
         render.err_console.print(f"[yellow]not run:[/yellow] {system}: {why}")

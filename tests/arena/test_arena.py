@@ -191,3 +191,64 @@ def test_cli_unknown_system_and_a_full_run(tmp_path, monkeypatch):
     out = json.loads(ok.output.strip().splitlines()[-1])
     assert out["ran"] == ["vanilla", "crag"] and Path(out["report"]).exists()
     assert json.loads((Path(out["report"]).parent / "results" / "crag.meta.json").read_text())["config"]["k"] == 2
+
+
+class CallLog(FakeRuntime):
+    """Records (system, question id) across every system, in call order; interrupts after `stop_after` calls."""
+
+    def __init__(self, workspace, n=6, stop_after=None):
+        super().__init__(workspace, n)
+        self.calls, self.stop_after = [], stop_after
+
+    def system(self, name, config=None, retriever=None):
+        module, calls, stop_after = super().system(name, config, retriever), self.calls, self.stop_after
+
+        def run(**kw):
+            if stop_after is not None and len(calls) >= stop_after:
+                raise KeyboardInterrupt
+            calls.append((name, kw["question"].rsplit("(", 1)[1].rstrip(")")))
+            return module(**kw)
+        return run
+
+
+def test_step_interleaves_systems_so_a_stopped_arena_has_a_common_prefix(tmp_path):
+    spec = ArenaSpec(systems=("vanilla", "closed-book", "crag"), limit=6, step=2)
+    rt = CallLog(tmp_path, stop_after=7)
+    with pytest.raises(KeyboardInterrupt):
+        run_arena(rt, spec, track=False, progress=False)
+    assert rt.calls == [("vanilla", "0"), ("vanilla", "1"), ("closed-book", "0"), ("closed-book", "1"),
+                        ("crag", "0"), ("crag", "1"), ("vanilla", "2")]
+
+    partial = run_arena(CallLog(tmp_path), ArenaSpec(systems=spec.systems, limit=6, report_only=True),
+                        track=False, progress=False)
+    assert partial.ran == [] and sorted(partial.reused) == ["closed-book", "crag", "vanilla"]
+    ms = {s: e["metrics"]["n"] for s, e in partial.summary["systems"].items()}
+    assert ms == {"vanilla": 3, "closed-book": 2, "crag": 2}
+    assert partial.summary["systems"]["crag"]["paired"]["em"]["n"] == 2  # paired on the shared questions only
+    text = partial.report.read_text()
+    assert "partial: vanilla 3 of 6, closed-book 2 of 6, crag 2 of 6" in text and "different numbers" in text
+
+    rt2 = CallLog(tmp_path)  # resumed with the same step: the stage of 4 first, then everything
+    done = run_arena(rt2, spec, track=False, progress=False)
+    assert rt2.calls[:5] == [("vanilla", "3"), ("closed-book", "2"), ("closed-book", "3"), ("crag", "2"), ("crag", "3")]
+    assert len(rt2.calls) == 18 - 7
+    assert all(len(r.rows) == 6 for r in done.results.values())
+
+
+def test_report_only_runs_nothing_and_needs_results(tmp_path):
+    from experiments.arena import ResultsMissingError
+
+    rt = CallLog(tmp_path)
+    with pytest.raises(ResultsMissingError, match="run the arena first"):
+        run_arena(rt, ArenaSpec(systems=("vanilla",), limit=2, report_only=True), track=False, progress=False)
+    assert rt.built == [] and rt.opened == []
+    run_arena(rt, ArenaSpec(systems=("vanilla",), limit=2), track=False, progress=False)
+    rt2 = CallLog(tmp_path)
+    res = run_arena(rt2, ArenaSpec(systems=("vanilla", "crag"), limit=2, report_only=True), track=False, progress=False)
+    assert rt2.built == [] and rt2.calls == [] and res.skipped == {"crag": "no question answered yet"}
+    assert "partial" not in res.report.read_text() and "## Not run" in res.report.read_text()
+
+
+def test_step_must_be_positive(tmp_path):
+    with pytest.raises(ConfigError, match="step"):
+        run_arena(CallLog(tmp_path), ArenaSpec(systems=("vanilla",), limit=2, step=0), track=False, progress=False)
