@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from experiments import report, tracking
 from experiments.runtime import config_hash
-from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate
+from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate, read_results
 from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
 from program.errors import ConfigError, ModelFileError, SharpError
@@ -127,15 +127,7 @@ def settings_for(rt: Any, name: str, values: Mapping[str, Any], split: str, exam
 
 
 def is_finished(path: Path, examples: list) -> bool:
-    if not path.exists():
-        return False
-    done = set()
-    for line in path.read_text().splitlines():
-        try:
-            done.add(json.loads(line).get("id"))
-        except (json.JSONDecodeError, AttributeError):  # a line cut by a kill: that question is not done
-            continue
-    return all(e.id in done for e in examples)
+    return len(finished_rows(path, [e.id for e in examples])) == len(examples)
 
 
 class _NotRerun:
@@ -260,17 +252,11 @@ def _interleave(rt: Any, spec: ArenaSpec, names: Sequence[str], modules: Mapping
                 raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
 
 
-def read_rows(path: Path, ids: Sequence[str]) -> list[dict]:
-    """The finished rows of a result file for these question ids, in their order (a cut line is skipped)."""
-    by_id: dict[str, dict] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and row.get("id") is not None:
-                by_id[row["id"]] = row
+def finished_rows(path: Path, ids: Sequence[str]) -> list[dict]:
+    """The rows of a result file for these question ids, in their order (none if there is no file)."""
+    if not path.exists():
+        return []
+    by_id = {r.get("id"): r for r in read_results(path) if isinstance(r, dict)}
     return [by_id[i] for i in ids if i in by_id]
 
 
@@ -283,7 +269,7 @@ def report_from_files(folder: Path, names: Sequence[str], examples: list, baseli
     rows, paths, pending = {}, {}, {}
     for system in names:
         path = folder / "results" / f"{system}.jsonl"
-        got = read_rows(path, ids)
+        got = finished_rows(path, ids)
         if got:
             rows[system], paths[system] = got, path
         else:

@@ -92,7 +92,8 @@ def by_type(rows: Sequence[dict], seed: int = 0) -> dict[str, dict]:
     return {t: {k: v for k, v in aggregate(g, seed).items() if not isinstance(v, dict)} for t, g in sorted(groups.items())}
 
 
-def _read_rows(path: Path) -> list[dict]:
+def read_results(path: Path) -> list[dict]:
+    """The rows of a results file (a line cut by a kill is dropped with a warning: that question re-runs)."""
     rows = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if line.strip():
@@ -130,7 +131,7 @@ def evaluate(system: Callable[..., Any], examples: Iterable[Any], results_path: 
         path.parent.mkdir(parents=True, exist_ok=True)
         _check_meta(path, meta)
         if path.exists():
-            done = {r["id"]: r for r in _read_rows(path)}
+            done = {r["id"]: r for r in read_results(path)}
             path.write_text("".join(json.dumps(r) + "\n" for r in done.values()))
             if done:
                 log.info("resuming %s: %d of %d questions already done", path, len(done), len(examples))
