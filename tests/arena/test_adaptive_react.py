@@ -99,3 +99,70 @@ def test_react_agent_garbage_falls_back_to_the_generator():
 def test_search_tool_outside_forward_is_an_error():
     with pytest.raises(RuntimeError, match="only inside"):
         search("x")
+
+
+@pytest.mark.parametrize("args, expected", [
+    ({"query": {"type": "string", "value": "Pulp Fiction director"}}, {"query": "Pulp Fiction director"}),
+    ({"query": {"query": "Pulp Fiction director"}}, {"query": "Pulp Fiction director"}),
+    ({"q": "Pulp Fiction director"}, {"query": "Pulp Fiction director"}),
+    ({"query": ["Pulp", "Fiction director"]}, {"query": "Pulp Fiction director"}),
+    ({"query": 1994}, {"query": "1994"}),
+])
+def test_repair_args_unwraps_what_a_small_model_writes(args, expected):
+    from program.systems.react import repair_args
+
+    assert repair_args(args, {"query": {"type": "string"}}) == (expected, True)
+
+
+def test_repair_args_leaves_good_and_hopeless_arguments_alone():
+    from program.systems.react import repair_args
+
+    schema = {"query": {"type": "string"}}
+    assert repair_args({"query": "ok"}, schema) == ({"query": "ok"}, False)
+    assert repair_args({"query": {"type": "string"}}, schema) == ({"query": {"type": "string"}}, False)
+    assert repair_args({"a": "x", "b": "y"}, schema) == ({"a": "x", "b": "y"}, False)
+
+
+def test_react_searches_when_the_agent_echoes_the_tool_schema():
+    echo = {"next_thought": "look it up", "next_tool_name": "search",
+            "next_tool_args": {"query": {"type": "string", "value": "Pulp Fiction director"}}}
+    pred, agent, gen, retriever = react([echo, react_step(tool="finish", query=None),
+                                         {"reasoning": "r", "answer": "Quentin Tarantino"}])
+    assert retriever.queries == [("Pulp Fiction director", 3)]
+    step = [t for t in pred.trace if t["role"] == "agent"][0]
+    assert step["searches"] == 1 and step["repaired_args"] == 1 and step["tool_errors"] == 0
+    assert pred.answer == "Quentin Tarantino" and pred.stop_reason == "finish"
+
+
+def test_react_counts_tool_errors_it_cannot_repair():
+    bad = {"next_thought": "look it up", "next_tool_name": "search", "next_tool_args": {"query": {"type": "string"}}}
+    pred, agent, gen, retriever = react([bad] * 3 + [{"reasoning": "r", "answer": "Quentin Tarantino"}])
+    step = [t for t in pred.trace if t["role"] == "agent"][0]
+    assert retriever.queries == [] and step["tool_errors"] == 3 and step["searches"] == 0
+
+
+def test_a_repeated_search_shows_the_next_results_then_says_there_are_none():
+    from program.evidence import EvidencePool
+    from program.steps import Budget, traced
+    from program.systems import react as R
+
+    class Ranked:
+        def retrieve(self, query, k):
+            from program.types import Passage
+            return [Passage(id=str(i), title=f"T{i}", text=f"text {i}") for i in range(min(k, 5))]
+
+    with traced("Who voiced Naruto?", 2000, Budget()) as (_, tr):
+        session = R._Session(Ranked(), tr, EvidencePool(), 2, 100)
+        token = R._SESSION.set(session)
+        try:
+            first = R.search("Naruto voice actor")
+            second = R.search("naruto  Voice actor")  # the same search, as the agent repeats it
+            third = R.search("Naruto voice actor")
+            fourth = R.search("Naruto voice actor")
+        finally:
+            R._SESSION.reset(token)
+    assert "T0" in first and "T1" in first and "T2" not in first
+    assert "searched" in second and "T2" in second and "T3" in second and "T0" not in second
+    assert "T4" in third and "T3" not in third
+    assert fourth.startswith("No further results") and session.repeated == 3
+    assert [s["k"] for s in tr.steps if s["role"] == "retriever"] == [2, 4, 6, 8]
