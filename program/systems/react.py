@@ -30,6 +30,9 @@ class ReActConfig(StrictConfig):
     k: int = Field(3, ge=1, le=20, description="Passages per search.")
     passage_chars: int = Field(400, ge=50, le=5000)
     evidence_cap: int = Field(8, ge=1, le=40)
+    max_answer_words: int = Field(10, ge=1, le=200, description=(
+        "An agent answer longer than this is a sentence, not a span (the 1.5B agent's extract step writes "
+        "'Denise Levertov was born on ...'): the generator answers from the agent's evidence instead."))
     max_question_chars: int = Field(2000, ge=50)
     budget: Budget = Budget(max_lm_calls=16)
 
@@ -160,11 +163,14 @@ class ReActRAG(dspy.Module):
             evidence = session.pool.select(cfg.evidence_cap)
             answer = clean_answer(getattr(pred, "answer", ""), q) if pred is not None else ""
             cited: list[str] = []
+            if answer and len(answer.split()) > cfg.max_answer_words:
+                step["agent_answer"] = answer[:300]
+                answer, stop = "", "agent_not_a_span"
             if not answer:
                 if not evidence:
                     evidence = retrieve(self.retriever, q, cfg.k, tr)
                 answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
-                stop = "agent_failed"
+                stop = "agent_not_a_span" if stop == "agent_not_a_span" else "agent_failed"
             step["answer"] = answer
         return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited, sub_queries=[q],
                       queries=list(session.pool.by_query) or [q], retries=max(0, session.searches - 1),

@@ -166,3 +166,14 @@ def test_a_repeated_search_shows_the_next_results_then_says_there_are_none():
     assert "T4" in third and "T3" not in third
     assert fourth.startswith("No further results") and session.repeated == 3
     assert [s["k"] for s in tr.steps if s["role"] == "retriever"] == [2, 4, 6, 8]
+
+
+def test_a_sentence_from_the_agent_is_replaced_by_the_generators_span():
+    sentence = "Quentin Tarantino, an American film director born in Knoxville, directed the film Pulp Fiction"
+    pred, agent, gen, retriever = react([react_step(), react_step(tool="finish", query=None),
+                                         {"reasoning": "r", "answer": sentence}], fallback=("Quentin Tarantino",))
+    step = [t for t in pred.trace if t["role"] == "agent"][0]
+    assert pred.answer == "Quentin Tarantino" and pred.stop_reason == "agent_not_a_span"
+    assert step["agent_answer"] == sentence and len(retriever.queries) == 1  # the agent's evidence, no new search
+    short = react([react_step(), react_step(tool="finish", query=None), {"reasoning": "r", "answer": "Tarantino"}])[0]
+    assert short.answer == "Tarantino" and short.stop_reason == "finish"
