@@ -199,7 +199,8 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
               "n_questions": len(examples), "lm": rt.lm_config.summary()}
     with _maybe_run(track, f"arena-{name}", params=params, tags={"kind": "arena"}):
         if spec.step:
-            _interleave(rt, spec, names, modules, configs, examples, folder, judge, row_fn, progress)
+            _interleave(rt, spec, names, modules, configs, examples, folder, judge, row_fn, progress,
+                        report_as=(title, baseline, track))
         for system in names:
             values = configs.get(system, {})
             settings = settings_for(rt, system, values, spec.split, examples, judge)
@@ -227,18 +228,25 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
         md, summary = report.write_report(folder, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed,
                                           skipped=skipped)
         if track:
-            for f in sorted(folder.iterdir()):
-                if f.is_file():
-                    tracking.log_file(f, artifact_path="report")
+            _log_report(folder)
     return ArenaResult(folder, md, summary, results, paths, ran, reused, skipped)
+
+
+def _log_report(folder: Path) -> None:
+    for f in sorted(folder.iterdir()):
+        if f.is_file():
+            tracking.log_file(f, artifact_path="report")
 
 
 def _interleave(rt: Any, spec: ArenaSpec, names: Sequence[str], modules: Mapping[str, Any],
                 configs: Mapping[str, Any], examples: list, folder: Path, judge: Any, row_fn: Any,
-                progress: bool) -> None:
+                progress: bool, report_as: tuple[str, str | None, bool]) -> None:
     """Bring every unfinished system to the first ``step`` questions, then to the first 2*step, ...
     (the last stage, all questions, is the arena's ordinary pass). The result files and their meta
-    are the ones the full pass uses, so stages resume like it."""
+    are the ones the full pass uses, so stages resume like it. After each stage the report is
+    rebuilt from the files (and logged to the arena's MLflow run), so a long arena can be read
+    while it runs."""
+    title, baseline, track = report_as
     for stop in range(spec.step, len(examples), spec.step):
         for system in names:
             if system not in modules:
@@ -250,6 +258,11 @@ def _interleave(rt: Any, spec: ArenaSpec, names: Sequence[str], modules: Mapping
                          threads=spec.threads, progress=progress, meta=settings, seed=spec.seed, row_fn=row_fn)
             except ResultsMismatchError as exc:
                 raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
+        if any(system in modules for system in names):
+            report_from_files(folder, names, examples, baseline, title, spec.seed)
+            log.info("stage of %d done; report so far: %s", stop, folder / "summary.md")
+            if track:
+                _log_report(folder)
 
 
 def finished_rows(path: Path, ids: Sequence[str]) -> list[dict]:

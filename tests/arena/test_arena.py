@@ -218,6 +218,8 @@ def test_step_interleaves_systems_so_a_stopped_arena_has_a_common_prefix(tmp_pat
         run_arena(rt, spec, track=False, progress=False)
     assert rt.calls == [("vanilla", "0"), ("vanilla", "1"), ("closed-book", "0"), ("closed-book", "1"),
                         ("crag", "0"), ("crag", "1"), ("vanilla", "2")]
+    staged = (tmp_path / "reports" / "arena-hotpotqa-dev-6-s0" / "summary.md").read_text()
+    assert "partial: vanilla 2 of 6, closed-book 2 of 6, crag 2 of 6" in staged  # written after the first stage
 
     partial = run_arena(CallLog(tmp_path), ArenaSpec(systems=spec.systems, limit=6, report_only=True),
                         track=False, progress=False)
