@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from optimize.evaluate import aggregate, by_type, cold_figures
+from optimize.evaluate import aggregate, by_type, cold_figures, imputed_cost
 from optimize.stats import paired_bootstrap
 
 # Trace-step keys that hold a grader's decision (SHARP critic, CRAG, Self-RAG, Adaptive routes).
@@ -68,9 +68,13 @@ def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None
         # tokens and seconds over the cold questions only (None when every question had a cache hit):
         # a call replayed from DSPy's cache costs ~0 s and no tokens, which would make a system look free
         m.update(cold_figures(rows))
+        m.update(imputed_cost(rows))
+        # every question, a cached call costed at its role's uncached mean (the cold-only means are kept
+        # in summary.json); unknown when a cached role was never called uncached
         for key in ("prompt_tokens_per_q", "completion_tokens_per_q", "seconds_per_q"):
-            m[key] = m[f"cold_{key}"]
-        m["tokens_per_q"] = (m["prompt_tokens_per_q"] + m["completion_tokens_per_q"]) if m["cold_n"] else None
+            m[key] = m[f"imputed_{key}"]
+        m["tokens_per_q"] = (m["prompt_tokens_per_q"] + m["completion_tokens_per_q"]
+                             if m["prompt_tokens_per_q"] is not None else None)
         for key in JUDGE_KEYS:
             m[key] = column_mean(rows, key)
         entry = {"metrics": m, "by_type": by_type(rows, seed), "decisions": decision_rates(rows),
@@ -92,6 +96,10 @@ def _f(v: Any, d: int = 3) -> str:
     return "-" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
 
 
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
 def _ci(v: Any) -> str:
     return f"[{v[0]:.3f}, {v[1]:.3f}]" if v else "-"
 
@@ -106,23 +114,25 @@ def markdown(summary: dict, title: str) -> str:
              "same questions). Pareto fronts use F1 against each cost.", ""]
     judge = any(e["metrics"].get(k) is not None for e in summary["systems"].values() for k in JUDGE_KEYS)
     head = ["system", "n", "EM", "EM 95% CI", "F1", "F1 95% CI", f"ΔEM vs {base}", f"ΔF1 vs {base}", "calls/q",
-            "tokens/q", "s/q", "cold q", "errors", "Pareto (calls/tokens/s)"] + (["judge acc", "faithfulness"] if judge else [])
+            "tokens/q", "s/q", "cached calls", "errors", "Pareto (calls/tokens/s)"] + (["judge acc", "faithfulness"] if judge else [])
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, e in summary["systems"].items():
         m = e["metrics"]
         marks = "/".join("*" if name in summary["pareto"][c] else "." for c in COSTS)
         cells = [name, str(m["n"]), _f(m["em"]), _ci(m.get("em_ci")), _f(m["f1"]), _ci(m.get("f1_ci")),
                  _diff(e["paired"].get("em")), _diff(e["paired"].get("f1")), _f(m["lm_calls_per_q"], 2),
-                 _f(m["tokens_per_q"], 0), _f(m["seconds_per_q"], 2), str(m["cold_n"]), str(m["errors"]), marks]
+                 _f(m["tokens_per_q"], 0), _f(m["seconds_per_q"], 2), _pct(m.get("imputed_share")), str(m["errors"]), marks]
         cells += [_f(m.get(k)) for k in JUDGE_KEYS] if judge else []
         lines.append("| " + " | ".join(cells) + " |")
     if len({e["metrics"]["n"] for e in summary["systems"].values()}) > 1:
         lines += ["", "Systems have answered different numbers of questions (n): a system with fewer is reported on "
                   "the first n of the seeded sample, so its EM/F1 are not over the same questions as the others'. "
                   "Compare by ΔEM/ΔF1: they are paired on the questions each system shares with the baseline."]
-    if any(e["metrics"]["cold_n"] < e["metrics"]["n"] for e in summary["systems"].values()):
-        lines += ["", "Tokens/q and s/q are means over the *cold* questions (no LM-cache hit); '-' means every "
-                  "answer came from DSPy's cache (run with `--no-cache` to measure the cost)."]
+    if any(e["metrics"].get("imputed_share") for e in summary["systems"].values()):
+        lines += ["", "Tokens/q and s/q are over every question; a call answered from DSPy's cache (shared with "
+                  "another system or an earlier run; 'cached calls' is their share) is costed at the mean of the "
+                  "same system's uncached calls of its role. '-' means a cached role was never called uncached, "
+                  "so its cost is unknown (run with `--no-cache` to measure it)."]
     types = sorted({t for e in summary["systems"].values() for t in e["by_type"]})
     lines += ["", "## By question type (EM / F1 / n)", "", "| system | " + " | ".join(types) + " |",
               "|" + "---|" * (len(types) + 1)]

@@ -85,6 +85,52 @@ def cold_figures(rows: Sequence[dict]) -> dict:
             "cold_completion_tokens_per_q": sum(r.get("completion_tokens", 0) for r in cold) / n}
 
 
+def imputed_cost(rows: Sequence[dict]) -> dict:
+    """Seconds and tokens per question over *every* question, a call answered from DSPy's cache costed at
+    the mean of this system's uncached calls of the same role.
+
+    Systems share calls through the cache (Self-RAG's relevance grades are LM-rerank's scores; the
+    planner of SHARP, Adaptive-RAG and Self-RAG is one call), so in an arena many questions have a
+    hit somewhere. The cold-question mean then leaves most questions out, and not at random (Self-RAG's
+    cold questions are the ones that never planned: 8 calls against 14). None where a cached role has
+    no uncached call to be costed from; ``imputed_share`` is the share of calls costed this way."""
+    sums: dict[str, list[float]] = {}  # role -> uncached calls, prompt tokens, completion tokens, seconds
+    for r in rows:
+        for role, c in (r.get("cost_by_role") or {}).items():
+            acc = sums.setdefault(role, [0.0, 0.0, 0.0, 0.0])
+            acc[0] += (c.get("lm_calls") or 0) - (c.get("cached_calls") or 0)
+            acc[1] += c.get("prompt_tokens") or 0
+            acc[2] += c.get("completion_tokens") or 0
+            acc[3] += c.get("lm_seconds") or 0.0
+    unknown = {"imputed_seconds_per_q": None, "imputed_prompt_tokens_per_q": None,
+               "imputed_completion_tokens_per_q": None, "imputed_share": None}
+    timed = [r for r in rows if r.get("seconds") is not None]
+    if not timed:
+        return unknown
+    total = [0.0, 0.0, 0.0]
+    calls = cached = 0
+    for r in timed:
+        q = [float(r.get("prompt_tokens") or 0), float(r.get("completion_tokens") or 0), float(r["seconds"])]
+        calls += r.get("lm_calls") or 0
+        if r.get("cached_calls"):
+            by_role = r.get("cost_by_role") or {}
+            if sum((c.get("cached_calls") or 0) for c in by_role.values()) != r["cached_calls"]:
+                return unknown  # a row without its per-role split
+            for role, c in by_role.items():
+                n = c.get("cached_calls") or 0
+                if not n:
+                    continue
+                done, p, comp, sec = sums[role]
+                if done <= 0:
+                    return unknown
+                q = [q[0] + n * p / done, q[1] + n * comp / done, q[2] + n * sec / done]
+                cached += n
+        total = [a + b for a, b in zip(total, q)]
+    n = len(timed)
+    return {"imputed_seconds_per_q": total[2] / n, "imputed_prompt_tokens_per_q": total[0] / n,
+            "imputed_completion_tokens_per_q": total[1] / n, "imputed_share": cached / calls if calls else 0.0}
+
+
 def by_type(rows: Sequence[dict], seed: int = 0) -> dict[str, dict]:
     groups: dict[str, list[dict]] = {}
     for r in rows:

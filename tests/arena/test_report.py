@@ -79,20 +79,39 @@ def test_report_without_baseline_or_graders(tmp_path):
     assert (tmp_path / "decisions.png").exists()
 
 
-def test_costs_are_taken_over_cold_questions_and_unknown_when_all_cached(tmp_path):
-    warm = rows([1, 0, 1, 0], calls=2, seconds=10.0, tokens=1000)
-    warm[0].update(cached_calls=2, seconds=0.01, prompt_tokens=0, completion_tokens=0)  # replayed from the cache
+def role(calls, cached=0, prompt=0, completion=0, seconds=0.0):
+    return {"lm_calls": calls, "cached_calls": cached, "prompt_tokens": prompt, "completion_tokens": completion,
+            "lm_seconds": seconds}
+
+
+def test_cached_calls_are_costed_at_their_roles_uncached_mean_and_unknown_without_one(tmp_path):
+    # vanilla: 3 uncached questions (1 generator call: 1000 + 10 tokens, 10 s) and one fully cached
+    warm = rows([1, 0, 1, 0], calls=1, seconds=10.0, tokens=1000)
+    for r in warm:
+        r["cost_by_role"] = {"generator": role(1, 0, 1000, 10, 9.5)}
+    warm[0].update(cached_calls=1, seconds=0.01, prompt_tokens=0, completion_tokens=0,
+                   cost_by_role={"generator": role(1, 1)})
+    # mixed: the planner call is cached on question 0 and uncached (200 tokens, 4 s) on question 1
+    mixed = rows([1, 0], calls=2, seconds=0.0, tokens=0)
+    mixed[0].update(cached_calls=1, seconds=6.0, prompt_tokens=300, completion_tokens=0,
+                    cost_by_role={"planner": role(1, 1), "generator": role(1, 0, 300, 0, 6.0)})
+    mixed[1].update(seconds=10.0, prompt_tokens=500, completion_tokens=0,
+                    cost_by_role={"planner": role(1, 0, 200, 0, 4.0), "generator": role(1, 0, 300, 0, 6.0)})
     replayed = rows([1, 1, 1, 0], calls=3, seconds=0.02, tokens=0)
     for r in replayed:
-        r["cached_calls"] = 3
-    md, s = write_report(tmp_path / "r", {"vanilla": warm, "sharp": replayed}, baseline="vanilla")
-    v, sh = s["systems"]["vanilla"]["metrics"], s["systems"]["sharp"]["metrics"]
-    assert v["cold_n"] == 3 and v["seconds_per_q"] == pytest.approx(10.0) and v["tokens_per_q"] == pytest.approx(1010)
-    assert sh["cold_n"] == 0 and sh["tokens_per_q"] is None and sh["seconds_per_q"] is None
-    assert v["prompt_tokens_per_q"] == pytest.approx(1000) and sh["prompt_tokens_per_q"] is None  # the CLI table's
+        r.update(cached_calls=3, cost_by_role={"critic": role(3, 3)})
+    md, s = write_report(tmp_path / "r", {"vanilla": warm, "mixed": mixed, "sharp": replayed}, baseline="vanilla")
+    v, mx, sh = (s["systems"][n]["metrics"] for n in ("vanilla", "mixed", "sharp"))
+    # the cached question costs what the 3 uncached ones did on average: every question counts
+    assert v["seconds_per_q"] == pytest.approx((0.01 + 9.5 + 3 * 10.0) / 4) and v["tokens_per_q"] == pytest.approx(1010)
+    assert v["cold_n"] == 3 and v["cold_seconds_per_q"] == pytest.approx(10.0) and v["imputed_share"] == 0.25
+    assert mx["seconds_per_q"] == pytest.approx(10.0) and mx["prompt_tokens_per_q"] == pytest.approx(500)
+    assert mx["cold_n"] == 1 and mx["imputed_share"] == 0.25
+    assert sh["tokens_per_q"] is None and sh["seconds_per_q"] is None and sh["imputed_share"] is None
     assert sh["lm_calls_per_q"] == 3  # calls are counted, cached or not
     assert s["pareto"]["seconds_per_q"] == ["vanilla"] and "sharp" in s["pareto"]["lm_calls_per_q"]
     text = md.read_text()
-    assert "every answer came from DSPy's cache" in text
+    assert "costed at the mean" in text
     sharp_line = next(line for line in text.splitlines() if line.startswith("| sharp "))
-    assert "| - | - | 0 |" in sharp_line
+    assert "| - | - | - | 0 |" in sharp_line
+    assert "| 25% | 0 |" in next(line for line in text.splitlines() if line.startswith("| vanilla "))
