@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from optimize.evaluate import aggregate, by_type, cold_figures, imputed_cost
+from optimize.evaluate import aggregate, by_type, cold_figures, imputed_cost, role_sums
 from optimize.stats import paired_bootstrap
 
 # Trace-step keys that hold a grader's decision (SHARP critic, CRAG, Self-RAG, Adaptive routes).
@@ -63,12 +63,13 @@ def column_mean(rows: Sequence[dict], key: str) -> float | None:
 def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None, seed: int = 0) -> dict:
     """Metrics, paired differences to the baseline, Pareto fronts, types and decision rates."""
     out: dict[str, Any] = {"baseline": baseline if baseline in rows_by_system else None, "systems": {}}
+    pooled = role_sums([r for rows in rows_by_system.values() for r in rows])
     for name, rows in rows_by_system.items():
         m = aggregate(rows, seed)
         # tokens and seconds over the cold questions only (None when every question had a cache hit):
         # a call replayed from DSPy's cache costs ~0 s and no tokens, which would make a system look free
         m.update(cold_figures(rows))
-        m.update(imputed_cost(rows))
+        m.update(imputed_cost(rows, pooled))
         # every question, a cached call costed at its role's uncached mean (the cold-only means are kept
         # in summary.json); unknown when a cached role was never called uncached
         for key in ("prompt_tokens_per_q", "completion_tokens_per_q", "seconds_per_q"):
@@ -131,8 +132,9 @@ def markdown(summary: dict, title: str) -> str:
     if any(e["metrics"].get("imputed_share") for e in summary["systems"].values()):
         lines += ["", "Tokens/q and s/q are over every question; a call answered from DSPy's cache (shared with "
                   "another system or an earlier run; 'cached calls' is their share) is costed at the mean of the "
-                  "same system's uncached calls of its role. '-' means a cached role was never called uncached, "
-                  "so its cost is unknown (run with `--no-cache` to measure it)."]
+                  "same system's uncached calls of its role (of every system's, for a role this system never called "
+                  "uncached). '-' means no system called that role uncached, so the cost is unknown (run with "
+                  "`--no-cache` to measure it)."]
     types = sorted({t for e in summary["systems"].values() for t in e["by_type"]})
     lines += ["", "## By question type (EM / F1 / n)", "", "| system | " + " | ".join(types) + " |",
               "|" + "---|" * (len(types) + 1)]

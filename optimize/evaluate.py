@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from program.errors import SharpError
 from optimize.metrics import calibration, question_row
@@ -85,16 +85,9 @@ def cold_figures(rows: Sequence[dict]) -> dict:
             "cold_completion_tokens_per_q": sum(r.get("completion_tokens", 0) for r in cold) / n}
 
 
-def imputed_cost(rows: Sequence[dict]) -> dict:
-    """Seconds and tokens per question over *every* question, a call answered from DSPy's cache costed at
-    the mean of this system's uncached calls of the same role.
-
-    Systems share calls through the cache (Self-RAG's relevance grades are LM-rerank's scores; the
-    planner of SHARP, Adaptive-RAG and Self-RAG is one call), so in an arena many questions have a
-    hit somewhere. The cold-question mean then leaves most questions out, and not at random (Self-RAG's
-    cold questions are the ones that never planned: 8 calls against 14). None where a cached role has
-    no uncached call to be costed from; ``imputed_share`` is the share of calls costed this way."""
-    sums: dict[str, list[float]] = {}  # role -> uncached calls, prompt tokens, completion tokens, seconds
+def role_sums(rows: Sequence[dict]) -> dict[str, list[float]]:
+    """Per LM role: uncached calls, their prompt tokens, completion tokens and seconds."""
+    sums: dict[str, list[float]] = {}
     for r in rows:
         for role, c in (r.get("cost_by_role") or {}).items():
             acc = sums.setdefault(role, [0.0, 0.0, 0.0, 0.0])
@@ -102,6 +95,24 @@ def imputed_cost(rows: Sequence[dict]) -> dict:
             acc[1] += c.get("prompt_tokens") or 0
             acc[2] += c.get("completion_tokens") or 0
             acc[3] += c.get("lm_seconds") or 0.0
+    return sums
+
+
+def imputed_cost(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | None = None) -> dict:
+    """Seconds and tokens per question over *every* question, a call answered from DSPy's cache costed at
+    the mean of this system's uncached calls of the same role.
+
+    Systems share calls through the cache (Self-RAG's relevance grades are LM-rerank's scores; the
+    planner of SHARP, Adaptive-RAG and Self-RAG is one call), so in an arena many questions have a
+    hit somewhere. The cold-question mean then leaves most questions out, and not at random (Self-RAG's
+    cold questions are the ones that never planned: 8 calls against 14). A role this system never
+    called uncached is costed from ``pooled`` (:func:`role_sums` over every system of an arena: a call
+    shared through the cache was made, uncached, by one of them or an earlier run); None where
+    neither has one. ``imputed_share`` is the share of calls costed this way."""
+    sums = role_sums(rows)
+    for role, acc in (pooled or {}).items():
+        if sums.get(role, [0.0])[0] <= 0 and acc[0] > 0:
+            sums[role] = list(acc)
     unknown = {"imputed_seconds_per_q": None, "imputed_prompt_tokens_per_q": None,
                "imputed_completion_tokens_per_q": None, "imputed_share": None}
     timed = [r for r in rows if r.get("seconds") is not None]

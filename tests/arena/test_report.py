@@ -100,8 +100,14 @@ def test_cached_calls_are_costed_at_their_roles_uncached_mean_and_unknown_withou
     replayed = rows([1, 1, 1, 0], calls=3, seconds=0.02, tokens=0)
     for r in replayed:
         r.update(cached_calls=3, cost_by_role={"critic": role(3, 3)})
-    md, s = write_report(tmp_path / "r", {"vanilla": warm, "mixed": mixed, "sharp": replayed}, baseline="vanilla")
-    v, mx, sh = (s["systems"][n]["metrics"] for n in ("vanilla", "mixed", "sharp"))
+    # borrow: its planner call is always a cache hit (another system made it): costed from mixed's planner
+    borrow = rows([1], calls=2, seconds=6.0, tokens=300)
+    borrow[0].update(cached_calls=1, completion_tokens=0,
+                     cost_by_role={"planner": role(1, 1), "generator": role(1, 0, 300, 0, 6.0)})
+    md, s = write_report(tmp_path / "r", {"vanilla": warm, "mixed": mixed, "sharp": replayed, "borrow": borrow},
+                         baseline="vanilla")
+    v, mx, sh, b = (s["systems"][n]["metrics"] for n in ("vanilla", "mixed", "sharp", "borrow"))
+    assert b["seconds_per_q"] == pytest.approx(10.0) and b["tokens_per_q"] == pytest.approx(500)
     # the cached question costs what the 3 uncached ones did on average: every question counts
     assert v["seconds_per_q"] == pytest.approx((0.01 + 9.5 + 3 * 10.0) / 4) and v["tokens_per_q"] == pytest.approx(1010)
     assert v["cold_n"] == 3 and v["cold_seconds_per_q"] == pytest.approx(10.0) and v["imputed_share"] == 0.25
@@ -109,7 +115,8 @@ def test_cached_calls_are_costed_at_their_roles_uncached_mean_and_unknown_withou
     assert mx["cold_n"] == 1 and mx["imputed_share"] == 0.25
     assert sh["tokens_per_q"] is None and sh["seconds_per_q"] is None and sh["imputed_share"] is None
     assert sh["lm_calls_per_q"] == 3  # calls are counted, cached or not
-    assert s["pareto"]["seconds_per_q"] == ["vanilla"] and "sharp" in s["pareto"]["lm_calls_per_q"]
+    assert "vanilla" in s["pareto"]["seconds_per_q"] and "sharp" not in s["pareto"]["seconds_per_q"]
+    assert s["pareto"]["lm_calls_per_q"] == ["vanilla", "borrow"]  # sharp (calls known) is weighed, and dominated
     text = md.read_text()
     assert "costed at the mean" in text
     sharp_line = next(line for line in text.splitlines() if line.startswith("| sharp "))
