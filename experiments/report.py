@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from optimize.evaluate import aggregate, by_type, cold_figures, imputed_cost, role_sums
+from optimize.evaluate import aggregate, by_type, cold_figures, imputed_cost, step_sums
 from optimize.stats import paired_bootstrap
 
 # Trace-step keys that hold a grader's decision (SHARP critic, CRAG, Self-RAG, Adaptive routes).
@@ -63,7 +63,7 @@ def column_mean(rows: Sequence[dict], key: str) -> float | None:
 def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None, seed: int = 0) -> dict:
     """Metrics, paired differences to the baseline, Pareto fronts, types and decision rates."""
     out: dict[str, Any] = {"baseline": baseline if baseline in rows_by_system else None, "systems": {}}
-    pooled = role_sums([r for rows in rows_by_system.values() for r in rows])
+    pooled = step_sums([r for rows in rows_by_system.values() for r in rows])
     for name, rows in rows_by_system.items():
         m = aggregate(rows, seed)
         # tokens and seconds over the cold questions only (None when every question had a cache hit):
@@ -132,8 +132,8 @@ def markdown(summary: dict, title: str) -> str:
     if any(e["metrics"].get("imputed_share") for e in summary["systems"].values()):
         lines += ["", "Tokens/q and s/q are over every question; a call answered from DSPy's cache (shared with "
                   "another system or an earlier run; 'cached calls' is their share) is costed at the mean of the "
-                  "same system's uncached calls of its role (of every system's, for a role this system never called "
-                  "uncached). '-' means no system called that role uncached, so the cost is unknown (run with "
+                  "same system's uncached calls of the same step (of every system's, for a step this system never ran "
+                  "uncached). '-' means no system ran that step uncached, so the cost is unknown (run with "
                   "`--no-cache` to measure it)."]
     types = sorted({t for e in summary["systems"].values() for t in e["by_type"]})
     lines += ["", "## By question type (EM / F1 / n)", "", "| system | " + " | ".join(types) + " |",

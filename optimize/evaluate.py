@@ -85,34 +85,41 @@ def cold_figures(rows: Sequence[dict]) -> dict:
             "cold_completion_tokens_per_q": sum(r.get("completion_tokens", 0) for r in cold) / n}
 
 
-def role_sums(rows: Sequence[dict]) -> dict[str, list[float]]:
-    """Per LM role: uncached calls, their prompt tokens, completion tokens and seconds."""
+def _lm_steps(row: dict) -> list[dict]:
+    return [t for t in row.get("trace") or [] if isinstance(t, dict) and t.get("lm_calls")]
+
+
+def step_sums(rows: Sequence[dict]) -> dict[str, list[float]]:
+    """Per kind of step (the trace's ``role``: planner, critic, relevance_grader, ...), over the steps
+    with no cached call: LM calls, prompt tokens, completion tokens, seconds."""
     sums: dict[str, list[float]] = {}
     for r in rows:
-        for role, c in (r.get("cost_by_role") or {}).items():
-            acc = sums.setdefault(role, [0.0, 0.0, 0.0, 0.0])
-            acc[0] += (c.get("lm_calls") or 0) - (c.get("cached_calls") or 0)
-            acc[1] += c.get("prompt_tokens") or 0
-            acc[2] += c.get("completion_tokens") or 0
-            acc[3] += c.get("lm_seconds") or 0.0
+        for t in _lm_steps(r):
+            if t.get("cached_calls"):
+                continue
+            acc = sums.setdefault(str(t.get("role")), [0.0, 0.0, 0.0, 0.0])
+            acc[0] += t["lm_calls"]
+            acc[1] += t.get("prompt_tokens") or 0
+            acc[2] += t.get("completion_tokens") or 0
+            acc[3] += t.get("seconds") or 0.0
     return sums
 
 
 def imputed_cost(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | None = None) -> dict:
     """Seconds and tokens per question over *every* question, a call answered from DSPy's cache costed at
-    the mean of this system's uncached calls of the same role.
+    the mean of this system's uncached calls of the same kind of step.
 
-    Systems share calls through the cache (Self-RAG's relevance grades are LM-rerank's scores; the
-    planner of SHARP, Adaptive-RAG and Self-RAG is one call), so in an arena many questions have a
-    hit somewhere. The cold-question mean then leaves most questions out, and not at random (Self-RAG's
-    cold questions are the ones that never planned: 8 calls against 14). A role this system never
-    called uncached is costed from ``pooled`` (:func:`role_sums` over every system of an arena: a call
-    shared through the cache was made, uncached, by one of them or an earlier run); None where
-    neither has one. ``imputed_share`` is the share of calls costed this way."""
-    sums = role_sums(rows)
-    for role, acc in (pooled or {}).items():
-        if sums.get(role, [0.0])[0] <= 0 and acc[0] > 0:
-            sums[role] = list(acc)
+    Systems share calls through the cache (Adaptive-RAG's multi-step route repeats SHARP's planner,
+    critic and generator calls; Self-RAG's planner call is SHARP's), so in an arena many questions
+    have a hit somewhere. The cold-question mean then leaves most questions out, and not at random
+    (Self-RAG's cold questions were the ones that never planned: 8 calls against 14). A kind of step
+    this system never ran uncached is costed from ``pooled`` (:func:`step_sums` over every system of
+    an arena: a call shared through the cache was made, uncached, by one of them or an earlier
+    run); None where neither has one. ``imputed_share`` is the share of calls costed this way."""
+    sums = step_sums(rows)
+    for kind, acc in (pooled or {}).items():
+        if sums.get(kind, [0.0])[0] <= 0 and acc[0] > 0:
+            sums[kind] = list(acc)
     unknown = {"imputed_seconds_per_q": None, "imputed_prompt_tokens_per_q": None,
                "imputed_completion_tokens_per_q": None, "imputed_share": None}
     timed = [r for r in rows if r.get("seconds") is not None]
@@ -124,17 +131,14 @@ def imputed_cost(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | N
         q = [float(r.get("prompt_tokens") or 0), float(r.get("completion_tokens") or 0), float(r["seconds"])]
         calls += r.get("lm_calls") or 0
         if r.get("cached_calls"):
-            by_role = r.get("cost_by_role") or {}
-            if sum((c.get("cached_calls") or 0) for c in by_role.values()) != r["cached_calls"]:
-                return unknown  # a row without its per-role split
-            for role, c in by_role.items():
-                n = c.get("cached_calls") or 0
-                if not n:
-                    continue
-                done, p, comp, sec = sums[role]
-                if done <= 0:
+            steps = [t for t in _lm_steps(r) if t.get("cached_calls")]
+            if sum(t["cached_calls"] for t in steps) != r["cached_calls"]:
+                return unknown  # a row whose trace does not say which steps were cached
+            for t in steps:
+                n, acc = t["cached_calls"], sums.get(str(t.get("role")))
+                if not acc or acc[0] <= 0:
                     return unknown
-                q = [q[0] + n * p / done, q[1] + n * comp / done, q[2] + n * sec / done]
+                q = [q[0] + n * acc[1] / acc[0], q[1] + n * acc[2] / acc[0], q[2] + n * acc[3] / acc[0]]
                 cached += n
         total = [a + b for a, b in zip(total, q)]
     n = len(timed)

@@ -79,31 +79,31 @@ def test_report_without_baseline_or_graders(tmp_path):
     assert (tmp_path / "decisions.png").exists()
 
 
-def role(calls, cached=0, prompt=0, completion=0, seconds=0.0):
-    return {"lm_calls": calls, "cached_calls": cached, "prompt_tokens": prompt, "completion_tokens": completion,
-            "lm_seconds": seconds}
+def step(kind, calls, cached=0, prompt=0, completion=0, seconds=0.0):
+    return {"role": kind, "lm_calls": calls, "cached_calls": cached, "prompt_tokens": prompt,
+            "completion_tokens": completion, "seconds": seconds}
 
 
-def test_cached_calls_are_costed_at_their_roles_uncached_mean_and_unknown_without_one(tmp_path):
-    # vanilla: 3 uncached questions (1 generator call: 1000 + 10 tokens, 10 s) and one fully cached
+def test_cached_calls_are_costed_at_their_steps_uncached_mean_and_unknown_without_one(tmp_path):
+    # vanilla: 3 uncached questions (1 generator call: 1000 + 10 tokens, 9.5 s of a 10 s question), one cached
     warm = rows([1, 0, 1, 0], calls=1, seconds=10.0, tokens=1000)
     for r in warm:
-        r["cost_by_role"] = {"generator": role(1, 0, 1000, 10, 9.5)}
+        r["trace"] = [{"role": "retriever"}, step("generator", 1, 0, 1000, 10, 9.5)]
     warm[0].update(cached_calls=1, seconds=0.01, prompt_tokens=0, completion_tokens=0,
-                   cost_by_role={"generator": role(1, 1)})
+                   trace=[step("generator", 1, 1)])
     # mixed: the planner call is cached on question 0 and uncached (200 tokens, 4 s) on question 1
     mixed = rows([1, 0], calls=2, seconds=0.0, tokens=0)
     mixed[0].update(cached_calls=1, seconds=6.0, prompt_tokens=300, completion_tokens=0,
-                    cost_by_role={"planner": role(1, 1), "generator": role(1, 0, 300, 0, 6.0)})
+                    trace=[step("planner", 1, 1), step("generator", 1, 0, 300, 0, 6.0)])
     mixed[1].update(seconds=10.0, prompt_tokens=500, completion_tokens=0,
-                    cost_by_role={"planner": role(1, 0, 200, 0, 4.0), "generator": role(1, 0, 300, 0, 6.0)})
+                    trace=[step("planner", 1, 0, 200, 0, 4.0), step("generator", 1, 0, 300, 0, 6.0)])
     replayed = rows([1, 1, 1, 0], calls=3, seconds=0.02, tokens=0)
     for r in replayed:
-        r.update(cached_calls=3, cost_by_role={"critic": role(3, 3)})
+        r.update(cached_calls=3, trace=[step("critic", 3, 3)])
     # borrow: its planner call is always a cache hit (another system made it): costed from mixed's planner
     borrow = rows([1], calls=2, seconds=6.0, tokens=300)
     borrow[0].update(cached_calls=1, completion_tokens=0,
-                     cost_by_role={"planner": role(1, 1), "generator": role(1, 0, 300, 0, 6.0)})
+                     trace=[step("planner", 1, 1), step("generator", 1, 0, 300, 0, 6.0)])
     md, s = write_report(tmp_path / "r", {"vanilla": warm, "mixed": mixed, "sharp": replayed, "borrow": borrow},
                          baseline="vanilla")
     v, mx, sh, b = (s["systems"][n]["metrics"] for n in ("vanilla", "mixed", "sharp", "borrow"))
