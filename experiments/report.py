@@ -86,8 +86,16 @@ def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None
                 entry["paired"][key] = paired_bootstrap({r["id"]: r[key] for r in rows},
                                                         {i: r[key] for i, r in base.items()}, seed=seed)
         out["systems"][name] = entry
+    # a partial system's F1 is over its first n questions only; on the fronts it stands at the baseline's F1
+    # plus its paired difference (the estimate of its F1 on the baseline's questions)
+    full = max((e["metrics"]["n"] for e in out["systems"].values()), default=0)
+    base = out["systems"].get(out["baseline"]) if out["baseline"] else None
+    for e in out["systems"].values():
+        m, paired = e["metrics"], e["paired"].get("f1")
+        partial = m["n"] < full and base is not None and base["metrics"]["n"] == full and paired
+        m["front_f1"] = (base["metrics"]["f1"] + paired["diff"]) if partial else (m["f1"] or 0.0)
     for cost in COSTS:  # a system whose cost is unknown (all cached) is left out of that front
-        pts = {n: (e["metrics"][cost], e["metrics"]["f1"] or 0.0) for n, e in out["systems"].items()
+        pts = {n: (e["metrics"][cost], e["metrics"]["front_f1"]) for n, e in out["systems"].items()
                if e["metrics"][cost] is not None}
         out.setdefault("pareto", {})[cost] = pareto_front(pts)
     return out
@@ -112,7 +120,8 @@ def _diff(p: dict | None) -> str:
 def markdown(summary: dict, title: str) -> str:
     base = summary["baseline"]
     lines = [f"# {title}", "", f"Baseline for paired differences: **{base or 'none'}** (paired bootstrap, 95% CI, "
-             "same questions). Pareto fronts use F1 against each cost.", ""]
+             "same questions). Pareto fronts use F1 against each cost (a partial system's F1 there: the "
+             "baseline's plus its paired ΔF1).", ""]
     judge = any(e["metrics"].get(k) is not None for e in summary["systems"].values() for k in JUDGE_KEYS)
     head = ["system", "n", "EM", "EM 95% CI", "F1", "F1 95% CI", f"ΔEM vs {base}", f"ΔF1 vs {base}", "calls/q",
             "tokens/q", "s/q", "cached calls", "errors", "Pareto (calls/tokens/s)"] + (["judge acc", "faithfulness"] if judge else [])

@@ -122,3 +122,12 @@ def test_cached_calls_are_costed_at_their_steps_uncached_mean_and_unknown_withou
     sharp_line = next(line for line in text.splitlines() if line.startswith("| sharp "))
     assert "| - | - | - | 0 |" in sharp_line
     assert "| 25% | 0 |" in next(line for line in text.splitlines() if line.startswith("| vanilla "))
+
+
+def test_a_partial_system_stands_on_the_fronts_at_the_baselines_f1_plus_its_paired_difference(tmp_path):
+    base = rows([1, 0, 0, 0], calls=1)  # F1 0.25 over 4 questions
+    lucky = rows([1, 0], calls=2)  # F1 0.5 on the two questions it answered, as plain RAG did
+    s = summarize({"vanilla": base, "lucky": lucky}, baseline="vanilla")
+    m = s["systems"]["lucky"]["metrics"]
+    assert m["f1"] == 0.5 and m["front_f1"] == pytest.approx(0.25)
+    assert s["pareto"]["lm_calls_per_q"] == ["vanilla"]  # by its raw F1 it would have dominated the front
