@@ -32,7 +32,7 @@ class ReActConfig(StrictConfig):
     evidence_cap: int = Field(8, ge=1, le=40)
     max_answer_words: int = Field(10, ge=1, le=200, description=(
         "An agent answer longer than this is a sentence, not a span (the 1.5B agent's extract step writes "
-        "'Denise Levertov was born on ...'): the generator answers from the agent's evidence instead."))
+        "'The original mosque built by Muhammad ...'): the generator answers from the agent's evidence instead."))
     max_question_chars: int = Field(2000, ge=50)
     budget: Budget = Budget(max_lm_calls=16)
 
@@ -157,8 +157,7 @@ class ReActRAG(dspy.Module):
             errors = sum(str(v).startswith("Execution error") for key, v in trajectory.items()
                          if key.startswith("observation_"))
             step.update(tool_calls=len(tools), searches=session.searches, repeated_searches=session.repeated,
-                        tool_errors=errors,
-                        repaired_args=session.repaired_args, finished=finished, stop=stop,
+                        tool_errors=errors, repaired_args=session.repaired_args, finished=finished, stop=stop,
                         thoughts=[str(v)[:200] for key, v in trajectory.items() if key.startswith("thought_")])
             evidence = session.pool.select(cfg.evidence_cap)
             answer = clean_answer(getattr(pred, "answer", ""), q) if pred is not None else ""
