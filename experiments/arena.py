@@ -212,11 +212,7 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
                 module, _ = modules[system], ran.append(system)
                 log.info("%s: %d questions; results in %s", system, len(examples), path)
             with _maybe_run(track, system, params=settings, tags={"system": system}, nested=True):
-                try:
-                    result = evaluate(module, examples, path, threads=spec.threads, progress=progress, meta=settings,
-                                      seed=spec.seed, row_fn=row_fn)
-                except ResultsMismatchError as exc:
-                    raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
+                result = _evaluate(module, examples, path, spec, settings, row_fn, progress)
                 if judge is not None:
                     result.metrics.update({k: report.column_mean(result.rows, k) for k in report.JUDGE_KEYS})
                 if baseline and system != baseline:
@@ -238,6 +234,16 @@ def _log_report(folder: Path) -> None:
             tracking.log_file(f, artifact_path="report")
 
 
+def _evaluate(module: Any, examples: list, path: Path, spec: ArenaSpec, settings: dict, row_fn: Any,
+              progress: bool) -> EvalResult:
+    """One system on these questions, resuming its result file (a file of other settings: a hint)."""
+    try:
+        return evaluate(module, examples, path, threads=spec.threads, progress=progress, meta=settings,
+                        seed=spec.seed, row_fn=row_fn)
+    except ResultsMismatchError as exc:
+        raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
+
+
 def _interleave(rt: Any, spec: ArenaSpec, names: Sequence[str], modules: Mapping[str, Any],
                 configs: Mapping[str, Any], examples: list, folder: Path, judge: Any, row_fn: Any,
                 progress: bool, report_as: tuple[str, str | None, bool]) -> None:
@@ -253,11 +259,8 @@ def _interleave(rt: Any, spec: ArenaSpec, names: Sequence[str], modules: Mapping
                 continue
             settings = settings_for(rt, system, configs.get(system, {}), spec.split, examples, judge)
             log.info("%s: stage of the first %d of %d questions", system, stop, len(examples))
-            try:
-                evaluate(modules[system], examples[:stop], folder / "results" / f"{system}.jsonl",
-                         threads=spec.threads, progress=progress, meta=settings, seed=spec.seed, row_fn=row_fn)
-            except ResultsMismatchError as exc:
-                raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
+            _evaluate(modules[system], examples[:stop], folder / "results" / f"{system}.jsonl", spec, settings,
+                      row_fn, progress)
         if any(system in modules for system in names):
             report_from_files(folder, names, examples, baseline, title, spec.seed)
             log.info("stage of %d done; report so far: %s", stop, folder / "summary.md")
