@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -26,6 +27,7 @@ from program.registry import SYSTEMS, UnknownSystemError, config_for, system_nam
 log = logging.getLogger(__name__)
 
 BASELINES = ("vanilla", "vanilla-hybrid", "vanilla-dense")
+_SLUG = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class ResultsMissingError(SharpError, FileNotFoundError):
@@ -52,6 +54,11 @@ class ArenaSpec:
     # 'all' skips a system whose model cannot be loaded here (the report says why); a system named
     # explicitly must run, so its missing model is an error before any question is answered
     skip_unavailable: bool = False
+    # saved (compiled, tuned) programs as entrants beside the systems: entrant name -> program file
+    programs: Mapping[str, str] = field(default_factory=dict)
+    # write the report into this subfolder of the arena folder (results stay shared), so a second view
+    # of the same arena (e.g. compiled programs against their baselines) keeps the main report
+    report: str | None = None
 
 
 @dataclass
@@ -96,6 +103,28 @@ def check_configs(configs: Mapping[str, Any], names: Sequence[str]) -> dict[str,
     return out
 
 
+def check_programs(programs: Mapping[str, Any], names: Sequence[str]) -> dict[str, Path]:
+    """Program entrants (name -> file): a name must not shadow a system or repeat, a file must exist."""
+    out: dict[str, Path] = {}
+    for name, path in (programs or {}).items():
+        if not _SLUG.fullmatch(str(name)):
+            raise ConfigError(f"program entrant name {name!r} must be letters, digits, '.', '_' or '-'")
+        if name in SYSTEMS or name in names:
+            raise ConfigError(f"program entrant '{name}' has the name of a system; name it NAME=PATH")
+        if not Path(path).is_file():
+            raise ConfigError(f"program entrant '{name}': no program file at {path}")
+        out[str(name)] = Path(path)
+    return out
+
+
+def report_folder(folder: Path, report_name: str | None) -> Path:
+    if not report_name:
+        return folder
+    if not _SLUG.fullmatch(report_name) or report_name == "results":
+        raise ConfigError(f"report name {report_name!r} must be letters, digits, '.', '_' or '-' (and not 'results')")
+    return folder / report_name
+
+
 def arena_name(dataset: str, spec: ArenaSpec) -> str:
     if spec.name:
         return spec.name
@@ -111,19 +140,32 @@ def pick_baseline(spec: ArenaSpec, names: Sequence[str]) -> str | None:
     return found
 
 
-def settings_for(rt: Any, name: str, values: Mapping[str, Any], split: str, examples: list, judge: Any) -> dict:
-    """What decides a system's results: a resumed file must have been written with the same."""
-    return {
+def settings_for(rt: Any, name: str, values: Mapping[str, Any], split: str, examples: list, judge: Any,
+                 program: Path | None = None) -> dict:
+    """What decides a system's results: a resumed file must have been written with the same. For a
+    program entrant: its system, config, retriever settings and a digest of its demos and instructions
+    (read from the file; nothing is built), so an edited or recompiled program never resumes stale rows."""
+    out = {
         "system": name,
         "dataset": rt.dataset,
         "split": split,
         "question_ids_hash": config_hash([e.id for e in examples]),
-        "config": config_for(name, values).model_dump(mode="json"),
+        "config": None,
         "lm": rt.lm_config.summary(),
         "retriever": rt.retriever_config,
         "cache": rt.cache,
         "judge": judge.config.model_dump(mode="json") if judge is not None else None,
     }
+    if program is None:
+        out["config"] = config_for(name, values).model_dump(mode="json")
+        return out
+    from program.saved import read_program
+
+    saved = read_program(program)
+    out.update(system=saved.system, program=name, program_file=str(program), config=saved.config,
+               retriever={**(rt.retriever_config or {}), "overrides": saved.retriever},
+               program_state_hash=config_hash(saved.state))
+    return out
 
 
 def is_finished(path: Path, examples: list) -> bool:
@@ -169,19 +211,22 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
     """
     names = resolve_systems(spec.systems)
     configs = check_configs(spec.configs, names)
+    programs = check_programs(spec.programs, names)
     if spec.step is not None and spec.step < 1:
         raise ConfigError(f"step must be a positive number of questions, not {spec.step}")
     baseline = pick_baseline(spec, names)
     if baseline:  # first, so each later system's run can log its paired difference to it
         names = (baseline, *[n for n in names if n != baseline])
+    names = (*names, *programs)
     examples = rt.examples(spec.split, spec.limit, spec.seed, spec.balanced)
     if not examples:
         raise ConfigError(f"no questions in {rt.dataset} {spec.split} (limit {spec.limit})")
     name = arena_name(rt.dataset, spec)
     folder = Path(rt.workspace) / "reports" / f"arena-{name}"
+    out = report_folder(folder, spec.report)
     title = f"Arena {name}: {len(examples)} {Path(rt.dataset).stem} {spec.split} questions"
     if spec.report_only:
-        return report_from_files(folder, names, examples, baseline, title, spec.seed)
+        return report_from_files(folder, names, examples, baseline, title, spec.seed, out=out)
     judge = _judge(rt, spec, judge)
     row_fn = question_row
     if judge is not None:
@@ -190,20 +235,22 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
         row_fn = judged_row(question_row, judge)
     retrievers: dict[str, Any] = {}
     results, paths, ran, reused = {}, {}, [], []
-    modules, skipped = _build_all(rt, names, configs, examples, folder, retrievers, spec.skip_unavailable)
+    settings = {n: settings_for(rt, n, configs.get(n, {}), spec.split, examples, judge, programs.get(n))
+                for n in names}
+    modules, skipped = _build_all(rt, names, configs, examples, folder, retrievers, spec.skip_unavailable, programs)
     names = tuple(n for n in names if n not in skipped)
     if baseline in skipped:
         baseline = None
     params = {"arena": name, "systems": list(names), "dataset": rt.dataset, "split": spec.split, "limit": spec.limit,
               "seed": spec.seed, "balanced": spec.balanced, "baseline": baseline, "judge": spec.judge,
-              "n_questions": len(examples), "lm": rt.lm_config.summary()}
-    with _maybe_run(track, f"arena-{name}", params=params, tags={"kind": "arena"}):
+              "n_questions": len(examples), "lm": rt.lm_config.summary(),
+              "programs": {n: str(p) for n, p in programs.items()}, "report": spec.report}
+    with _maybe_run(track, f"arena-{name}" + (f"-{spec.report}" if spec.report else ""), params=params,
+                    tags={"kind": "arena"}):
         if spec.step:
-            _interleave(rt, spec, names, modules, configs, examples, folder, judge, row_fn, progress,
-                        report_as=(title, baseline, track))
+            _interleave(spec, names, modules, settings, examples, folder, row_fn, progress,
+                        report_as=(title, baseline, track, out))
         for system in names:
-            values = configs.get(system, {})
-            settings = settings_for(rt, system, values, spec.split, examples, judge)
             path = folder / "results" / f"{system}.jsonl"
             if system not in modules:
                 module, _ = _NotRerun(system), reused.append(system)
@@ -211,8 +258,8 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
             else:
                 module, _ = modules[system], ran.append(system)
                 log.info("%s: %d questions; results in %s", system, len(examples), path)
-            with _maybe_run(track, system, params=settings, tags={"system": system}, nested=True):
-                result = _evaluate(module, examples, path, spec, settings, row_fn, progress)
+            with _maybe_run(track, system, params=settings[system], tags={"system": system}, nested=True):
+                result = _evaluate(module, examples, path, spec, settings[system], row_fn, progress)
                 if judge is not None:
                     result.metrics.update({k: report.column_mean(result.rows, k) for k in report.JUDGE_KEYS})
                 if baseline and system != baseline:
@@ -221,11 +268,11 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
                     tracking.log_eval(result)
                     tracking.log_file(path, artifact_path="results")
             results[system], paths[system] = result, path
-        md, summary = report.write_report(folder, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed,
+        md, summary = report.write_report(out, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed,
                                           skipped=skipped)
         if track:
-            _log_report(folder)
-    return ArenaResult(folder, md, summary, results, paths, ran, reused, skipped)
+            _log_report(out)
+    return ArenaResult(out, md, summary, results, paths, ran, reused, skipped)
 
 
 def _log_report(folder: Path) -> None:
@@ -244,28 +291,27 @@ def _evaluate(module: Any, examples: list, path: Path, spec: ArenaSpec, settings
         raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
 
 
-def _interleave(rt: Any, spec: ArenaSpec, names: Sequence[str], modules: Mapping[str, Any],
-                configs: Mapping[str, Any], examples: list, folder: Path, judge: Any, row_fn: Any,
-                progress: bool, report_as: tuple[str, str | None, bool]) -> None:
+def _interleave(spec: ArenaSpec, names: Sequence[str], modules: Mapping[str, Any], settings: Mapping[str, dict],
+                examples: list, folder: Path, row_fn: Any, progress: bool,
+                report_as: tuple[str, str | None, bool, Path]) -> None:
     """Bring every unfinished system to the first ``step`` questions, then to the first 2*step, ...
     (the last stage, all questions, is the arena's ordinary pass). The result files and their meta
     are the ones the full pass uses, so stages resume like it. After each stage the report is
     rebuilt from the files (and logged to the arena's MLflow run), so a long arena can be read
     while it runs."""
-    title, baseline, track = report_as
+    title, baseline, track, out = report_as
     for stop in range(spec.step, len(examples), spec.step):
         for system in names:
             if system not in modules:
                 continue
-            settings = settings_for(rt, system, configs.get(system, {}), spec.split, examples, judge)
             log.info("%s: stage of the first %d of %d questions", system, stop, len(examples))
-            _evaluate(modules[system], examples[:stop], folder / "results" / f"{system}.jsonl", spec, settings,
-                      row_fn, progress)
+            _evaluate(modules[system], examples[:stop], folder / "results" / f"{system}.jsonl", spec,
+                      settings[system], row_fn, progress)
         if any(system in modules for system in names):
-            report_from_files(folder, names, examples, baseline, title, spec.seed)
-            log.info("stage of %d done; report so far: %s", stop, folder / "summary.md")
+            report_from_files(folder, names, examples, baseline, title, spec.seed, out=out)
+            log.info("stage of %d done; report so far: %s", stop, out / "summary.md")
             if track:
-                _log_report(folder)
+                _log_report(out)
 
 
 def finished_rows(path: Path, ids: Sequence[str]) -> list[dict]:
@@ -277,10 +323,12 @@ def finished_rows(path: Path, ids: Sequence[str]) -> list[dict]:
 
 
 def report_from_files(folder: Path, names: Sequence[str], examples: list, baseline: str | None, title: str,
-                      seed: int = 0) -> ArenaResult:
+                      seed: int = 0, out: Path | None = None) -> ArenaResult:
     """The report of an arena as its files stand: no model, index or LM is touched. A system with some
     questions answered is reported on those (its n says how many; its paired differences are on the
-    questions it shares with the baseline); a system with none is listed as not run yet."""
+    questions it shares with the baseline); a system with none is listed as not run yet. The report
+    goes to ``out`` (default: the arena folder)."""
+    out = out or folder
     ids = [e.id for e in examples]
     rows, paths, pending = {}, {}, {}
     for system in names:
@@ -295,13 +343,14 @@ def report_from_files(folder: Path, names: Sequence[str], examples: list, baseli
     partial = {s: len(r) for s, r in rows.items() if len(r) < len(ids)}
     if partial:
         title += " (partial: " + ", ".join(f"{s} {n} of {len(ids)}" for s, n in partial.items()) + ")"
-    md, summary = report.write_report(folder, rows, baseline if baseline in rows else None, title, seed,
+    md, summary = report.write_report(out, rows, baseline if baseline in rows else None, title, seed,
                                       skipped=pending)
-    return ArenaResult(folder, md, summary, {}, paths, [], list(rows), pending)
+    return ArenaResult(out, md, summary, {}, paths, [], list(rows), pending)
 
 
 def _build_all(rt: Any, names: Sequence[str], configs: Mapping[str, Any], examples: list, folder: Path,
-               retrievers: dict[str, Any], skip_unavailable: bool) -> tuple[dict[str, Any], dict[str, str]]:
+               retrievers: dict[str, Any], skip_unavailable: bool,
+               programs: Mapping[str, Path]) -> tuple[dict[str, Any], dict[str, str]]:
     """Build every system that still has questions to answer, before any is run: a model that cannot be
     loaded is an error now (or, with ``skip_unavailable``, a system left out with its reason)."""
     modules: dict[str, Any] = {}
@@ -310,7 +359,10 @@ def _build_all(rt: Any, names: Sequence[str], configs: Mapping[str, Any], exampl
         if is_finished(folder / "results" / f"{system}.jsonl", examples):
             continue
         try:
-            modules[system] = _build(rt, system, configs.get(system, {}), retrievers)
+            if system in programs:
+                modules[system] = rt.load_program(programs[system])[0]
+            else:
+                modules[system] = _build(rt, system, configs.get(system, {}), retrievers)
         except ModelFileError as exc:
             if not skip_unavailable:
                 raise

@@ -30,6 +30,11 @@ def arena(
     report_only: bool = typer.Option(False, "--report-only", help="Rebuild the report from the result files as "
                                      "they stand (partial systems on the questions they answered); runs nothing, "
                                      "loads no model, logs nothing to MLflow."),
+    program: Optional[list[str]] = typer.Option(None, "--program", help="A saved program as one more entrant "
+                                                "(repeatable): PATH, NAME=PATH or NAME=models:/M/V; the name "
+                                                "defaults to the file's stem."),
+    report: Optional[str] = typer.Option(None, "--report", help="Write the report into this subfolder of the "
+                                         "arena folder (the result files stay shared), e.g. --report compiled."),
     data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
     lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
     critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
@@ -52,6 +57,7 @@ def arena(
         lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
                              generator_lm=generator_lm, judge_lm=judge_lm)
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir)
+        programs = program_entrants(program or [], rt.workspace)
         if report_only:
             no_tracking = True
         if not no_tracking:
@@ -59,7 +65,7 @@ def arena(
         spec = ArenaSpec(systems=names, split=split, limit=limit, seed=seed, balanced=balanced, name=name,
                          baseline=baseline, judge=judge, threads=threads, step=step, report_only=report_only,
                          configs={**o.read_mapping(config), **o.parse_sets(set_)},
-                         skip_unavailable=systems.strip() == "all")
+                         skip_unavailable=systems.strip() == "all", programs=programs, report=report)
         result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
     except SharpError as exc:
         render.err_console.print(f"[red]error:[/red] {exc}")
@@ -77,6 +83,27 @@ def arena(
     for system, why in result.skipped.items():
         render.err_console.print(f"[yellow]not run:[/yellow] {system}: {why}")
     render.console.print(f"report: {result.report} (plots in {result.folder})")
+
+
+def program_entrants(refs: list[str], workspace: Path) -> dict[str, str]:
+    """--program values -> {entrant name: local program file}; MLflow URIs are downloaded."""
+    from experiments.export import resolve_program_path
+    from program.errors import ConfigError
+
+    out: dict[str, str] = {}
+    for ref in refs:
+        name, sep, target = ref.partition("=")
+        if not sep:
+            name, target = "", ref
+        path = resolve_program_path(target, workspace)
+        if not name and target.startswith("models:/"):  # models:/NAME/VERSION -> NAME-vVERSION
+            model, _, version = target[len("models:/"):].strip("/").partition("/")
+            name = f"{model}-v{version}" if version else model.replace("@", "-")
+        name = name or path.stem
+        if name in out:
+            raise ConfigError(f"two program entrants are named '{name}'; name them NAME=PATH")
+        out[name] = str(path)
+    return out
 
 
 def register(app: typer.Typer) -> None:

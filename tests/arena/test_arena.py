@@ -254,3 +254,84 @@ def test_report_only_runs_nothing_and_needs_results(tmp_path):
 def test_step_must_be_positive(tmp_path):
     with pytest.raises(ConfigError, match="step"):
         run_arena(CallLog(tmp_path), ArenaSpec(systems=("vanilla",), limit=2, step=0), track=False, progress=False)
+
+
+class ProgramRuntime(CallLog):
+    """Also loads saved programs (as experiments.runtime.Runtime.load_program does), with scripted LMs."""
+
+    def load_program(self, path):
+        from program.saved import load_into, read_program
+
+        saved = read_program(path)
+        module = load_into(saved, KeywordRetriever())
+        for pname, pred in module.named_predictors():
+            pred.lm = self._lm(pname)
+        self.built.append(f"program:{Path(path).name}")
+        calls = self.calls
+
+        def run(**kw):
+            calls.append((Path(path).stem, kw["question"].rsplit("(", 1)[1].rstrip(")")))
+            return module(**kw)
+        return run, saved
+
+
+def saved_vanilla(path, k=3, instructions="Answer in a few words."):
+    from program.saved import save_program
+
+    module = build_system("vanilla", KeywordRetriever(), {"k": k})
+    for _, pred in module.named_predictors():
+        pred.signature = pred.signature.with_instructions(instructions)
+    return save_program(path, module, "vanilla")
+
+
+def test_saved_programs_enter_the_arena_beside_systems_and_resume(tmp_path):
+    from optimize.evaluate import ResultsMismatchError
+
+    prog = saved_vanilla(tmp_path / "progs" / "vanilla-compiled.json")
+    spec = ArenaSpec(systems=("vanilla",), limit=3, programs={"vanilla-compiled": str(prog)}, report="compiled")
+    rt = ProgramRuntime(tmp_path)
+    res = run_arena(rt, spec, track=False, progress=False)
+    assert res.ran == ["vanilla", "vanilla-compiled"] and rt.built == ["vanilla", "program:vanilla-compiled.json"]
+    folder = tmp_path / "reports" / "arena-hotpotqa-dev-3-s0"
+    assert res.folder == folder / "compiled" and (folder / "compiled" / "summary.md").exists()
+    assert not (folder / "summary.md").exists()  # the arena's own report is not overwritten by this view
+    assert [r["id"] for r in res.results["vanilla-compiled"].rows] == ["q0", "q1", "q2"]
+    assert "d_em_ci" in res.results["vanilla-compiled"].metrics  # paired against the baseline system
+    meta = json.loads((folder / "results" / "vanilla-compiled.meta.json").read_text())
+    assert meta["system"] == "vanilla" and meta["program"] == "vanilla-compiled" and meta["config"]["k"] == 3
+    assert "vanilla-compiled" in res.report.read_text()
+
+    rt2 = ProgramRuntime(tmp_path)  # finished: neither loaded nor rerun
+    again = run_arena(rt2, spec, track=False, progress=False)
+    assert again.ran == [] and rt2.built == [] and sorted(again.reused) == ["vanilla", "vanilla-compiled"]
+
+    saved_vanilla(prog, instructions="Answer with one entity.")  # recompiled in place: other demos/instructions
+    with pytest.raises(ResultsMismatchError, match="other settings"):
+        run_arena(ProgramRuntime(tmp_path), spec, track=False, progress=False)
+
+
+def test_program_entrants_and_report_names_are_checked(tmp_path):
+    from experiments.arena import check_programs, report_folder
+
+    prog = saved_vanilla(tmp_path / "p.json")
+    with pytest.raises(ConfigError, match="has the name of a system"):
+        check_programs({"sharp": str(prog)}, ["vanilla"])
+    with pytest.raises(ConfigError, match="no program file at"):
+        check_programs({"mine": str(tmp_path / "missing.json")}, ["vanilla"])
+    with pytest.raises(ConfigError, match="must be letters"):
+        check_programs({"a/b": str(prog)}, ["vanilla"])
+    with pytest.raises(ConfigError, match="not 'results'"):
+        report_folder(tmp_path, "results")
+    with pytest.raises(ConfigError, match="must be letters"):
+        report_folder(tmp_path, "../up")
+    assert report_folder(tmp_path, None) == tmp_path and report_folder(tmp_path, "v2") == tmp_path / "v2"
+
+
+def test_cli_program_entrant_names(tmp_path):
+    from experiments.commands.arena import program_entrants
+
+    a = saved_vanilla(tmp_path / "a.json")
+    b = saved_vanilla(tmp_path / "sub" / "a.json")
+    assert program_entrants([str(a), f"other={b}"], tmp_path) == {"a": str(a), "other": str(b)}
+    with pytest.raises(ConfigError, match="two program entrants are named 'a'"):
+        program_entrants([str(a), str(b)], tmp_path)

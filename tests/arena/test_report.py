@@ -131,3 +131,20 @@ def test_a_partial_system_stands_on_the_fronts_at_the_baselines_f1_plus_its_pair
     m = s["systems"]["lucky"]["metrics"]
     assert m["f1"] == 0.5 and m["front_f1"] == pytest.approx(0.25)
     assert s["pareto"]["lm_calls_per_q"] == ["vanilla"]  # by its raw F1 it would have dominated the front
+
+
+def test_critic_calibration_table_for_systems_with_critiques(tmp_path):
+    def point(p, label, stop):
+        return {"p_sufficient": p, "source": "token", "verdict": "sufficient" if stop else "insufficient",
+                "label": label, "action": "stop" if stop else "retry", "stop_call": stop, "problem": None}
+
+    sharp = rows([1, 0], calls=3)
+    # 4 critiques: 2 complete (one stopped, one sent back: over-trigger 50%), 2 incomplete (both sent back)
+    sharp[0]["critic_points"] = [point(0.9, True, True), point(0.2, False, False)]
+    sharp[1]["critic_points"] = [point(0.4, True, False), point(0.1, False, False)]
+    md, summary = write_report(tmp_path, {"vanilla": rows([1, 0], calls=1), "sharp": sharp}, baseline="vanilla")
+    text = md.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("| sharp | 4 |"))
+    assert "| 75% |" in line and "| 50% | 0% | 75% |" in line  # right calls; over / under-trigger; asks for more
+    assert "## Critic calibration" in text and not any(x.startswith("| vanilla | 0 |") for x in text.splitlines())
+    assert summary["systems"]["sharp"]["metrics"]["critic_brier"] == pytest.approx((0.01 + 0.04 + 0.36 + 0.01) / 4)

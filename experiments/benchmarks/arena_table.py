@@ -1,0 +1,69 @@
+"""The README's arena table from an arena report's summary.json (no model, no MLflow).
+
+    python -m experiments.benchmarks.arena_table workspace/reports/arena-hotpotqa-dev-100-s0/summary.json
+
+One row per system, in the summary's order: n, EM, F1, all-gold, ΔEM against the baseline with its
+paired 95% CI, LM calls, tokens and seconds per question, and the share of calls costed from the
+cache rule (see experiments.report). ``--critic`` prints the critic-calibration table instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _num(v, d=3):
+    return "-" if v is None else f"{v:.{d}f}"
+
+
+def _pct(v):
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _diff(p):
+    return "-" if not p else f"{p['diff']:+.2f} [{p['ci'][0]:+.2f}, {p['ci'][1]:+.2f}]"
+
+
+def table(summary: dict) -> str:
+    base = summary.get("baseline") or "none"
+    lines = [f"| system | n | EM | F1 | all-gold | ΔEM vs {base} [95% CI] | LM calls/q | tokens/q | s/q | cached |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, e in summary["systems"].items():
+        m = e["metrics"]
+        tokens = "-" if m.get("tokens_per_q") is None else f"{m['tokens_per_q']:,.0f}"
+        lines.append(f"| {name} | {m['n']} | {_num(m['em'], 2)} | {_num(m['f1'])} | {_num(m.get('all_gold'), 2)} | "
+                     f"{_diff(e['paired'].get('em'))} | {_num(m['lm_calls_per_q'], 2)} | {tokens} | "
+                     f"{_num(m.get('seconds_per_q'), 1)} | {_pct(m.get('imputed_share'))} |")
+    return "\n".join(lines)
+
+
+def critic_table(summary: dict) -> str:
+    lines = ["| system | critiques | right calls | Brier | AUROC | over-trigger | under-trigger |",
+             "|---|---|---|---|---|---|---|"]
+    for name, e in summary["systems"].items():
+        m = e["metrics"]
+        if m.get("critic_n_critiques"):
+            lines.append(f"| {name} | {m['critic_n_critiques']} | {_pct(m.get('critic_verdict_accuracy'))} | "
+                         f"{_num(m.get('critic_brier'))} | {_num(m.get('critic_auroc'), 2)} | "
+                         f"{_pct(m.get('critic_over_trigger'))} | {_pct(m.get('critic_under_trigger'))} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("summary", type=Path, help="summary.json of an arena report")
+    ap.add_argument("--critic", action="store_true", help="the critic-calibration table instead")
+    args = ap.parse_args(argv)
+    try:
+        summary = json.loads(args.summary.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        ap.error(f"cannot read {args.summary}: {exc}")
+    sys.stdout.write((critic_table(summary) if args.critic else table(summary)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
