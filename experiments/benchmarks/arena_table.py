@@ -5,6 +5,9 @@
 One row per system, in the summary's order: n, EM, F1, all-gold, ΔEM against the baseline with its
 paired 95% CI, LM calls, tokens and seconds per question, and the share of calls costed from the
 cache rule (see experiments.report). ``--critic`` prints the critic-calibration table instead.
+``--common`` first restricts every system to the questions all of them answered (read from the
+arena's result files), so a stopped arena with partial systems still gives one table over the same
+questions (EM, F1 and CIs recomputed; costs imputed over those rows).
 """
 
 from __future__ import annotations
@@ -52,13 +55,41 @@ def critic_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def common_summary(summary_path: Path) -> dict:
+    """The summary recomputed on the questions every system of ``summary_path`` answered."""
+    from experiments.arena import finished_rows
+    from experiments.report import summarize
+
+    summary = json.loads(summary_path.read_text())
+    results = summary_path.parent / "results"
+    if not results.is_dir():  # a report written into a subfolder (--report NAME)
+        results = summary_path.parent.parent / "results"
+    rows = {}
+    for name in summary["systems"]:
+        path = results / f"{name}.jsonl"
+        got = finished_rows(path, [r["id"] for r in _read(path)]) if path.exists() else []
+        rows[name] = got
+    shared = set.intersection(*(set(r["id"] for r in got) for got in rows.values())) if rows else set()
+    if not shared:
+        raise SystemExit(f"no question answered by every system of {summary_path}")
+    rows = {name: [r for r in got if r["id"] in shared] for name, got in rows.items()}
+    return summarize(rows, summary.get("baseline"))
+
+
+def _read(path: Path) -> list[dict]:
+    from optimize.evaluate import read_results
+
+    return [r for r in read_results(path) if isinstance(r, dict)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("summary", type=Path, help="summary.json of an arena report")
     ap.add_argument("--critic", action="store_true", help="the critic-calibration table instead")
+    ap.add_argument("--common", action="store_true", help="only the questions every system answered")
     args = ap.parse_args(argv)
     try:
-        summary = json.loads(args.summary.read_text())
+        summary = common_summary(args.summary) if args.common else json.loads(args.summary.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         ap.error(f"cannot read {args.summary}: {exc}")
     sys.stdout.write((critic_table(summary) if args.critic else table(summary)) + "\n")

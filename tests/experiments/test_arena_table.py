@@ -37,3 +37,16 @@ def test_unreadable_summary_is_a_clear_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
         arena_table.main([str(bad)])
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_common_restricts_every_system_to_the_questions_all_answered(tmp_path, capsys):
+    folder = tmp_path / "arena"
+    data = {"vanilla": rows([1, 0, 0, 1], calls=1), "crag": rows([1, 1], calls=5)}  # crag stopped after 2
+    (folder / "results").mkdir(parents=True)
+    for name, got in data.items():
+        (folder / "results" / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in got))
+    write_report(folder / "compiled", data, baseline="vanilla")  # a report in a subfolder (--report)
+    assert arena_table.main(["--common", str(folder / "compiled" / "summary.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].startswith("| vanilla | 2 | 0.50 |")  # q0, q1 only: the questions crag answered
+    assert out[3].startswith("| crag | 2 | 1.00 |") and "+0.50 [" in out[3]
