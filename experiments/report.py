@@ -151,18 +151,11 @@ def markdown(summary: dict, title: str) -> str:
         cells = [f"{_f(bt.get('em'))} / {_f(bt.get('f1'))} / {bt.get('n')}" if (bt := e["by_type"].get(t)) else "-"
                  for t in types]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    critics = {n: e["metrics"] for n, e in summary["systems"].items() if e["metrics"].get("critic_n_critiques")}
-    if critics:
+    table = critic_table(summary)
+    if table:
         lines += ["", "## Critic calibration (every critique, against the gold label: is every gold paragraph in "
-                  "the evidence?)", "", "| system | critiques | right calls | Brier | AUROC | over-trigger | "
-                  "under-trigger | asks for more |", "|---|---|---|---|---|---|---|---|"]
-        for name, m in critics.items():
-            lines.append(f"| {name} | {m['critic_n_critiques']} | {_pct(m.get('critic_verdict_accuracy'))} | "
-                         f"{_f(m.get('critic_brier'))} | {_f(m.get('critic_auroc'), 2)} | "
-                         f"{_pct(m.get('critic_over_trigger'))} | {_pct(m.get('critic_under_trigger'))} | "
-                         f"{_pct(m.get('critic_insufficient_rate'))} |")
-        lines += ["", "Over-trigger: complete evidence sent back for another search; under-trigger: incomplete "
-                  "evidence let through."]
+                  "the evidence?)", ""] + table + ["", "Over-trigger: complete evidence sent back for another "
+                  "search; under-trigger: incomplete evidence let through."]
     lines += ["", "## Grader decisions (share of steps; '(default)' = garbage or budget, safe default used)", ""]
     for name, e in summary["systems"].items():
         rates = "; ".join(f"{label}: " + ", ".join(f"{v} {s:.0%}" for v, s in vals.items())
@@ -173,6 +166,21 @@ def markdown(summary: dict, title: str) -> str:
         lines += ["", "## Not run", ""] + [f"- **{name}**: {why}" for name, why in summary["skipped"].items()]
     lines += ["", "Plots: scores.png, pareto.png, by_type.png, decisions.png", ""]
     return "\n".join(lines)
+
+
+def critic_table(summary: dict) -> list[str]:
+    """Markdown lines: the critic's calibration for every system with critiques (none: no lines)."""
+    critics = {n: e["metrics"] for n, e in summary["systems"].items() if e["metrics"].get("critic_n_critiques")}
+    if not critics:
+        return []
+    lines = ["| system | critiques | right calls | Brier | AUROC | over-trigger | under-trigger | asks for more |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, m in critics.items():
+        lines.append(f"| {name} | {m['critic_n_critiques']} | {_pct(m.get('critic_verdict_accuracy'))} | "
+                     f"{_f(m.get('critic_brier'))} | {_f(m.get('critic_auroc'), 2)} | "
+                     f"{_pct(m.get('critic_over_trigger'))} | {_pct(m.get('critic_under_trigger'))} | "
+                     f"{_pct(m.get('critic_insufficient_rate'))} |")
+    return lines
 
 
 def write_report(folder: str | Path, rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None = "vanilla",

@@ -44,15 +44,9 @@ def table(summary: dict) -> str:
 
 
 def critic_table(summary: dict) -> str:
-    lines = ["| system | critiques | right calls | Brier | AUROC | over-trigger | under-trigger |",
-             "|---|---|---|---|---|---|---|"]
-    for name, e in summary["systems"].items():
-        m = e["metrics"]
-        if m.get("critic_n_critiques"):
-            lines.append(f"| {name} | {m['critic_n_critiques']} | {_pct(m.get('critic_verdict_accuracy'))} | "
-                         f"{_num(m.get('critic_brier'))} | {_num(m.get('critic_auroc'), 2)} | "
-                         f"{_pct(m.get('critic_over_trigger'))} | {_pct(m.get('critic_under_trigger'))} |")
-    return "\n".join(lines)
+    from experiments.report import critic_table as lines
+
+    return "\n".join(lines(summary)) or "(no system with critiques)"
 
 
 def common_summary(summary_path: Path) -> dict:

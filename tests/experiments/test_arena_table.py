@@ -50,3 +50,9 @@ def test_common_restricts_every_system_to_the_questions_all_answered(tmp_path, c
     out = capsys.readouterr().out.splitlines()
     assert out[2].startswith("| vanilla | 2 | 0.50 |")  # q0, q1 only: the questions crag answered
     assert out[3].startswith("| crag | 2 | 1.00 |") and "+0.50 [" in out[3]
+
+
+def test_critic_table_says_when_no_system_has_critiques(tmp_path, capsys):
+    write_report(tmp_path, {"vanilla": rows([1, 0], calls=1)}, baseline="vanilla")
+    assert arena_table.main(["--critic", str(tmp_path / "summary.json")]) == 0
+    assert capsys.readouterr().out.strip() == "(no system with critiques)"
