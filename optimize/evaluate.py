@@ -195,7 +195,8 @@ def evaluate(system: Callable[..., Any], examples: Iterable[Any], results_path: 
             done = {r["id"]: r for r in read_results(path)}
             path.write_text("".join(json.dumps(r) + "\n" for r in done.values()))
             if done:
-                log.info("resuming %s: %d of %d questions already done", path, len(done), len(examples))
+                log.info("resuming %s: %d of %d questions already done (%d rows in the file)", path,
+                         sum(1 for e in examples if getattr(e, "id", None) in done), len(examples), len(done))
     todo = [ex for ex in examples if getattr(ex, "id", None) not in done]
     lock = threading.Lock()
 

@@ -77,3 +77,13 @@ def test_by_type_groups_unlabelled_questions_as_unknown():
     out = by_type(rows)
     assert sorted(out) == ["bridge", "unknown"]
     assert out["unknown"]["n"] == 2 and out["unknown"]["em"] == 0.5
+
+
+def test_a_prefix_stage_logs_how_many_of_its_own_questions_are_done(tmp_path, caplog):
+    path = tmp_path / "r.jsonl"
+    evaluate(EchoSystem(), examples(5), path, progress=False)
+    system = EchoSystem()
+    with caplog.at_level("INFO", logger="optimize.evaluate"):
+        res = evaluate(system, examples(2), path, progress=False)  # an arena stage: the first 2 of a longer file
+    assert system.asked == [] and [r["id"] for r in res.rows] == ["q0", "q1"]
+    assert "2 of 2 questions already done (5 rows in the file)" in caplog.text
