@@ -50,12 +50,11 @@ def pareto(summary: dict, path: Path) -> None:
         for n, e in summary["systems"].items():
             if e["metrics"][cost] is None:  # cost unknown (every answer from the cache): not plotted
                 continue
-            x, y = e["metrics"][cost], e["metrics"].get("front_f1", e["metrics"]["f1"] or 0.0)
+            x, y = e["metrics"][cost], e["metrics"]["front_f1"]  # what the front was computed on
             on = n in front
             ax.scatter([x], [y], s=70 if on else 35, c="tab:red" if on else "tab:blue", zorder=3)
             ax.annotate(n, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        pts = [(summary["systems"][n]["metrics"][cost] or 0.0,
-                summary["systems"][n]["metrics"].get("front_f1", summary["systems"][n]["metrics"]["f1"] or 0.0))
+        pts = [(summary["systems"][n]["metrics"][cost] or 0.0, summary["systems"][n]["metrics"]["front_f1"])
                for n in front]
         if len(pts) > 1:
             ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", c="tab:red", lw=1, label="Pareto front")

@@ -51,8 +51,8 @@ def critic_table(summary: dict) -> str:
 
 def common_summary(summary_path: Path) -> dict:
     """The summary recomputed on the questions every system of ``summary_path`` answered."""
-    from experiments.arena import finished_rows
     from experiments.report import summarize
+    from optimize.evaluate import read_results
 
     summary = json.loads(summary_path.read_text())
     results = summary_path.parent / "results"
@@ -61,19 +61,14 @@ def common_summary(summary_path: Path) -> dict:
     rows = {}
     for name in summary["systems"]:
         path = results / f"{name}.jsonl"
-        got = finished_rows(path, [r["id"] for r in _read(path)]) if path.exists() else []
-        rows[name] = got
-    shared = set.intersection(*(set(r["id"] for r in got) for got in rows.values())) if rows else set()
+        # one row per question, the last written (as a resumed evaluation keeps it), in file order
+        rows[name] = list({r["id"]: r for r in read_results(path) if isinstance(r, dict)}.values()) \
+            if path.exists() else []
+    shared = set.intersection(*({r["id"] for r in got} for got in rows.values())) if rows else set()
     if not shared:
         raise SystemExit(f"no question answered by every system of {summary_path}")
     rows = {name: [r for r in got if r["id"] in shared] for name, got in rows.items()}
     return summarize(rows, summary.get("baseline"))
-
-
-def _read(path: Path) -> list[dict]:
-    from optimize.evaluate import read_results
-
-    return [r for r in read_results(path) if isinstance(r, dict)]
 
 
 def main(argv: list[str] | None = None) -> int:
