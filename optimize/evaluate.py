@@ -89,6 +89,12 @@ def _lm_steps(row: dict) -> list[dict]:
     return [t for t in row.get("trace") or [] if isinstance(t, dict) and t.get("lm_calls")]
 
 
+# Steps of different systems that make the same call (same signature, same inputs), so the cache answers
+# one with the other's result: a kind of step a system never ran uncached is costed from its twin.
+# CRAG's retrieval evaluator and the LM reranker both run ScoreRelevance on (question, passage).
+SAME_CALL = {"retrieval_evaluator": "lm_reranker", "lm_reranker": "retrieval_evaluator"}
+
+
 def step_sums(rows: Sequence[dict]) -> dict[str, list[float]]:
     """Per kind of step (the trace's ``role``: planner, critic, relevance_grader, ...), over the steps
     with no cached call: LM calls, prompt tokens, completion tokens, seconds."""
@@ -115,9 +121,14 @@ def imputed_cost(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | N
     (Self-RAG's cold questions were the ones that never planned: 8 calls against 14). A kind of step
     this system never ran uncached is costed from ``pooled`` (:func:`step_sums` over every system of
     an arena: a call shared through the cache was made, uncached, by one of them or an earlier
-    run); None where neither has one. ``imputed_share`` is the share of calls costed this way."""
+    run), or from its :data:`SAME_CALL` twin there; None where none has one. ``imputed_share`` is the
+    share of calls costed this way."""
     sums = step_sums(rows)
-    for kind, acc in (pooled or {}).items():
+    pooled = dict(pooled or {})
+    for kind, twin in SAME_CALL.items():
+        if pooled.get(kind, [0.0])[0] <= 0 and pooled.get(twin, [0.0])[0] > 0:
+            pooled[kind] = pooled[twin]
+    for kind, acc in pooled.items():
         if sums.get(kind, [0.0])[0] <= 0 and acc[0] > 0:
             sums[kind] = list(acc)
     unknown = {"imputed_seconds_per_q": None, "imputed_prompt_tokens_per_q": None,

@@ -148,3 +148,33 @@ def test_critic_calibration_table_for_systems_with_critiques(tmp_path):
     assert "| 75% |" in line and "| 50% | 0% | 75% |" in line  # right calls; over / under-trigger; asks for more
     assert "## Critic calibration" in text and not any(x.startswith("| vanilla | 0 |") for x in text.splitlines())
     assert summary["systems"]["sharp"]["metrics"]["critic_brier"] == pytest.approx((0.01 + 0.04 + 0.36 + 0.01) / 4)
+
+
+def test_a_step_only_ever_answered_from_the_cache_is_costed_from_the_system_that_makes_the_same_call(tmp_path):
+    # CRAG's evaluator calls were all cache hits, made uncached by the LM reranker (same ScoreRelevance call)
+    rerank = rows([1, 0], calls=2, seconds=8.0, tokens=600)
+    for r in rerank:
+        r["trace"] = [step("lm_reranker", 1, 0, 300, 5, 3.0), step("generator", 1, 0, 300, 5, 5.0)]
+    crag = rows([1, 1], calls=3, seconds=5.0, tokens=300)
+    for r in crag:
+        r.update(cached_calls=2, completion_tokens=5,
+                 trace=[step("retrieval_evaluator", 1, 1), step("retrieval_evaluator", 1, 1),
+                        step("generator", 1, 0, 300, 5, 5.0)])
+    s = summarize({"vanilla-lmrerank": rerank, "crag": crag}, baseline=None)
+    c = s["systems"]["crag"]["metrics"]
+    assert c["seconds_per_q"] == pytest.approx(5.0 + 2 * 3.0) and c["prompt_tokens_per_q"] == pytest.approx(300 + 2 * 300)
+    assert c["imputed_share"] == pytest.approx(4 / 6)
+    alone = summarize({"crag": crag}, baseline=None)["systems"]["crag"]["metrics"]
+    assert alone["seconds_per_q"] is None  # no uncached twin anywhere: unknown, not free
+
+
+def test_the_same_call_twins_do_run_the_same_signature():
+    import inspect
+
+    from optimize.evaluate import SAME_CALL
+    from program.systems import crag, rerank
+
+    assert crag.CorrectiveRAG(None).evaluator.signature.__name__ == rerank.LMRerankRAG(None).scorer.signature.__name__
+    assert '"retrieval_evaluator", self.evaluator' in inspect.getsource(crag)
+    assert '"lm_reranker", self.scorer' in inspect.getsource(rerank)
+    assert set(SAME_CALL) == {"retrieval_evaluator", "lm_reranker"}
