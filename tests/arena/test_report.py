@@ -174,7 +174,10 @@ def test_the_same_call_twins_do_run_the_same_signature():
     from optimize.evaluate import SAME_CALL
     from program.systems import crag, rerank
 
-    assert crag.CorrectiveRAG(None).evaluator.signature.__name__ == rerank.LMRerankRAG(None).scorer.signature.__name__
-    assert '"retrieval_evaluator", self.evaluator' in inspect.getsource(crag)
-    assert '"lm_reranker", self.scorer' in inspect.getsource(rerank)
-    assert set(SAME_CALL) == {"retrieval_evaluator", "lm_reranker"}
+    # every role named in SAME_CALL: its predictor, and the call site that names the trace step
+    predictors = {"retrieval_evaluator": (crag.CorrectiveRAG(None).evaluator, crag, "self.evaluator"),
+                  "lm_reranker": (rerank.LMRerankRAG(None).scorer, rerank, "self.scorer")}
+    for kind, twin in SAME_CALL.items():
+        (mine, module, attr), (theirs, _, _) = predictors[kind], predictors[twin]
+        assert mine.signature.__name__ == theirs.signature.__name__, (kind, twin)
+        assert f'"{kind}", {attr}' in inspect.getsource(module)
