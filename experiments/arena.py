@@ -23,6 +23,7 @@ from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
 from program.errors import ConfigError, ModelFileError, SharpError
 from program.registry import SYSTEMS, UnknownSystemError, config_for, system_names
+from program.systems.modes import retriever_overrides
 
 log = logging.getLogger(__name__)
 
@@ -385,8 +386,8 @@ def _build(rt: Any, system: str, values: Mapping[str, Any], retrievers: dict[str
     """The system, sharing one retriever per retrieval mode across the arena."""
     if not getattr(SYSTEMS[system][0], "NEEDS_RETRIEVER", True):
         return rt.system(system, values)
-    mode = getattr(config_for(system, values), "retrieval_mode", None)
-    key = mode or "default"
+    overrides = retriever_overrides(config_for(system, values))
+    key = json.dumps(overrides, sort_keys=True) if overrides else "default"
     if key not in retrievers:
-        retrievers[key] = rt.retriever({"mode": mode} if mode else None)
+        retrievers[key] = rt.retriever(overrides)
     return rt.system(system, values, retriever=retrievers[key])

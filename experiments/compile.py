@@ -30,6 +30,7 @@ from optimize.feedback import ANSWER_METRICS, answer_feedback_metric
 from program.errors import ConfigError
 from program.lm.accounting import recording
 from program.saved import save_program
+from program.systems.modes import retriever_overrides as system_retriever
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +300,7 @@ def compile_from_runtime(runtime: Any, job: CompileJob, *, n_train: int, n_val: 
         retriever_overrides = saved.retriever
     else:
         student = runtime.system(job.system, system_config)
-        retriever_overrides = None
+        retriever_overrides = system_retriever(student.config)  # vanilla-dense, vanilla-hop: their own retriever
     proposer = proposer_for(runtime, job.optimizer)
     params = {"dataset": runtime.dataset, "val_split": val_split, "start_program": str(program_path or ""),
               "lm": runtime.lm_config.summary(), "retriever": runtime.retriever_settings(retriever_overrides)

@@ -16,6 +16,7 @@ from data.loaders import DATASETS
 from experiments import settings
 from program.lm import LMConfig, assign_lms
 from program.registry import SYSTEMS, build_system, config_for
+from program.systems.modes import retriever_overrides
 from program.saved import SavedProgram, load_into, read_program
 
 log = logging.getLogger(__name__)
@@ -75,8 +76,7 @@ class Runtime:
         cfg = config_for(name, config)
         module_cls = SYSTEMS[name][0]
         if retriever is None and getattr(module_cls, "NEEDS_RETRIEVER", True):
-            mode = getattr(cfg, "retrieval_mode", None)  # e.g. vanilla-dense: open the index in that mode
-            retriever = self.retriever({"mode": mode} if mode else None)
+            retriever = self.retriever(retriever_overrides(cfg))  # e.g. vanilla-dense: the index in that mode
         extra = getattr(module_cls, "extra_retrievers", None)  # e.g. CRAG's lexical fallback route
         extra = {kw: self.retriever(overrides) for kw, overrides in extra(cfg).items()} if extra else {}
         module = build_system(name, retriever, cfg, **extra)

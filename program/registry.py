@@ -14,7 +14,7 @@ from program.sharp import SharpConfig, SharpRAG
 from program.systems.adaptive import AdaptiveConfig, AdaptiveRAG
 from program.systems.closed_book import ClosedBook, ClosedBookConfig
 from program.systems.crag import CorrectiveRAG, CRAGConfig
-from program.systems.modes import DenseRAG, DenseRAGConfig, HybridRAG, HybridRAGConfig
+from program.systems.modes import DenseRAG, DenseRAGConfig, HopRAG, HopRAGConfig, HybridRAG, HybridRAGConfig
 from program.systems.react import ReActConfig, ReActRAG
 from program.systems.rerank import LMRerankConfig, LMRerankRAG, RerankConfig, RerankRAG
 from program.systems.selfrag import SelfRAG, SelfRAGConfig
@@ -26,6 +26,7 @@ SYSTEMS: dict[str, tuple[type[dspy.Module], type[StrictConfig]]] = {
     "closed-book": (ClosedBook, ClosedBookConfig),
     "vanilla-dense": (DenseRAG, DenseRAGConfig),
     "vanilla-hybrid": (HybridRAG, HybridRAGConfig),
+    "vanilla-hop": (HopRAG, HopRAGConfig),
     "vanilla-rerank": (RerankRAG, RerankConfig),
     "vanilla-lmrerank": (LMRerankRAG, LMRerankConfig),
     "self-rag": (SelfRAG, SelfRAGConfig),

@@ -128,3 +128,26 @@ def logprob_lm(replies: list[tuple[dict, dict[str, float]]]) -> tuple[dspy.LM, _
     """A critic LM whose replies carry logprobs: [(critique fields, {verdict: probability}), ...]."""
     engine = _LogprobEngine(replies)
     return dspy.LM("local/dummy", engine=engine, cache=False), engine
+
+
+def ranked_passage(pid: str) -> Passage:
+    """A passage whose title is its id in capitals (RankedRetriever's hop queries key on it)."""
+    return Passage(pid, pid.upper(), f"text of {pid} " * 40)
+
+
+class RankedRetriever:
+    """Ranked ids per query (the first word of a hop query's seed title picks its list); records calls."""
+
+    def __init__(self, ranked: dict[str, list[str]]):
+        self.ranked = ranked
+        self.calls: list[tuple[list[str], int]] = []
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        return self.retrieve_many([query], k)[0]
+
+    def retrieve_many(self, queries, k):
+        self.calls.append((list(queries), k))
+        return [[ranked_passage(i) for i in self.ranked.get(self._key(q), [])][:k] for q in queries]
+
+    def _key(self, query: str) -> str:
+        return next((key for key in sorted(self.ranked, key=len, reverse=True) if query.startswith(key)), "")

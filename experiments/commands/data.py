@@ -148,20 +148,35 @@ def retrieve(
 
 
 def evaluate_retriever(retriever: Any, questions: list, k: int, batch: int = 32) -> tuple[dict, dict]:
-    """(metrics from optimize.retrieval_metrics.aggregate, latency summary) for questions at k."""
+    """(metrics from optimize.retrieval_metrics.aggregate, latency summary) for questions at k.
+
+    A retriever whose top-k is not the prefix of its top-K (``depends_on_k``: the second hop gives a share
+    of k to hop passages) is asked once per cutoff, so each @cutoff scores what a system asking for that
+    many passages gets."""
     import numpy as np
 
     from optimize.retrieval_metrics import aggregate
 
     ks = sorted({kk for kk in (2, 5, 10, 20) if kk <= k} | {k})
-    rows, per_query_ms = [], []
-    for start in range(0, len(questions), batch):
-        chunk = questions[start : start + batch]
-        t0 = time.perf_counter()
-        hits = retriever.retrieve_many([ex.question for ex in chunk], k)
-        per_query_ms.append((time.perf_counter() - t0) * 1000 / len(chunk))
-        rows += [(ex.get("type"), [p.title for p in h], ex.get("gold_titles") or []) for ex, h in zip(chunk, hits)]
-    metrics = aggregate(rows, ks)
+    depths = ks if getattr(retriever, "depends_on_k", False) else [k]
+    metrics: dict = {}
+    per_query_ms = []
+    for depth in depths:
+        rows = []
+        for start in range(0, len(questions), batch):
+            chunk = questions[start : start + batch]
+            t0 = time.perf_counter()
+            hits = retriever.retrieve_many([ex.question for ex in chunk], depth)
+            if depth == k:
+                per_query_ms.append((time.perf_counter() - t0) * 1000 / len(chunk))
+            rows += [(ex.get("type"), [p.title for p in h], ex.get("gold_titles") or []) for ex, h in zip(chunk, hits)]
+        part = aggregate(rows, ks if len(depths) == 1 else [depth])
+        if not metrics:
+            metrics = part
+            continue
+        metrics["overall"].update(part["overall"])
+        for qtype, values in part["by_type"].items():
+            metrics["by_type"].setdefault(qtype, {}).update(values)
     return metrics, {"batched_ms_per_query": round(float(np.mean(per_query_ms)), 2) if per_query_ms else None}
 
 

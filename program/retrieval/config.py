@@ -5,8 +5,8 @@ Two kinds of settings live here:
 * index-time settings (``embedding_model``, ``dense_text``, ``bm25_*``) shape what is stored;
   they are written to the index manifest, and opening an index with other values is an
   :class:`~program.errors.IndexMismatchError` (rebuild with ``sharp index --rebuild``);
-* query-time settings (``mode``, ``rrf_k``, weights, ``candidate_depth``, ``backend``) can change
-  freely between runs on the same index.
+* query-time settings (``mode``, ``rrf_k``, weights, ``candidate_depth``, ``backend``, the
+  ``second_hop`` settings) can change freely between runs on the same index.
 
 Defaults (measured with experiments/benchmarks/retrieval.py on 2 CPU cores):
 * backend onnx-int8 with 128 tokens: 4x the passages/s of plain sentence-transformers, dense recall
@@ -14,6 +14,9 @@ Defaults (measured with experiments/benchmarks/retrieval.py on 2 CPU cores):
 * BM25 over 'title x4 + text', k1=0.9, b=1.0; RRF k=5 with weights dense 0.6 / BM25 1.0 over the top
   100 of each: the best recall@10 + all-gold@10 of a grid scored on the HotpotQA *train* split only
   (dev: hybrid 0.872 / 0.749 vs BM25 0.854 / 0.718 and dense 0.753 / 0.557).
+* second hop off (plain RAG over it is the ``vanilla-hop`` system); when on, one seed passage, 300
+  of its characters, 60% of k kept from the query's hits: the best all-gold@5 of a grid on 300 HotpotQA
+  *train* questions (experiments/benchmarks/second_hop.py).
 """
 
 from __future__ import annotations
@@ -65,6 +68,13 @@ class RetrieverConfig(StrictConfig):
     dense_weight: float = Field(0.6, ge=0.0, le=100.0)
     bm25_weight: float = Field(1.0, ge=0.0, le=100.0)
     candidate_depth: int = Field(100, ge=1, le=10_000, description="Hits taken from each retriever before fusing.")
+    # --- second hop (query-time; program/retrieval/hop.py) ---
+    second_hop: bool = Field(False, description="Search again with the query plus its top passage(s) and give "
+                             "part of k to the new passages found (no LM call).")
+    hop_keep: float = Field(0.6, gt=0.0, le=1.0, description="Share of k kept from the query's own hits (rounded, >= 1).")
+    hop_seeds: int = Field(1, ge=1, le=10, description="Top passages each turned into a second-hop query.")
+    hop_seed_chars: int = Field(300, ge=0, le=2000, description="Characters of a seed passage's text in its hop query.")
+    hop_depth: int = Field(20, ge=1, le=1000, description="Hits taken per search before combining.")
 
     @field_validator("embedding_model")
     @classmethod

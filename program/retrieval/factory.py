@@ -13,6 +13,7 @@ from program.retrieval.bm25 import BM25Retriever
 from program.retrieval.config import RetrieverConfig
 from program.retrieval.dense import DenseRetriever
 from program.retrieval.embedder import Embedder, shared_embedder
+from program.retrieval.hop import HopRetriever
 from program.retrieval.hybrid import HybridRetriever
 from program.retrieval.manifest import BM25_DIR, CHROMA_DIR, mismatches, read_manifest
 
@@ -37,7 +38,8 @@ def open_retriever(
     corpus_sha256: str | None = None,
     dataset: str | None = None,
 ) -> Retriever:
-    """A dense, BM25 or hybrid retriever (``config.mode``) over the index at ``index_dir``.
+    """A dense, BM25 or hybrid retriever (``config.mode``) over the index at ``index_dir``, wrapped in
+    a :class:`~program.retrieval.hop.HopRetriever` when ``config.second_hop``.
 
     Raises IndexMissingError (no index, or an interrupted build: the message gives the command
     that builds or resumes it) and IndexMismatchError (the index was built with another
@@ -77,8 +79,15 @@ def open_retriever(
                 f"the index at {index_dir} lacks its {part}/ folder. Rebuild it with: "
                 f"{index_command(index_dir, dataset, rebuild=True)}"
             )
+    base: Retriever
     if config.mode == "dense":
-        return dense()
-    if config.mode == "bm25":
-        return bm25()
-    return HybridRetriever(dense(), bm25(), config.dense_weight, config.bm25_weight, config.rrf_k, config.candidate_depth)
+        base = dense()
+    elif config.mode == "bm25":
+        base = bm25()
+    else:
+        base = HybridRetriever(dense(), bm25(), config.dense_weight, config.bm25_weight, config.rrf_k,
+                               config.candidate_depth)
+    if config.second_hop:
+        return HopRetriever(base, keep=config.hop_keep, seeds=config.hop_seeds, seed_chars=config.hop_seed_chars,
+                            depth=config.hop_depth, rrf_k=config.rrf_k)
+    return base

@@ -1,13 +1,13 @@
 """Plain RAG over a chosen retrieval mode: the same VanillaRAG, a retriever opened in that mode.
 
-The config's ``retrieval_mode`` tells the composition root (experiments.runtime) which retriever
-to open (dense, BM25 or hybrid = BM25 + dense fused by reciprocal rank fusion); the module only
-sees a Retriever.
+The config's ``retrieval_mode`` (and ``second_hop``) tell the composition root (experiments.runtime)
+which retriever to open (dense, BM25 or hybrid = BM25 + dense fused by reciprocal rank fusion; with or
+without the no-LM second hop of program/retrieval/hop.py); the module only sees a Retriever.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from program.baselines import VanillaConfig, VanillaRAG
 from program.retrieval.base import Retriever
@@ -21,6 +21,22 @@ class DenseRAGConfig(VanillaConfig):
 
 class HybridRAGConfig(VanillaConfig):
     retrieval_mode: RetrievalMode = "hybrid"
+
+
+class HopRAGConfig(VanillaConfig):
+    retrieval_mode: RetrievalMode = "hybrid"
+    second_hop: bool = True
+
+
+def retriever_overrides(config: Any) -> dict[str, Any] | None:
+    """The retriever settings a system's config asks for (``retrieval_mode``, ``second_hop``), or None
+    for the runtime's default retriever."""
+    out: dict[str, Any] = {}
+    if getattr(config, "retrieval_mode", None):
+        out["mode"] = config.retrieval_mode
+    if getattr(config, "second_hop", None) is not None:
+        out["second_hop"] = config.second_hop
+    return out or None
 
 
 class DenseRAG(VanillaRAG):
@@ -39,3 +55,12 @@ class HybridRAG(VanillaRAG):
 
     def __init__(self, retriever: Retriever, config: HybridRAGConfig | None = None):
         super().__init__(retriever, config or HybridRAGConfig())
+
+
+class HopRAG(VanillaRAG):
+    """Plain RAG over hybrid retrieval with a second hop from the top passage (no LM call)."""
+
+    SYSTEM = "vanilla-hop"
+
+    def __init__(self, retriever: Retriever, config: HopRAGConfig | None = None):
+        super().__init__(retriever, config or HopRAGConfig())

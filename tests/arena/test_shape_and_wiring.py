@@ -12,7 +12,7 @@ from program.systems.closed_book import ClosedBook
 
 SHARP_KEYS = {"answer", "passages", "cited_ids", "trace", "cost", "calls", "sub_queries", "queries", "retries",
               "stop_reason", "system"}
-ARENA = ["closed-book", "vanilla-dense", "vanilla-hybrid", "vanilla-lmrerank", "self-rag", "crag", "adaptive", "react"]
+ARENA = ["closed-book", "vanilla-dense", "vanilla-hybrid", "vanilla-hop", "vanilla-lmrerank", "self-rag", "crag", "adaptive", "react"]
 
 
 def garbage_everywhere(module):
@@ -94,6 +94,11 @@ def test_runtime_opens_the_retriever_in_the_systems_mode(monkeypatch, tmp_path):
     rt = runtime.Runtime(workspace=tmp_path)
     assert rt.system("vanilla-dense").SYSTEM == "vanilla-dense" and opened == [{"mode": "dense"}]
     opened.clear()
+    assert rt.system("vanilla-hop").SYSTEM == "vanilla-hop" and opened == [{"mode": "hybrid", "second_hop": True}]
+    opened.clear()
+    rt.system("vanilla")
+    assert opened == [None]  # plain RAG keeps the runtime's default retriever
+    opened.clear()
     crag = rt.system("crag")
     assert opened == [None, {"mode": "bm25"}] and crag.fallback_retriever is not None
     opened.clear()
@@ -102,3 +107,27 @@ def test_runtime_opens_the_retriever_in_the_systems_mode(monkeypatch, tmp_path):
     opened.clear()
     rt.system("closed-book")
     assert opened == []
+
+
+def test_the_arena_opens_one_retriever_per_distinct_setting():
+    from experiments.arena import _build
+
+    class FakeRuntime:
+        def __init__(self):
+            self.opened, self.built = [], []
+
+        def retriever(self, overrides=None):
+            self.opened.append(overrides)
+            return KeywordRetriever()
+
+        def system(self, name, values, retriever=None):
+            self.built.append((name, retriever))
+            return build_system(name, retriever)
+
+    rt, shared = FakeRuntime(), {}
+    for name in ("vanilla", "sharp", "vanilla-hop", "vanilla-dense", "vanilla-hop", "closed-book"):
+        _build(rt, name, {}, shared)
+    assert rt.opened == [None, {"mode": "hybrid", "second_hop": True}, {"mode": "dense"}]
+    by_name = dict(rt.built)
+    assert by_name["vanilla"] is by_name["sharp"]  # same settings: the same retriever object
+    assert by_name["vanilla-hop"] is not by_name["vanilla"] and by_name["closed-book"] is None
