@@ -126,11 +126,14 @@ def report_folder(folder: Path, report_name: str | None) -> Path:
     return folder / report_name
 
 
-def arena_name(dataset: str, spec: ArenaSpec) -> str:
+def arena_name(dataset: str, spec: ArenaSpec, retriever: Mapping[str, Any] | None = None) -> str:
+    """The arena's folder name: given, or from dataset, split, limit, seed, the sample's options and (when
+    the runtime overrides retriever settings, e.g. --retriever-set second_hop=true) their digest, so an
+    arena on other retrieval never resumes into this one's result files."""
     if spec.name:
         return spec.name
     return (f"{Path(dataset).stem}-{spec.split}-{spec.limit or 'all'}-s{spec.seed}" + ("-bal" if spec.balanced else "")
-            + ("-judge" if spec.judge else ""))
+            + ("-judge" if spec.judge else "") + (f"-r{config_hash(dict(retriever))[:6]}" if retriever else ""))
 
 
 def pick_baseline(spec: ArenaSpec, names: Sequence[str]) -> str | None:
@@ -222,7 +225,7 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
     examples = rt.examples(spec.split, spec.limit, spec.seed, spec.balanced)
     if not examples:
         raise ConfigError(f"no questions in {rt.dataset} {spec.split} (limit {spec.limit})")
-    name = arena_name(rt.dataset, spec)
+    name = arena_name(rt.dataset, spec, getattr(rt, "retriever_config", None))
     folder = Path(rt.workspace) / "reports" / f"arena-{name}"
     out = report_folder(folder, spec.report)
     title = f"Arena {name}: {len(examples)} {Path(rt.dataset).stem} {spec.split} questions"

@@ -27,6 +27,8 @@ CacheDir = typer.Option(None, "--cache-dir", help="A separate DSPy cache folder 
 TrackingUri = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: sqlite store in the workspace).")
 Config = typer.Option(None, "--config", help="YAML/JSON file with the system's config.")
 Set = typer.Option(None, "--set", help="Override one config key: --set confidence_threshold=0.8 (repeatable; JSON values).")
+RetrieverSet = typer.Option(None, "--retriever-set", help="Override one retriever setting for every system's "
+                            "retriever: --retriever-set second_hop=true (repeatable; RetrieverConfig keys).")
 
 
 def read_mapping(path: Optional[Path]) -> dict:
@@ -69,8 +71,11 @@ def lm_config(lm_file: Optional[Path] = None, lm: Optional[str] = None, api_base
 
 def runtime(dataset: str, data_dir: Optional[Path], workspace: Optional[Path], lm_cfg: Any,
             no_cache: bool = False, cache_dir: Optional[Path] = None, retriever: Optional[dict] = None) -> Any:
+    """The composition root for a command; ``retriever`` settings are checked here, before any work."""
     from experiments import settings
     from experiments.runtime import Runtime
+    from program.retrieval import RetrieverConfig
 
+    RetrieverConfig.from_mapping(retriever or {})  # an unknown key or a bad value fails now, naming the keys
     return Runtime(dataset=dataset, data_dir=data_dir, workspace=settings.workspace(workspace),
                    lm_config=lm_cfg, retriever_config=retriever or {}, cache=not no_cache, cache_dir=cache_dir)

@@ -39,7 +39,7 @@ def arena(
     lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
     critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
     judge_lm: Optional[str] = o.JudgeLM, lm_config: Optional[Path] = o.LMConfigFile,
-    no_cache: bool = o.NoCache, cache_dir: Optional[Path] = o.CacheDir,
+    no_cache: bool = o.NoCache, cache_dir: Optional[Path] = o.CacheDir, retriever_set: Optional[list[str]] = o.RetrieverSet,
     config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON mapping: system name -> its config."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="One system's key: --set crag.upper=0.7 (repeatable)."),
     tracking_uri: Optional[str] = o.TrackingUri,
@@ -56,7 +56,7 @@ def arena(
         names = resolve_systems(systems)  # an unknown name fails here, before any model or index is loaded
         lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
                              generator_lm=generator_lm, judge_lm=judge_lm)
-        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir)
+        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever=o.parse_sets(retriever_set))
         programs = program_entrants(program or [], rt.workspace)
         if report_only:
             no_tracking = True

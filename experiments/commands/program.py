@@ -70,7 +70,7 @@ def eval_(
     lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
     critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
     lm_config: Optional[Path] = o.LMConfigFile, no_cache: bool = o.NoCache, cache_dir: Optional[Path] = o.CacheDir,
-    config: Optional[Path] = o.Config, set_: Optional[list[str]] = o.Set,
+    config: Optional[Path] = o.Config, set_: Optional[list[str]] = o.Set, retriever_set: Optional[list[str]] = o.RetrieverSet,
     tracking_uri: Optional[str] = o.TrackingUri,
     traces: bool = typer.Option(True, "--traces/--no-traces", help="Record DSPy traces in MLflow."),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregate metrics as one JSON object."),
@@ -83,7 +83,7 @@ def eval_(
     try:
         lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
                              generator_lm=generator_lm)
-        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir)
+        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever=o.parse_sets(retriever_set))
         tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
         examples = rt.examples(split, limit, seed, balanced)
         program_path = None

@@ -335,3 +335,32 @@ def test_cli_program_entrant_names(tmp_path):
     assert program_entrants([str(a), f"other={b}"], tmp_path) == {"a": str(a), "other": str(b)}
     with pytest.raises(ConfigError, match="two program entrants are named 'a'"):
         program_entrants([str(a), str(b)], tmp_path)
+
+
+def test_runtime_retriever_settings_get_their_own_arena_folder(tmp_path):
+    from experiments.arena import arena_name
+
+    spec = ArenaSpec(systems=("vanilla",), limit=4)
+    assert arena_name("hotpotqa", spec) == arena_name("hotpotqa", spec, {}) == "hotpotqa-dev-4-s0"
+    hop = arena_name("hotpotqa", spec, {"second_hop": True})
+    assert hop.startswith("hotpotqa-dev-4-s0-r") and hop != arena_name("hotpotqa", spec, {"second_hop": False})
+    assert arena_name("hotpotqa", ArenaSpec(systems=("vanilla",), name="mine"), {"second_hop": True}) == "mine"
+    rt = FakeRuntime(tmp_path)
+    rt.retriever_config = {"second_hop": True}
+    res = run_arena(rt, spec, track=False, progress=False)
+    assert res.folder == tmp_path / "reports" / f"arena-{hop}"
+    assert json.loads((res.folder / "results" / "vanilla.meta.json").read_text())["retriever"] == {"second_hop": True}
+
+
+def test_cli_retriever_set_is_checked_before_any_work(tmp_path):
+    from typer.testing import CliRunner
+
+    from experiments.cli import app
+
+    runner = CliRunner()
+    for command in (["arena", "--systems", "vanilla", "--no-tracking"], ["eval", "--system", "vanilla"]):
+        bad = runner.invoke(app, [*command, "--workspace", str(tmp_path), "--retriever-set", "hop_keep=5"])
+        assert bad.exit_code == 2 and "hop_keep" in bad.output, bad.output
+        unknown = runner.invoke(app, [*command, "--workspace", str(tmp_path), "--retriever-set", "hops=1"])
+        assert unknown.exit_code == 2 and "second_hop" in unknown.output  # the error lists the valid keys
+    assert not (tmp_path / "indexes").exists() and not (tmp_path / "reports").exists()
