@@ -136,7 +136,8 @@ def ranked_passage(pid: str) -> Passage:
 
 
 class RankedRetriever:
-    """Ranked ids per query (the first word of a hop query's seed title picks its list); records calls."""
+    """Ranked ids per query: the longest key the query starts with picks its list (so "q A. ..." is the hop
+    from passage "a" of query "q"); records every call."""
 
     def __init__(self, ranked: dict[str, list[str]]):
         self.ranked = ranked

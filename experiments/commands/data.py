@@ -11,7 +11,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import typer
 
@@ -147,8 +147,10 @@ def retrieve(
     console.print(table)
 
 
-def evaluate_retriever(retriever: Any, questions: list, k: int, batch: int = 32) -> tuple[dict, dict]:
-    """(metrics from optimize.retrieval_metrics.aggregate, latency summary) for questions at k.
+def evaluate_retriever(retriever: Any, questions: list, k: int, batch: int = 32,
+                       ks: Sequence[int] | None = None) -> tuple[dict, dict]:
+    """(metrics from optimize.retrieval_metrics.aggregate, latency summary) for questions at the cutoffs
+    ``ks`` (default 2, 5, 10, 20 up to k, and k); the latency is that of asking for the largest cutoff.
 
     A retriever whose top-k is not the prefix of its top-K (``depends_on_k``: the second hop gives a share
     of k to hop passages) is asked once per cutoff, so each @cutoff scores what a system asking for that
@@ -157,26 +159,24 @@ def evaluate_retriever(retriever: Any, questions: list, k: int, batch: int = 32)
 
     from optimize.retrieval_metrics import aggregate
 
-    ks = sorted({kk for kk in (2, 5, 10, 20) if kk <= k} | {k})
-    depths = ks if getattr(retriever, "depends_on_k", False) else [k]
-    metrics: dict = {}
+    ks = sorted(set(ks) if ks else {kk for kk in (2, 5, 10, 20) if kk <= k} | {k})
+    asks = [(kk, [kk]) for kk in ks] if getattr(retriever, "depends_on_k", False) else [(max(ks), ks)]
+    metrics: dict = {"overall": {}, "by_type": {}}
     per_query_ms = []
-    for depth in depths:
+    for depth, cutoffs in asks:
         rows = []
         for start in range(0, len(questions), batch):
             chunk = questions[start : start + batch]
             t0 = time.perf_counter()
             hits = retriever.retrieve_many([ex.question for ex in chunk], depth)
-            if depth == k:
+            if depth == max(ks):
                 per_query_ms.append((time.perf_counter() - t0) * 1000 / len(chunk))
             rows += [(ex.get("type"), [p.title for p in h], ex.get("gold_titles") or []) for ex, h in zip(chunk, hits)]
-        part = aggregate(rows, ks if len(depths) == 1 else [depth])
-        if not metrics:
-            metrics = part
-            continue
+        part = aggregate(rows, cutoffs)
         metrics["overall"].update(part["overall"])
         for qtype, values in part["by_type"].items():
             metrics["by_type"].setdefault(qtype, {}).update(values)
+        metrics["skipped"] = part["skipped"]
     return metrics, {"batched_ms_per_query": round(float(np.mean(per_query_ms)), 2) if per_query_ms else None}
 
 

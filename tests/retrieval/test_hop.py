@@ -120,3 +120,7 @@ def test_eval_retrieval_asks_a_hop_retriever_once_per_cutoff():
     assert metrics["overall"]["all_gold@2"] == 1.0 and metrics["overall"]["all_gold@5"] == 1.0
     assert metrics["by_type"]["bridge"]["all_gold@2"] == 1.0 and metrics["overall"]["n"] == 1
     assert [k for _, k in base.calls] == [20, 20, 20, 20]  # question + hop search, at each of the two cutoffs
+    plain.calls.clear()
+    metrics, _ = evaluate_retriever(plain, questions, 5, ks=(3, 7))
+    assert set(metrics["overall"]) == {"n", *(f"{m}@{k}" for m in ("recall", "precision", "all_gold") for k in (3, 7))}
+    assert [k for _, k in plain.calls] == [7]  # one ask at the largest cutoff, scored by prefix
