@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 LIMIT ?= 20
 
-.PHONY: setup setup-dev run test test-local bench-retrieval bench-lm index mlflow-ui clean
+.PHONY: setup setup-dev run test lint test-local bench-retrieval bench-lm index mlflow-ui clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,6 +32,11 @@ index: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# lint and format check (CI runs it before the tests)
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test-local: setup
 	$(BIN)/python -m pytest -q -m local_lm

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping
+from typing import Any, Literal
 
 from data.errors import DatasetError
 from data.formats import FORMATS, FieldError, detect_format, join_sentences
@@ -99,8 +100,9 @@ def dedupe(passages: Iterable[Passage], dedup: Dedup = "passage", source: str = 
             dropped += 1
             continue
         if p.id in ids:
-            raise DatasetError(f"{source}: passage id {p.id!r} is used by two different passages "
-                               f"({ids[p.id].title!r} and {p.title!r})")
+            raise DatasetError(
+                f"{source}: passage id {p.id!r} is used by two different passages ({ids[p.id].title!r} and {p.title!r})"
+            )
         kept[key], ids[p.id] = p, p
         titles.add(p.title)
     result = list(kept.values())

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from data.errors import DatasetError
 
@@ -136,8 +137,11 @@ def parse_hotpot_hf(row: Row, dataset: str) -> dict[str, Any]:
     if not all(isinstance(t, str) for t in titles):
         raise FieldError("supporting_facts", "has a non-string title")
     facts = [(t, sent_id(s, "supporting_facts")) for t, s in zip(titles, ids, strict=True)]
-    return {**parse_official({k: v for k, v in row.items() if k != "supporting_facts"}, dataset),
-            "gold_titles": [t for t, _ in facts], "gold_sentences": facts}
+    return {
+        **parse_official({k: v for k, v in row.items() if k != "supporting_facts"}, dataset),
+        "gold_titles": [t for t, _ in facts],
+        "gold_sentences": facts,
+    }
 
 
 MUSIQUE_HOPS = re.compile(r"^(\d+hop)")

@@ -12,9 +12,9 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from data.errors import DatasetError
 from program.errors import IndexMismatchError
@@ -24,7 +24,15 @@ from program.retrieval.dense import add_passages, delete_collection, dense_docum
 from program.retrieval.embedder import Embedder
 from program.retrieval.factory import index_command
 from program.retrieval.manifest import (
-    BM25_DIR, CHROMA_DIR, FORMAT_VERSION, MANIFEST, corpus_sha256, mismatches, now_iso, read_manifest, write_manifest,
+    BM25_DIR,
+    CHROMA_DIR,
+    FORMAT_VERSION,
+    MANIFEST,
+    corpus_sha256,
+    mismatches,
+    now_iso,
+    read_manifest,
+    write_manifest,
 )
 from program.types import Passage
 
@@ -71,10 +79,23 @@ def _progress(enabled: bool, total: int, done: int) -> Iterator:
         yield lambda n: None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    columns = (TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-               TimeElapsedColumn(), TimeRemainingColumn())
+    columns = (
+        TextColumn("embedding"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
         task = bar.add_task("embed", total=total, completed=done, rate="")
         start, count = time.perf_counter(), 0
@@ -128,8 +149,11 @@ def build_index(
     embedder = embedder or Embedder.from_config(config)
     backend = getattr(embedder, "backend", "custom")
     if manifest is not None and manifest.get("backend") != backend:
-        log.warning("resuming a build started with backend %s using %s (same model; vectors differ by rounding)",
-                    manifest.get("backend"), backend)
+        log.warning(
+            "resuming a build started with backend %s using %s (same model; vectors differ by rounding)",
+            manifest.get("backend"),
+            backend,
+        )
     started = time.perf_counter()
     manifest = {
         "format": FORMAT_VERSION,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import dspy
 
@@ -48,8 +49,12 @@ class LoadReport:
         if self.unanswerable:
             logger.info("%s: left out %d questions marked answerable=false", self.source, self.unanswerable)
         if self.skipped:
-            logger.warning("%s: skipped %d malformed rows, e.g.:\n  %s", self.source, self.skipped,
-                           "\n  ".join(self.problems[:MAX_LOGGED_PROBLEMS]))
+            logger.warning(
+                "%s: skipped %d malformed rows, e.g.:\n  %s",
+                self.source,
+                self.skipped,
+                "\n  ".join(self.problems[:MAX_LOGGED_PROBLEMS]),
+            )
 
 
 def _parse_row(row: Any, fmt: RowFormat | None, dataset: str | None) -> tuple[RowFormat, dspy.Example | None]:
@@ -117,8 +122,9 @@ def dataset_file(dataset: str, split: str, data_dir: str | Path | None) -> Path:
         if candidate.is_file() or is_hf_saved(candidate):
             return candidate
     splits = sorted({p.stem for p in folder.glob("*.json*") if p.stem != "corpus"})
-    raise DatasetError(f"{folder}: no split {split!r} ({split}.json or {split}.jsonl); "
-                       f"available splits: {', '.join(splits) or 'none'}")
+    raise DatasetError(
+        f"{folder}: no split {split!r} ({split}.json or {split}.jsonl); available splits: {', '.join(splits) or 'none'}"
+    )
 
 
 def resolve_source(dataset: str | Path, split: str, data_dir: str | Path | None) -> tuple[Path, str | None]:
@@ -127,8 +133,13 @@ def resolve_source(dataset: str | Path, split: str, data_dir: str | Path | None)
         name = dataset.lower()
         return dataset_file(name, split, data_dir), name
     text = str(dataset)
-    if isinstance(dataset, Path) or "/" in text or "\\" in text or text.endswith((".json", ".jsonl")) \
-            or Path(text).exists():
+    if (
+        isinstance(dataset, Path)
+        or "/" in text
+        or "\\" in text
+        or text.endswith((".json", ".jsonl"))
+        or Path(text).exists()
+    ):
         return Path(dataset), None
     raise DatasetError(f"unknown dataset {text!r}; valid names: {', '.join(DATASETS)} (or a path to a file)")
 

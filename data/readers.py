@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from data.errors import DatasetError
 
@@ -68,9 +69,7 @@ def _json_array(path: Path, handle) -> Iterator[tuple[str, Any]]:
     try:
         rows = json.load(handle)
     except json.JSONDecodeError as exc:
-        raise DatasetError(
-            f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
+        raise DatasetError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     for number, row in enumerate(rows, start=1):
         yield f"row {number}", row
 
@@ -83,9 +82,12 @@ def _json_lines(path: Path, handle) -> Iterator[tuple[str, Any]]:
         try:
             yield location, json.loads(line)
         except json.JSONDecodeError as exc:
-            yield location, BadRow(
-                f"invalid JSON ({exc.msg} at column {exc.colno}); "
-                "expected one JSON object a line (JSON Lines) or a JSON array"
+            yield (
+                location,
+                BadRow(
+                    f"invalid JSON ({exc.msg} at column {exc.colno}); "
+                    "expected one JSON object a line (JSON Lines) or a JSON array"
+                ),
             )
 
 

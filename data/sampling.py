@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 import dspy
 
@@ -13,7 +14,7 @@ E = TypeVar("E", bound=dspy.Example)
 
 def sample_key(example_id: str, seed: int) -> str:
     """A seeded pseudo-random sort key that is the same in every Python process (no ``hash()``)."""
-    return hashlib.sha256(f"{seed}\x00{example_id}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{seed}\x00{example_id}".encode()).hexdigest()
 
 
 def seeded_order(examples: Sequence[E], seed: int) -> list[E]:

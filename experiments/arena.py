@@ -12,9 +12,10 @@ import contextlib
 import json
 import logging
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from experiments import report, tracking
 from experiments.runtime import config_hash
@@ -93,7 +94,9 @@ def check_configs(configs: Mapping[str, Any], names: Sequence[str]) -> dict[str,
     out = {}
     for name, values in (configs or {}).items():
         if name not in SYSTEMS:
-            raise UnknownSystemError(f"config given for unknown system '{name}'; valid systems: {', '.join(system_names())}")
+            raise UnknownSystemError(
+                f"config given for unknown system '{name}'; valid systems: {', '.join(system_names())}"
+            )
         if not isinstance(values, Mapping):
             raise ConfigError(f"the config of '{name}' must be a mapping of keys to values, not {values!r}")
         config_for(name, values)
@@ -132,8 +135,12 @@ def arena_name(dataset: str, spec: ArenaSpec, retriever: Mapping[str, Any] | Non
     arena on other retrieval never resumes into this one's result files."""
     if spec.name:
         return spec.name
-    return (f"{Path(dataset).stem}-{spec.split}-{spec.limit or 'all'}-s{spec.seed}" + ("-bal" if spec.balanced else "")
-            + ("-judge" if spec.judge else "") + (f"-r{config_hash(dict(retriever))[:6]}" if retriever else ""))
+    return (
+        f"{Path(dataset).stem}-{spec.split}-{spec.limit or 'all'}-s{spec.seed}"
+        + ("-bal" if spec.balanced else "")
+        + ("-judge" if spec.judge else "")
+        + (f"-r{config_hash(dict(retriever))[:6]}" if retriever else "")
+    )
 
 
 def pick_baseline(spec: ArenaSpec, names: Sequence[str]) -> str | None:
@@ -144,8 +151,9 @@ def pick_baseline(spec: ArenaSpec, names: Sequence[str]) -> str | None:
     return found
 
 
-def settings_for(rt: Any, name: str, values: Mapping[str, Any], split: str, examples: list, judge: Any,
-                 program: Path | None = None) -> dict:
+def settings_for(
+    rt: Any, name: str, values: Mapping[str, Any], split: str, examples: list, judge: Any, program: Path | None = None
+) -> dict:
     """What decides a system's results: a resumed file must have been written with the same. For a
     program entrant: its system, config, retriever settings and a digest of its demos and instructions
     (read from the file; nothing is built), so an edited or recompiled program never resumes stale rows."""
@@ -166,9 +174,14 @@ def settings_for(rt: Any, name: str, values: Mapping[str, Any], split: str, exam
     from program.saved import read_program
 
     saved = read_program(program)
-    out.update(system=saved.system, program=name, program_file=str(program), config=saved.config,
-               retriever={**(rt.retriever_config or {}), "overrides": saved.retriever},
-               program_state_hash=config_hash(saved.state))
+    out.update(
+        system=saved.system,
+        program=name,
+        program_file=str(program),
+        config=saved.config,
+        retriever={**(rt.retriever_config or {}), "overrides": saved.retriever},
+        program_state_hash=config_hash(saved.state),
+    )
     return out
 
 
@@ -239,21 +252,41 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
         row_fn = judged_row(question_row, judge)
     retrievers: dict[str, Any] = {}
     results, paths, ran, reused = {}, {}, [], []
-    settings = {n: settings_for(rt, n, configs.get(n, {}), spec.split, examples, judge, programs.get(n))
-                for n in names}
+    settings = {n: settings_for(rt, n, configs.get(n, {}), spec.split, examples, judge, programs.get(n)) for n in names}
     modules, skipped = _build_all(rt, names, configs, examples, folder, retrievers, spec.skip_unavailable, programs)
     names = tuple(n for n in names if n not in skipped)
     if baseline in skipped:
         baseline = None
-    params = {"arena": name, "systems": list(names), "dataset": rt.dataset, "split": spec.split, "limit": spec.limit,
-              "seed": spec.seed, "balanced": spec.balanced, "baseline": baseline, "judge": spec.judge,
-              "n_questions": len(examples), "lm": rt.lm_config.summary(),
-              "programs": {n: str(p) for n, p in programs.items()}, "report": spec.report}
-    with _maybe_run(track, f"arena-{name}" + (f"-{spec.report}" if spec.report else ""), params=params,
-                    tags={"kind": "arena"}):
+    params = {
+        "arena": name,
+        "systems": list(names),
+        "dataset": rt.dataset,
+        "split": spec.split,
+        "limit": spec.limit,
+        "seed": spec.seed,
+        "balanced": spec.balanced,
+        "baseline": baseline,
+        "judge": spec.judge,
+        "n_questions": len(examples),
+        "lm": rt.lm_config.summary(),
+        "programs": {n: str(p) for n, p in programs.items()},
+        "report": spec.report,
+    }
+    with _maybe_run(
+        track, f"arena-{name}" + (f"-{spec.report}" if spec.report else ""), params=params, tags={"kind": "arena"}
+    ):
         if spec.step:
-            _interleave(spec, names, modules, settings, examples, folder, row_fn, progress,
-                        report_as=(title, baseline, track, out))
+            _interleave(
+                spec,
+                names,
+                modules,
+                settings,
+                examples,
+                folder,
+                row_fn,
+                progress,
+                report_as=(title, baseline, track, out),
+            )
         for system in names:
             path = folder / "results" / f"{system}.jsonl"
             if system not in modules:
@@ -272,8 +305,9 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
                     tracking.log_eval(result)
                     tracking.log_file(path, artifact_path="results")
             results[system], paths[system] = result, path
-        md, summary = report.write_report(out, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed,
-                                          skipped=skipped)
+        md, summary = report.write_report(
+            out, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed, skipped=skipped
+        )
         if track:
             _log_report(out)
     return ArenaResult(out, md, summary, results, paths, ran, reused, skipped)
@@ -285,19 +319,36 @@ def _log_report(folder: Path) -> None:
             tracking.log_file(f, artifact_path="report")
 
 
-def _evaluate(module: Any, examples: list, path: Path, spec: ArenaSpec, settings: dict, row_fn: Any,
-              progress: bool) -> EvalResult:
+def _evaluate(
+    module: Any, examples: list, path: Path, spec: ArenaSpec, settings: dict, row_fn: Any, progress: bool
+) -> EvalResult:
     """One system on these questions, resuming its result file (a file of other settings: a hint)."""
     try:
-        return evaluate(module, examples, path, threads=spec.threads, progress=progress, meta=settings,
-                        seed=spec.seed, row_fn=row_fn)
+        return evaluate(
+            module,
+            examples,
+            path,
+            threads=spec.threads,
+            progress=progress,
+            meta=settings,
+            seed=spec.seed,
+            row_fn=row_fn,
+        )
     except ResultsMismatchError as exc:
         raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
 
 
-def _interleave(spec: ArenaSpec, names: Sequence[str], modules: Mapping[str, Any], settings: Mapping[str, dict],
-                examples: list, folder: Path, row_fn: Any, progress: bool,
-                report_as: tuple[str, str | None, bool, Path]) -> None:
+def _interleave(
+    spec: ArenaSpec,
+    names: Sequence[str],
+    modules: Mapping[str, Any],
+    settings: Mapping[str, dict],
+    examples: list,
+    folder: Path,
+    row_fn: Any,
+    progress: bool,
+    report_as: tuple[str, str | None, bool, Path],
+) -> None:
     """Bring every unfinished system to the first ``step`` questions, then to the first 2*step, ...
     (the last stage, all questions, is the arena's ordinary pass). The result files and their meta
     are the ones the full pass uses, so stages resume like it. After each stage the report is
@@ -309,8 +360,15 @@ def _interleave(spec: ArenaSpec, names: Sequence[str], modules: Mapping[str, Any
             if system not in modules:
                 continue
             log.info("%s: stage of the first %d of %d questions", system, stop, len(examples))
-            _evaluate(modules[system], examples[:stop], folder / "results" / f"{system}.jsonl", spec,
-                      settings[system], row_fn, progress)
+            _evaluate(
+                modules[system],
+                examples[:stop],
+                folder / "results" / f"{system}.jsonl",
+                spec,
+                settings[system],
+                row_fn,
+                progress,
+            )
         if any(system in modules for system in names):
             report_from_files(folder, names, examples, baseline, title, spec.seed, out=out)
             log.info("stage of %d done; report so far: %s", stop, out / "summary.md")
@@ -326,8 +384,15 @@ def finished_rows(path: Path, ids: Sequence[str]) -> list[dict]:
     return [by_id[i] for i in ids if i in by_id]
 
 
-def report_from_files(folder: Path, names: Sequence[str], examples: list, baseline: str | None, title: str,
-                      seed: int = 0, out: Path | None = None) -> ArenaResult:
+def report_from_files(
+    folder: Path,
+    names: Sequence[str],
+    examples: list,
+    baseline: str | None,
+    title: str,
+    seed: int = 0,
+    out: Path | None = None,
+) -> ArenaResult:
     """The report of an arena as its files stand: no model, index or LM is touched. A system with some
     questions answered is reported on those (its n says how many; its paired differences are on the
     questions it shares with the baseline); a system with none is listed as not run yet. The report
@@ -347,14 +412,20 @@ def report_from_files(folder: Path, names: Sequence[str], examples: list, baseli
     partial = {s: len(r) for s, r in rows.items() if len(r) < len(ids)}
     if partial:
         title += " (partial: " + ", ".join(f"{s} {n} of {len(ids)}" for s, n in partial.items()) + ")"
-    md, summary = report.write_report(out, rows, baseline if baseline in rows else None, title, seed,
-                                      skipped=pending)
+    md, summary = report.write_report(out, rows, baseline if baseline in rows else None, title, seed, skipped=pending)
     return ArenaResult(out, md, summary, {}, paths, [], list(rows), pending)
 
 
-def _build_all(rt: Any, names: Sequence[str], configs: Mapping[str, Any], examples: list, folder: Path,
-               retrievers: dict[str, Any], skip_unavailable: bool,
-               programs: Mapping[str, Path]) -> tuple[dict[str, Any], dict[str, str]]:
+def _build_all(
+    rt: Any,
+    names: Sequence[str],
+    configs: Mapping[str, Any],
+    examples: list,
+    folder: Path,
+    retrievers: dict[str, Any],
+    skip_unavailable: bool,
+    programs: Mapping[str, Path],
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Build every system that still has questions to answer, before any is run: a model that cannot be
     loaded is an error now (or, with ``skip_unavailable``, a system left out with its reason)."""
     modules: dict[str, Any] = {}

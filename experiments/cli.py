@@ -46,6 +46,7 @@ for _name in COMMAND_MODULES:
 def interrupt_on_sigterm() -> None:
     """Make SIGTERM (``kill``, a scheduler, a CI timeout) unwind like Ctrl-C: MLflow runs end KILLED
     instead of staying RUNNING, and result files and Optuna studies are left resumable."""
+
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"terminated by signal {signum}")
 

@@ -14,17 +14,33 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import dspy
 
 from experiments import tracking
-from optimize.compile import CompileResult, check_sizes, compile_program, describe_program, render_prompts
-from optimize.critic import (DEFAULT_THRESHOLD, CriticScore, balance_demos, critic_student, evaluate_critic, harvest,
-                             install_critic, label_counts, split_cases)
-from optimize.compile import shared_retriever
+from optimize.compile import (
+    CompileResult,
+    check_sizes,
+    compile_program,
+    describe_program,
+    render_prompts,
+    shared_retriever,
+)
+from optimize.critic import (
+    DEFAULT_THRESHOLD,
+    CriticScore,
+    balance_demos,
+    critic_student,
+    evaluate_critic,
+    harvest,
+    install_critic,
+    label_counts,
+    split_cases,
+)
 from optimize.evaluate import EvalResult, evaluate
 from optimize.feedback import ANSWER_METRICS, answer_feedback_metric
 from program.errors import ConfigError
@@ -62,8 +78,10 @@ class CompileJob:
         if self.target not in ("program", "critic"):
             raise ConfigError(f"unknown target {self.target!r}; choose 'program' or 'critic'")
         if self.freeze and self.target != "program":
-            raise ConfigError("--freeze keeps some predictors of a whole-program compile as they are; "
-                              "--target critic compiles the critic alone")
+            raise ConfigError(
+                "--freeze keeps some predictors of a whole-program compile as they are; "
+                "--target critic compiles the critic alone"
+            )
 
     @property
     def program_name(self) -> str:
@@ -103,8 +121,10 @@ def data_hash(*splits: Sequence[Any]) -> str:
 
 
 def state_hash(module: dspy.Module) -> str:
-    body = {"config": module.config.model_dump(mode="json") if hasattr(module, "config") else None,
-            "state": module.dump_state()}
+    body = {
+        "config": module.config.model_dump(mode="json") if hasattr(module, "config") else None,
+        "state": module.dump_state(),
+    }
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -121,18 +141,24 @@ def _log_program(path: Path, module: dspy.Module, result: CompileResult) -> None
     import mlflow
 
     mlflow.log_text(render_prompts(description), "prompts.md")
-    tracking.log_json({"optimizer": result.optimizer, "settings": result.settings, "cost": result.cost},
-                      "optimizer.json")
+    tracking.log_json(
+        {"optimizer": result.optimizer, "settings": result.settings, "cost": result.cost}, "optimizer.json"
+    )
 
 
-def _compile_critic(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], proposer_lm: Any,
-                    task_lm: Any) -> tuple[dspy.Module, CompileResult, dict]:
+def _compile_critic(
+    job: CompileJob, student: dspy.Module, trainset: Sequence[Any], proposer_lm: Any, task_lm: Any
+) -> tuple[dspy.Module, CompileResult, dict]:
     """Harvest critiques on ``trainset``, compile the critic alone, install it into a copy of ``student``."""
     with recording() as ledger:
         cases = harvest(student, trainset)
     counts = label_counts(cases)
-    log.info("harvested %d critiques from %d questions (%d sufficient)", counts["cases"], counts["questions"],
-             counts["sufficient"])
+    log.info(
+        "harvested %d critiques from %d questions (%d sufficient)",
+        counts["cases"],
+        counts["questions"],
+        counts["sufficient"],
+    )
     train_cases, val_cases = split_cases(cases, job.critic_val_fraction, job.seed)
     check_sizes(job.optimizer, len(train_cases), len(val_cases))
     critic = critic_student(student)
@@ -141,9 +167,19 @@ def _compile_critic(job: CompileJob, student: dspy.Module, trainset: Sequence[An
     threshold = getattr(getattr(student, "config", None), "confidence_threshold", DEFAULT_THRESHOLD)
     metric = CriticScore(threshold)
     before = evaluate_critic(critic, val_cases or train_cases, threshold)
-    result = compile_program(critic, job.optimizer, train_cases, val_cases, metric=metric,
-                             feedback_metric=metric.feedback, proposer_lm=proposer_lm, task_lm=task_lm,
-                             overrides=job.optimizer_settings, metric_threshold=job.threshold(), seed=job.seed)
+    result = compile_program(
+        critic,
+        job.optimizer,
+        train_cases,
+        val_cases,
+        metric=metric,
+        feedback_metric=metric.feedback,
+        proposer_lm=proposer_lm,
+        task_lm=task_lm,
+        overrides=job.optimizer_settings,
+        metric_threshold=job.threshold(),
+        seed=job.seed,
+    )
     result.cost["harvest"] = ledger.summary()  # the program runs that produced the critique states
     added = balance_demos(result.program, train_cases) if job.critic_balance else []
     if added:
@@ -152,15 +188,35 @@ def _compile_critic(job: CompileJob, student: dspy.Module, trainset: Sequence[An
     with shared_retriever(student):
         program = student.deepcopy()
     install_critic(program, result.program)
-    return program, result, {"counts": counts, "n_train_cases": len(train_cases), "n_val_cases": len(val_cases),
-                             "before": before, "after": after, "balanced_with": added,
-                             "threshold": threshold}
+    return (
+        program,
+        result,
+        {
+            "counts": counts,
+            "n_train_cases": len(train_cases),
+            "n_val_cases": len(val_cases),
+            "before": before,
+            "after": after,
+            "balanced_with": added,
+            "threshold": threshold,
+        },
+    )
 
 
-def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], valset: Sequence[Any], *,
-                out_dir: Path, programs_dir: Path, save: SaveInfo | None = None, proposer_lm: Any = None,
-                task_lm: Any = None, params: dict | None = None,
-                selectset: Sequence[Any] | None = None) -> CompileOutcome:
+def run_compile(
+    job: CompileJob,
+    student: dspy.Module,
+    trainset: Sequence[Any],
+    valset: Sequence[Any],
+    *,
+    out_dir: Path,
+    programs_dir: Path,
+    save: SaveInfo | None = None,
+    proposer_lm: Any = None,
+    task_lm: Any = None,
+    params: dict | None = None,
+    selectset: Sequence[Any] | None = None,
+) -> CompileOutcome:
     """Evaluate ``student`` on ``valset``, compile it on ``trainset``, evaluate again, save, and log all of
     it as one MLflow run (tracking must be configured). Returns where the program was saved.
 
@@ -175,19 +231,29 @@ def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], 
     if job.target == "program":
         check_sizes(job.optimizer, len(trainset), len(valset))
     elif len(trainset) < 2:
-        raise ConfigError(f"critic compilation harvests critiques from the train split: give it at least 2 "
-                          f"questions, got {len(trainset)}")
+        raise ConfigError(
+            f"critic compilation harvests critiques from the train split: give it at least 2 "
+            f"questions, got {len(trainset)}"
+        )
     save = save or SaveInfo()
     out_dir = out_dir / job.program_name
     if task_lm is None:
         task_lm = next((p.lm for _, p in student.named_predictors() if p.lm is not None), None)
     run_params = {
-        "system": job.system, "optimizer": job.optimizer, "target": job.target, "metric": job.metric,
-        "metric_threshold": job.threshold(), "seed": job.seed, "critic_balance": job.critic_balance,
+        "system": job.system,
+        "optimizer": job.optimizer,
+        "target": job.target,
+        "metric": job.metric,
+        "metric_threshold": job.threshold(),
+        "seed": job.seed,
+        "critic_balance": job.critic_balance,
         "freeze": ",".join(job.freeze) or "-",
-        "n_train": len(trainset), "n_val": len(valset), "n_select": len(selectset),
+        "n_train": len(trainset),
+        "n_val": len(valset),
+        "n_select": len(selectset),
         "select_is_val": selectset == valset,
-        "data_hash": data_hash(trainset, valset, selectset), "opt": job.optimizer_settings,
+        "data_hash": data_hash(trainset, valset, selectset),
+        "opt": job.optimizer_settings,
         "config": student.config.model_dump(mode="json") if hasattr(student, "config") else {},
         **(params or {}),
     }
@@ -202,35 +268,78 @@ def run_compile(job: CompileJob, student: dspy.Module, trainset: Sequence[Any], 
         critic_info: dict = {}
         if job.target == "program":
             result = compile_program(
-                student, job.optimizer, trainset, selectset, metric=ANSWER_METRICS[job.metric],
-                feedback_metric=answer_feedback_metric(job.metric), proposer_lm=proposer_lm, task_lm=task_lm,
-                overrides=job.optimizer_settings, metric_threshold=job.threshold(), seed=job.seed,
-                freeze=job.freeze)
+                student,
+                job.optimizer,
+                trainset,
+                selectset,
+                metric=ANSWER_METRICS[job.metric],
+                feedback_metric=answer_feedback_metric(job.metric),
+                proposer_lm=proposer_lm,
+                task_lm=task_lm,
+                overrides=job.optimizer_settings,
+                metric_threshold=job.threshold(),
+                seed=job.seed,
+                freeze=job.freeze,
+            )
             compiled = result.program
         else:
             compiled, result, critic_info = _compile_critic(job, student, trainset, proposer_lm, task_lm)
-            mlflow.log_metrics(tracking.numeric({"before": critic_info["before"], "after": critic_info["after"],
-                                                 "harvest": critic_info["counts"]}, "critic."))
-            mlflow.log_params({"critic.n_train_cases": critic_info["n_train_cases"],
-                               "critic.n_val_cases": critic_info["n_val_cases"],
-                               "critic.balanced_with": ",".join(critic_info["balanced_with"]) or "-",
-                               "critic.threshold": critic_info["threshold"]})
+            mlflow.log_metrics(
+                tracking.numeric(
+                    {"before": critic_info["before"], "after": critic_info["after"], "harvest": critic_info["counts"]},
+                    "critic.",
+                )
+            )
+            mlflow.log_params(
+                {
+                    "critic.n_train_cases": critic_info["n_train_cases"],
+                    "critic.n_val_cases": critic_info["n_val_cases"],
+                    "critic.balanced_with": ",".join(critic_info["balanced_with"]) or "-",
+                    "critic.threshold": critic_info["threshold"],
+                }
+            )
         mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
         mlflow.log_metrics(tracking.numeric(result.cost, "compile."))
         after = _evaluate(compiled, valset, out_dir, "after", job.threads)
         tracking.log_eval(after, "after.")
-        gains = {k: after.metrics[k] - before.metrics[k] for k in ("em", "f1", "all_gold", "recall")
-                 if after.metrics.get(k) is not None and before.metrics.get(k) is not None}
+        gains = {
+            k: after.metrics[k] - before.metrics[k]
+            for k in ("em", "f1", "all_gold", "recall")
+            if after.metrics.get(k) is not None and before.metrics.get(k) is not None
+        }
         mlflow.log_metrics(tracking.numeric(gains, "gain."))
-        meta = {**save.meta, "run_id": active.info.run_id, "optimizer": job.optimizer, "target": job.target,
-                "metric": job.metric, "n_train": len(trainset), "n_val": len(valset),
-                "data_hash": run_params["data_hash"], "before": _headline(before), "after": _headline(after)}
-        path = save_program(programs_dir / f"{job.program_name}.json", compiled, job.system,
-                            retriever=save.retriever, lm=save.lm, index_manifest=save.index_manifest, meta=meta)
+        meta = {
+            **save.meta,
+            "run_id": active.info.run_id,
+            "optimizer": job.optimizer,
+            "target": job.target,
+            "metric": job.metric,
+            "n_train": len(trainset),
+            "n_val": len(valset),
+            "data_hash": run_params["data_hash"],
+            "before": _headline(before),
+            "after": _headline(after),
+        }
+        path = save_program(
+            programs_dir / f"{job.program_name}.json",
+            compiled,
+            job.system,
+            retriever=save.retriever,
+            lm=save.lm,
+            index_manifest=save.index_manifest,
+            meta=meta,
+        )
         _log_program(path, compiled, result)
         log.info("saved %s (F1 %.3f -> %.3f)", path, before.metrics["f1"] or 0, after.metrics["f1"] or 0)
-        return CompileOutcome(path=path, run_id=active.info.run_id, before=before.metrics, after=after.metrics,
-                              cost=result.cost, critic=critic_info, module=compiled)
+        return CompileOutcome(
+            path=path,
+            run_id=active.info.run_id,
+            before=before.metrics,
+            after=after.metrics,
+            cost=result.cost,
+            critic=critic_info,
+            module=compiled,
+        )
 
 
 def _headline(result: EvalResult) -> dict:
@@ -265,14 +374,22 @@ def split_train_val(examples: Sequence[Any], **sizes: int) -> tuple[list, ...]:
         raise ConfigError(f"asked for {asked} questions, the split has {len(examples)}")
     out, start = [], 0
     for n in sizes.values():
-        out.append(examples[start:start + n])
+        out.append(examples[start : start + n])
         start += n
     return tuple(out)
 
 
-def compile_from_runtime(runtime: Any, job: CompileJob, *, n_train: int, n_val: int, val_split: str = "train",
-                         program_path: str | Path | None = None, system_config: dict | None = None,
-                         n_select: int | None = None) -> CompileOutcome:
+def compile_from_runtime(
+    runtime: Any,
+    job: CompileJob,
+    *,
+    n_train: int,
+    n_val: int,
+    val_split: str = "train",
+    program_path: str | Path | None = None,
+    system_config: dict | None = None,
+    n_select: int | None = None,
+) -> CompileOutcome:
     """``sharp compile``: sample train/val questions, build the student, compile, save, log.
 
     An optimizer that selects on a validation set gets ``n_select`` train questions of its own
@@ -288,10 +405,14 @@ def compile_from_runtime(runtime: Any, job: CompileJob, *, n_train: int, n_val: 
     if val_split == "train":
         trainset, selectset, valset = split_train_val(
             runtime.examples("train", limit=n_train + n_sel + n_val, seed=job.seed),
-            train=n_train, selection=n_sel, validation=n_val)
+            train=n_train,
+            selection=n_sel,
+            validation=n_val,
+        )
     else:
-        trainset, selectset = split_train_val(runtime.examples("train", limit=n_train + n_sel, seed=job.seed),
-                                              train=n_train, selection=n_sel)
+        trainset, selectset = split_train_val(
+            runtime.examples("train", limit=n_train + n_sel, seed=job.seed), train=n_train, selection=n_sel
+        )
         valset = runtime.examples(val_split, limit=n_val, seed=job.seed)
     if program_path:
         student, saved = runtime.load_program(program_path)
@@ -302,13 +423,26 @@ def compile_from_runtime(runtime: Any, job: CompileJob, *, n_train: int, n_val: 
         student = runtime.system(job.system, system_config)
         retriever_overrides = system_retriever(student.config)  # vanilla-dense, vanilla-hop: their own retriever
     proposer = proposer_for(runtime, job.optimizer)
-    params = {"dataset": runtime.dataset, "val_split": val_split, "start_program": str(program_path or ""),
-              "lm": runtime.lm_config.summary(), "retriever": runtime.retriever_settings(retriever_overrides)
-              .model_dump(mode="json")}
+    params = {
+        "dataset": runtime.dataset,
+        "val_split": val_split,
+        "start_program": str(program_path or ""),
+        "lm": runtime.lm_config.summary(),
+        "retriever": runtime.retriever_settings(retriever_overrides).model_dump(mode="json"),
+    }
     ws = runtime.workspace
-    return run_compile(job, student, trainset, valset, out_dir=ws / "compile", programs_dir=ws / "programs",
-                       save=save_info(runtime, retriever_overrides), proposer_lm=proposer, params=params,
-                       selectset=selectset if selects else None)
+    return run_compile(
+        job,
+        student,
+        trainset,
+        valset,
+        out_dir=ws / "compile",
+        programs_dir=ws / "programs",
+        save=save_info(runtime, retriever_overrides),
+        proposer_lm=proposer,
+        params=params,
+        selectset=selectset if selects else None,
+    )
 
 
 def check_sizes_early(job: CompileJob, n_train: int, n_val: int) -> None:
@@ -321,5 +455,7 @@ def check_sizes_early(job: CompileJob, n_train: int, n_val: int) -> None:
     if job.target == "program":
         check_sizes(job.optimizer, n_train, n_val)
     elif n_train < spec.min_train:
-        raise ConfigError(f"critic compilation with {job.optimizer!r} needs at least {spec.min_train} "
-                          f"critiques; harvest them from more questions (--n-train >= {spec.min_train})")
+        raise ConfigError(
+            f"critic compilation with {job.optimizer!r} needs at least {spec.min_train} "
+            f"critiques; harvest them from more questions (--n-train >= {spec.min_train})"
+        )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import dspy
 
@@ -15,8 +16,9 @@ from optimize.evaluate import EvalResult, evaluate
 log = logging.getLogger(__name__)
 
 
-def build(rt: Runtime, system: str, config: Optional[Mapping[str, Any]] = None,
-          program_path: Optional[Path] = None) -> tuple[dspy.Module, str]:
+def build(
+    rt: Runtime, system: str, config: Mapping[str, Any] | None = None, program_path: Path | None = None
+) -> tuple[dspy.Module, str]:
     """The module to evaluate and its system name: from a saved program, or fresh from config."""
     if program_path:
         module, saved = rt.load_program(program_path)
@@ -24,8 +26,9 @@ def build(rt: Runtime, system: str, config: Optional[Mapping[str, Any]] = None,
     return rt.system(system, config), system
 
 
-def settings_of(rt: Runtime, system_name: str, module: dspy.Module, split: str, examples: list,
-                program_path: Optional[Path] = None) -> dict:
+def settings_of(
+    rt: Runtime, system_name: str, module: dspy.Module, split: str, examples: list, program_path: Path | None = None
+) -> dict:
     """Everything that decides the results: what a resumed run must share with the file."""
     return {
         "system": system_name,
@@ -43,13 +46,23 @@ def settings_of(rt: Runtime, system_name: str, module: dspy.Module, split: str, 
 
 
 def results_file(rt: Runtime, settings: dict, tag: str = "") -> Path:
-    name = f"{settings['system']}-{Path(settings['dataset']).stem}-{settings['split']}{tag}-{config_hash(settings)}.jsonl"
+    name = (
+        f"{settings['system']}-{Path(settings['dataset']).stem}-{settings['split']}{tag}-{config_hash(settings)}.jsonl"
+    )
     return rt.workspace / "runs" / name
 
 
-def run_eval(rt: Runtime, system: str, examples: list, split: str, config: Optional[Mapping[str, Any]] = None,
-             program_path: Optional[Path] = None, threads: int = 1, progress: bool = True,
-             module: Optional[dspy.Module] = None) -> tuple[EvalResult, dict, dspy.Module, Path]:
+def run_eval(
+    rt: Runtime,
+    system: str,
+    examples: list,
+    split: str,
+    config: Mapping[str, Any] | None = None,
+    program_path: Path | None = None,
+    threads: int = 1,
+    progress: bool = True,
+    module: dspy.Module | None = None,
+) -> tuple[EvalResult, dict, dspy.Module, Path]:
     if module is None:
         module, system = build(rt, system, config, program_path)
     settings = settings_of(rt, system, module, split, examples, program_path)
@@ -59,10 +72,13 @@ def run_eval(rt: Runtime, system: str, examples: list, split: str, config: Optio
     return result, settings, module, path
 
 
-def log_to_mlflow(result: EvalResult, settings: dict, module: dspy.Module, results_path: Path, prefix: str = "") -> None:
+def log_to_mlflow(
+    result: EvalResult, settings: dict, module: dspy.Module, results_path: Path, prefix: str = ""
+) -> None:
     """Metrics, per-question table, results file and the program's JSON state on the active run."""
     tracking.log_eval(result, prefix)
     tracking.log_json(module.dump_state(), f"{prefix}program_state.json")
-    tracking.log_json({"metrics": result.metrics, "by_type": result.by_type, "settings": settings},
-                      f"{prefix}summary.json")
+    tracking.log_json(
+        {"metrics": result.metrics, "by_type": result.by_type, "settings": settings}, f"{prefix}summary.json"
+    )
     tracking.log_file(results_path, artifact_path="results")

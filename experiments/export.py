@@ -76,7 +76,8 @@ def assign_program_lms(module: Any, lm_config: dict) -> None:
     from program.lm.roles import LMConfig, assign_lms
 
     config = LMConfig.from_mapping(lm_config or {}).with_overrides(
-        lm=os.environ.get("SHARP_LM") or None, api_base=os.environ.get("SHARP_API_BASE") or None)
+        lm=os.environ.get("SHARP_LM") or None, api_base=os.environ.get("SHARP_API_BASE") or None
+    )
     assign_lms(module, config)
 
 
@@ -86,11 +87,16 @@ def check_manifest(saved: SavedProgram, index_dir: Path) -> None:
     if not saved.index_manifest or not path.exists():
         return
     current = json.loads(path.read_text())
-    differ = sorted(k for k in set(saved.index_manifest) & set(current)
-                    if not any(v in k.lower() for v in _VOLATILE) and saved.index_manifest[k] != current[k])
+    differ = sorted(
+        k
+        for k in set(saved.index_manifest) & set(current)
+        if not any(v in k.lower() for v in _VOLATILE) and saved.index_manifest[k] != current[k]
+    )
     if differ:
-        raise IndexMismatchError(f"the index at {index_dir} differs from the one the program was built on "
-                                 f"(keys: {', '.join(differ)}); point SHARP_INDEX_DIR at the right index or rebuild it")
+        raise IndexMismatchError(
+            f"the index at {index_dir} differs from the one the program was built on "
+            f"(keys: {', '.join(differ)}); point SHARP_INDEX_DIR at the right index or rebuild it"
+        )
 
 
 def _lm_slots(state: Any) -> Any:
@@ -108,16 +114,19 @@ def load_saved(saved: SavedProgram, retriever: Any) -> Any:
     return load_into(dataclasses.replace(saved, state=_lm_slots(saved.state)), retriever)
 
 
-def load_for_serving(program_path: str | Path, index_artifact: str | None = None, model_config: dict | None = None
-                     ) -> Any:
+def load_for_serving(
+    program_path: str | Path, index_artifact: str | None = None, model_config: dict | None = None
+) -> Any:
     """Read and verify the program JSON, open its retriever, load it, assign LMs."""
     saved = read_program(program_path)
     config = model_config or {}
-    index_dir = os.environ.get("SHARP_INDEX_DIR") or index_artifact or config.get("index_dir") \
-        or saved.meta.get("index_dir")
+    index_dir = (
+        os.environ.get("SHARP_INDEX_DIR") or index_artifact or config.get("index_dir") or saved.meta.get("index_dir")
+    )
     if not index_dir:
-        raise ProgramFileError("no index directory for this program: set SHARP_INDEX_DIR or export it "
-                               "with --include-index")
+        raise ProgramFileError(
+            "no index directory for this program: set SHARP_INDEX_DIR or export it with --include-index"
+        )
     check_manifest(saved, Path(index_dir))
     module = load_saved(saved, open_index_retriever(index_dir, saved.retriever))
     assign_program_lms(module, saved.lm)
@@ -151,13 +160,33 @@ def predict_rows(module: Any, model_input: Any) -> Any:
         try:
             pred = module(question=q)
         except SharpError as exc:
-            rows.append({"question": q, "answer": "", "cited_ids": [], "passage_ids": [], "passage_titles": [],
-                         "retries": 0, "stop_reason": "error", "lm_calls": 0, "error": str(exc)})
+            rows.append(
+                {
+                    "question": q,
+                    "answer": "",
+                    "cited_ids": [],
+                    "passage_ids": [],
+                    "passage_titles": [],
+                    "retries": 0,
+                    "stop_reason": "error",
+                    "lm_calls": 0,
+                    "error": str(exc),
+                }
+            )
             continue
-        rows.append({"question": q, "answer": pred.answer, "cited_ids": list(pred.cited_ids),
-                     "passage_ids": [p.id for p in pred.passages], "passage_titles": [p.title for p in pred.passages],
-                     "retries": int(pred.retries), "stop_reason": pred.stop_reason,
-                     "lm_calls": int((pred.cost or {}).get("lm_calls", 0)), "error": None})
+        rows.append(
+            {
+                "question": q,
+                "answer": pred.answer,
+                "cited_ids": list(pred.cited_ids),
+                "passage_ids": [p.id for p in pred.passages],
+                "passage_titles": [p.title for p in pred.passages],
+                "retries": int(pred.retries),
+                "stop_reason": pred.stop_reason,
+                "lm_calls": int((pred.cost or {}).get("lm_calls", 0)),
+                "error": None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -176,11 +205,19 @@ def _signature() -> Any:
     from mlflow.types.schema import Array, ColSpec, DataType, Schema
 
     inputs = Schema([ColSpec(DataType.string, "question")])
-    outputs = Schema([ColSpec(DataType.string, "question"), ColSpec(DataType.string, "answer"),
-                      ColSpec(Array(DataType.string), "cited_ids"), ColSpec(Array(DataType.string), "passage_ids"),
-                      ColSpec(Array(DataType.string), "passage_titles"), ColSpec(DataType.long, "retries"),
-                      ColSpec(DataType.string, "stop_reason"), ColSpec(DataType.long, "lm_calls"),
-                      ColSpec(DataType.string, "error", required=False)])
+    outputs = Schema(
+        [
+            ColSpec(DataType.string, "question"),
+            ColSpec(DataType.string, "answer"),
+            ColSpec(Array(DataType.string), "cited_ids"),
+            ColSpec(Array(DataType.string), "passage_ids"),
+            ColSpec(Array(DataType.string), "passage_titles"),
+            ColSpec(DataType.long, "retries"),
+            ColSpec(DataType.string, "stop_reason"),
+            ColSpec(DataType.long, "lm_calls"),
+            ColSpec(DataType.string, "error", required=False),
+        ]
+    )
     return ModelSignature(inputs=inputs, outputs=outputs)
 
 
@@ -207,15 +244,23 @@ def program_artifact(run_id: str, dst: Path) -> Path:
         raise ExportError(f"no run {run_id!r} in the tracking store {mlflow.get_tracking_uri()}") from None
     files = [a.path for a in client.list_artifacts(run_id, PROGRAM_ARTIFACT_DIR) if a.path.endswith(".json")]
     if not files:
-        raise ExportError(f"run {run_id} has no program artifact ({PROGRAM_ARTIFACT_DIR}/*.json); "
-                          f"export a `sharp compile` or `sharp tune` run")
+        raise ExportError(
+            f"run {run_id} has no program artifact ({PROGRAM_ARTIFACT_DIR}/*.json); "
+            f"export a `sharp compile` or `sharp tune` run"
+        )
     if len(files) > 1:
         raise ExportError(f"run {run_id} has several programs ({', '.join(files)}); export one run per program")
     return Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=files[0], dst_path=str(dst)))
 
 
-def export_run(run_id: str, name: str, *, index_dir: str | Path | None = None, include_index: bool = False,
-               bundle_code: bool = True) -> ExportOutcome:
+def export_run(
+    run_id: str,
+    name: str,
+    *,
+    index_dir: str | Path | None = None,
+    include_index: bool = False,
+    bundle_code: bool = True,
+) -> ExportOutcome:
     """Register the program of run ``run_id`` as MLflow model ``name`` (tracking must be configured)."""
     import mlflow
     from mlflow.tracking import MlflowClient
@@ -240,25 +285,44 @@ def export_run(run_id: str, name: str, *, index_dir: str | Path | None = None, i
         code_file = tmp / "sharp_model.py"
         code_file.write_text(MODEL_CODE)
         root = settings.PROJECT_ROOT
-        params = {"source_run": run_id, "name": name, "system": saved.system, "include_index": include_index,
-                  "bundle_code": bundle_code, "index_dir": str(index or "")}
-        with tracking.run(f"export {name}", params=params,
-                          tags={"kind": "export", "source_run": run_id, "system": saved.system}) as active:
+        params = {
+            "source_run": run_id,
+            "name": name,
+            "system": saved.system,
+            "include_index": include_index,
+            "bundle_code": bundle_code,
+            "index_dir": str(index or ""),
+        }
+        with tracking.run(
+            f"export {name}", params=params, tags={"kind": "export", "source_run": run_id, "system": saved.system}
+        ) as active:
             info = mlflow.pyfunc.log_model(
-                name="model", python_model=str(code_file), artifacts=artifacts,
-                model_config={"index_dir": str(index or "")}, signature=_signature(),
+                name="model",
+                python_model=str(code_file),
+                artifacts=artifacts,
+                model_config={"index_dir": str(index or "")},
+                signature=_signature(),
                 code_paths=[str(root / p) for p in PACKAGES] if bundle_code else None,
-                pip_requirements=_requirements(), registered_model_name=name,
+                pip_requirements=_requirements(),
+                registered_model_name=name,
                 metadata={"system": saved.system, "code_version": read_code_version(), "source_run": run_id},
             )
             version = str(info.registered_model_version)
             client = MlflowClient()
-            for key, value in (("source_run", run_id), ("system", saved.system),
-                               ("dataset", str(saved.meta.get("dataset", ""))),
-                               ("objective", str(saved.meta.get("objective", saved.meta.get("metric", ""))))):
+            for key, value in (
+                ("source_run", run_id),
+                ("system", saved.system),
+                ("dataset", str(saved.meta.get("dataset", ""))),
+                ("objective", str(saved.meta.get("objective", saved.meta.get("metric", "")))),
+            ):
                 client.set_model_version_tag(name, version, key, value)
-            return ExportOutcome(model_uri=f"models:/{name}/{version}", name=name, version=version,
-                                 run_id=active.info.run_id, program=saved)
+            return ExportOutcome(
+                model_uri=f"models:/{name}/{version}",
+                name=name,
+                version=version,
+                run_id=active.info.run_id,
+                program=saved,
+            )
 
 
 def read_code_version() -> str:
@@ -282,8 +346,9 @@ def find_program(folder: Path) -> Path:
     raise ProgramFileError(f"no SHARP program file in {folder}")
 
 
-def resolve_program_path(uri_or_path: str | Path, workspace: str | Path | None = None,
-                         tracking_uri: str | None = None) -> Path:
+def resolve_program_path(
+    uri_or_path: str | Path, workspace: str | Path | None = None, tracking_uri: str | None = None
+) -> Path:
     """A local program JSON for a path, a model folder, or an MLflow URI (``models:/NAME/VERSION``,
     ``models:/NAME@alias``, ``runs:/RUN_ID/program/x.json``), downloading artifacts as needed.
 
@@ -306,8 +371,11 @@ def resolve_program_path(uri_or_path: str | Path, workspace: str | Path | None =
         dst.mkdir(parents=True)
         if ref.startswith("models:/"):  # just the program file, not the bundled code and index
             try:
-                return Path(mlflow.artifacts.download_artifacts(
-                    artifact_uri=f"{ref.rstrip('/')}/artifacts/program.json", dst_path=str(dst)))
+                return Path(
+                    mlflow.artifacts.download_artifacts(
+                        artifact_uri=f"{ref.rstrip('/')}/artifacts/program.json", dst_path=str(dst)
+                    )
+                )
             except (MlflowException, OSError):
                 log.debug("%s has no artifacts/program.json; downloading the whole model", ref)
         try:

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 import yaml
 
 from program.errors import ConfigError
 
-DataDir = typer.Option(None, "--data-dir", help="Datasets folder (default: $SHARP_DATA, ./datasets, ../shared/datasets).")
-Workspace = typer.Option(None, "--workspace", help="Folder for indexes, runs, programs (default: $SHARP_WORKSPACE or ./workspace).")
-Dataset = typer.Option("hotpotqa", "--dataset", "-d", help="hotpotqa | 2wikimultihopqa | musique | a path to a question file.")
+DataDir = typer.Option(
+    None, "--data-dir", help="Datasets folder (default: $SHARP_DATA, ./datasets, ../shared/datasets)."
+)
+Workspace = typer.Option(
+    None, "--workspace", help="Folder for indexes, runs, programs (default: $SHARP_WORKSPACE or ./workspace)."
+)
+Dataset = typer.Option(
+    "hotpotqa", "--dataset", "-d", help="hotpotqa | 2wikimultihopqa | musique | a path to a question file."
+)
 LM = typer.Option(None, "--lm", help="Default model for every role, e.g. local/qwen2.5-coder-1.5b, openai/gpt-4o-mini.")
 ApiBase = typer.Option(None, "--api-base", help="OpenAI-compatible endpoint for --lm (e.g. http://127.0.0.1:8008/v1).")
 PlannerLM = typer.Option(None, "--planner-lm", help="Model for the planner only.")
@@ -26,12 +32,18 @@ NoCache = typer.Option(False, "--no-cache", help="Do not read or write DSPy's an
 CacheDir = typer.Option(None, "--cache-dir", help="A separate DSPy cache folder for this run.")
 TrackingUri = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: sqlite store in the workspace).")
 Config = typer.Option(None, "--config", help="YAML/JSON file with the system's config.")
-Set = typer.Option(None, "--set", help="Override one config key: --set confidence_threshold=0.8 (repeatable; JSON values).")
-RetrieverSet = typer.Option(None, "--retriever-set", help="Override one retriever setting for every system's "
-                            "retriever: --retriever-set second_hop=true (repeatable; RetrieverConfig keys).")
+Set = typer.Option(
+    None, "--set", help="Override one config key: --set confidence_threshold=0.8 (repeatable; JSON values)."
+)
+RetrieverSet = typer.Option(
+    None,
+    "--retriever-set",
+    help="Override one retriever setting for every system's "
+    "retriever: --retriever-set second_hop=true (repeatable; RetrieverConfig keys).",
+)
 
 
-def read_mapping(path: Optional[Path]) -> dict:
+def read_mapping(path: Path | None) -> dict:
     if path is None:
         return {}
     try:
@@ -43,7 +55,7 @@ def read_mapping(path: Optional[Path]) -> dict:
     return data
 
 
-def parse_sets(items: Optional[list[str]]) -> dict[str, Any]:
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
@@ -61,21 +73,36 @@ def parse_sets(items: Optional[list[str]]) -> dict[str, Any]:
     return out
 
 
-def lm_config(lm_file: Optional[Path] = None, lm: Optional[str] = None, api_base: Optional[str] = None,
-              **roles: Optional[str]) -> Any:
+def lm_config(
+    lm_file: Path | None = None, lm: str | None = None, api_base: str | None = None, **roles: str | None
+) -> Any:
     from program.lm import LMConfig
 
     base = LMConfig.from_mapping(read_mapping(lm_file))
     return base.with_overrides(lm=lm, api_base=api_base, **{k: v for k, v in roles.items() if v is not None})
 
 
-def runtime(dataset: str, data_dir: Optional[Path], workspace: Optional[Path], lm_cfg: Any,
-            no_cache: bool = False, cache_dir: Optional[Path] = None, retriever: Optional[dict] = None) -> Any:
+def runtime(
+    dataset: str,
+    data_dir: Path | None,
+    workspace: Path | None,
+    lm_cfg: Any,
+    no_cache: bool = False,
+    cache_dir: Path | None = None,
+    retriever: dict | None = None,
+) -> Any:
     """The composition root for a command; ``retriever`` settings are checked here, before any work."""
     from experiments import settings
     from experiments.runtime import Runtime
     from program.retrieval import RetrieverConfig
 
     RetrieverConfig.from_mapping(retriever or {})  # an unknown key or a bad value fails now, naming the keys
-    return Runtime(dataset=dataset, data_dir=data_dir, workspace=settings.workspace(workspace),
-                   lm_config=lm_cfg, retriever_config=retriever or {}, cache=not no_cache, cache_dir=cache_dir)
+    return Runtime(
+        dataset=dataset,
+        data_dir=data_dir,
+        workspace=settings.workspace(workspace),
+        lm_config=lm_cfg,
+        retriever_config=retriever or {},
+        cache=not no_cache,
+        cache_dir=cache_dir,
+    )

@@ -8,8 +8,9 @@ per-question-type breakdown and the decision rates of every grader read from the
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from optimize.evaluate import aggregate, by_type, cold_figures, imputed_cost, step_sums
 from optimize.stats import paired_bootstrap
@@ -18,7 +19,11 @@ from optimize.stats import paired_bootstrap
 # "action" is what a loop did after a grader (SHARP: stop or retry, on P(sufficient) rather than on the
 # written verdict; Self-RAG: regenerate or stop).
 DECISION_KEYS = ("verdict", "action", "grade", "route", "decision", "relevant", "support", "accepted")
-COSTS = {"lm_calls_per_q": "LM calls / question", "tokens_per_q": "tokens / question", "seconds_per_q": "seconds / question"}
+COSTS = {
+    "lm_calls_per_q": "LM calls / question",
+    "tokens_per_q": "tokens / question",
+    "seconds_per_q": "seconds / question",
+}
 JUDGE_KEYS = ("judge_accuracy", "judge_faithfulness")
 
 
@@ -74,17 +79,24 @@ def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None
         # in summary.json); unknown when a cached role was never called uncached
         for key in ("prompt_tokens_per_q", "completion_tokens_per_q", "seconds_per_q"):
             m[key] = m[f"imputed_{key}"]
-        m["tokens_per_q"] = (m["prompt_tokens_per_q"] + m["completion_tokens_per_q"]
-                             if m["prompt_tokens_per_q"] is not None else None)
+        m["tokens_per_q"] = (
+            m["prompt_tokens_per_q"] + m["completion_tokens_per_q"] if m["prompt_tokens_per_q"] is not None else None
+        )
         for key in JUDGE_KEYS:
             m[key] = column_mean(rows, key)
-        entry = {"metrics": m, "by_type": by_type(rows, seed), "decisions": decision_rates(rows),
-                 "stop_reasons": stop_reasons(rows), "paired": {}}
+        entry = {
+            "metrics": m,
+            "by_type": by_type(rows, seed),
+            "decisions": decision_rates(rows),
+            "stop_reasons": stop_reasons(rows),
+            "paired": {},
+        }
         if out["baseline"] and name != baseline:
             base = {r["id"]: r for r in rows_by_system[baseline]}
             for key in ("em", "f1"):
-                entry["paired"][key] = paired_bootstrap({r["id"]: r[key] for r in rows},
-                                                        {i: r[key] for i, r in base.items()}, seed=seed)
+                entry["paired"][key] = paired_bootstrap(
+                    {r["id"]: r[key] for r in rows}, {i: r[key] for i, r in base.items()}, seed=seed
+                )
         out["systems"][name] = entry
     # a partial system's F1 is over its first n questions only; on the fronts it stands at the baseline's F1
     # plus its paired difference (the estimate of its F1 on the baseline's questions)
@@ -95,8 +107,11 @@ def summarize(rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None
         partial = m["n"] < full and base is not None and base["metrics"]["n"] == full and paired
         m["front_f1"] = (base["metrics"]["f1"] + paired["diff"]) if partial else (m["f1"] or 0.0)
     for cost in COSTS:  # a system whose cost is unknown (all cached) is left out of that front
-        pts = {n: (e["metrics"][cost], e["metrics"]["front_f1"]) for n, e in out["systems"].items()
-               if e["metrics"][cost] is not None}
+        pts = {
+            n: (e["metrics"][cost], e["metrics"]["front_f1"])
+            for n, e in out["systems"].items()
+            if e["metrics"][cost] is not None
+        }
         out.setdefault("pareto", {})[cost] = pareto_front(pts)
     return out
 
@@ -119,47 +134,104 @@ def _diff(p: dict | None) -> str:
 
 def markdown(summary: dict, title: str) -> str:
     base = summary["baseline"]
-    lines = [f"# {title}", "", f"Baseline for paired differences: **{base or 'none'}** (paired bootstrap, 95% CI, "
-             "same questions). Pareto fronts use F1 against each cost (a partial system's F1 there: the "
-             "baseline's plus its paired ΔF1).", ""]
+    lines = [
+        f"# {title}",
+        "",
+        f"Baseline for paired differences: **{base or 'none'}** (paired bootstrap, 95% CI, "
+        "same questions). Pareto fronts use F1 against each cost (a partial system's F1 there: the "
+        "baseline's plus its paired ΔF1).",
+        "",
+    ]
     judge = any(e["metrics"].get(k) is not None for e in summary["systems"].values() for k in JUDGE_KEYS)
-    head = ["system", "n", "EM", "EM 95% CI", "F1", "F1 95% CI", f"ΔEM vs {base}", f"ΔF1 vs {base}", "calls/q",
-            "tokens/q", "s/q", "cached calls", "errors", "Pareto (calls/tokens/s)"] + (["judge acc", "faithfulness"] if judge else [])
+    head = [
+        "system",
+        "n",
+        "EM",
+        "EM 95% CI",
+        "F1",
+        "F1 95% CI",
+        f"ΔEM vs {base}",
+        f"ΔF1 vs {base}",
+        "calls/q",
+        "tokens/q",
+        "s/q",
+        "cached calls",
+        "errors",
+        "Pareto (calls/tokens/s)",
+    ] + (["judge acc", "faithfulness"] if judge else [])
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, e in summary["systems"].items():
         m = e["metrics"]
         marks = "/".join("*" if name in summary["pareto"][c] else "." for c in COSTS)
-        cells = [name, str(m["n"]), _f(m["em"]), _ci(m.get("em_ci")), _f(m["f1"]), _ci(m.get("f1_ci")),
-                 _diff(e["paired"].get("em")), _diff(e["paired"].get("f1")), _f(m["lm_calls_per_q"], 2),
-                 _f(m["tokens_per_q"], 0), _f(m["seconds_per_q"], 2), _pct(m.get("imputed_share")), str(m["errors"]), marks]
+        cells = [
+            name,
+            str(m["n"]),
+            _f(m["em"]),
+            _ci(m.get("em_ci")),
+            _f(m["f1"]),
+            _ci(m.get("f1_ci")),
+            _diff(e["paired"].get("em")),
+            _diff(e["paired"].get("f1")),
+            _f(m["lm_calls_per_q"], 2),
+            _f(m["tokens_per_q"], 0),
+            _f(m["seconds_per_q"], 2),
+            _pct(m.get("imputed_share")),
+            str(m["errors"]),
+            marks,
+        ]
         cells += [_f(m.get(k)) for k in JUDGE_KEYS] if judge else []
         lines.append("| " + " | ".join(cells) + " |")
     if len({e["metrics"]["n"] for e in summary["systems"].values()}) > 1:
-        lines += ["", "Systems have answered different numbers of questions (n): a system with fewer is reported on "
-                  "the first n of the seeded sample, so its EM/F1 are not over the same questions as the others'. "
-                  "Compare by ΔEM/ΔF1: they are paired on the questions each system shares with the baseline."]
+        lines += [
+            "",
+            "Systems have answered different numbers of questions (n): a system with fewer is reported on "
+            "the first n of the seeded sample, so its EM/F1 are not over the same questions as the others'. "
+            "Compare by ΔEM/ΔF1: they are paired on the questions each system shares with the baseline.",
+        ]
     if any(e["metrics"].get("imputed_share") for e in summary["systems"].values()):
-        lines += ["", "Tokens/q and s/q are over every question; a call answered from DSPy's cache (shared with "
-                  "another system or an earlier run; 'cached calls' is their share) is costed at the mean of the "
-                  "same system's uncached calls of the same step (of every system's, for a step this system never ran "
-                  "uncached). '-' means no system ran that step uncached, so the cost is unknown (run with "
-                  "`--no-cache` to measure it)."]
+        lines += [
+            "",
+            "Tokens/q and s/q are over every question; a call answered from DSPy's cache (shared with "
+            "another system or an earlier run; 'cached calls' is their share) is costed at the mean of the "
+            "same system's uncached calls of the same step (of every system's, for a step this system never ran "
+            "uncached). '-' means no system ran that step uncached, so the cost is unknown (run with "
+            "`--no-cache` to measure it).",
+        ]
     types = sorted({t for e in summary["systems"].values() for t in e["by_type"]})
-    lines += ["", "## By question type (EM / F1 / n)", "", "| system | " + " | ".join(types) + " |",
-              "|" + "---|" * (len(types) + 1)]
+    lines += [
+        "",
+        "## By question type (EM / F1 / n)",
+        "",
+        "| system | " + " | ".join(types) + " |",
+        "|" + "---|" * (len(types) + 1),
+    ]
     for name, e in summary["systems"].items():
-        cells = [f"{_f(bt.get('em'))} / {_f(bt.get('f1'))} / {bt.get('n')}" if (bt := e["by_type"].get(t)) else "-"
-                 for t in types]
+        cells = [
+            f"{_f(bt.get('em'))} / {_f(bt.get('f1'))} / {bt.get('n')}" if (bt := e["by_type"].get(t)) else "-"
+            for t in types
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     table = critic_table(summary)
     if table:
-        lines += ["", "## Critic calibration (every critique, against the gold label: is every gold paragraph in "
-                  "the evidence?)", ""] + table + ["", "Over-trigger: complete evidence sent back for another "
-                  "search; under-trigger: incomplete evidence let through."]
+        lines += (
+            [
+                "",
+                "## Critic calibration (every critique, against the gold label: is every gold paragraph in "
+                "the evidence?)",
+                "",
+            ]
+            + table
+            + [
+                "",
+                "Over-trigger: complete evidence sent back for another "
+                "search; under-trigger: incomplete evidence let through.",
+            ]
+        )
     lines += ["", "## Grader decisions (share of steps; '(default)' = garbage or budget, safe default used)", ""]
     for name, e in summary["systems"].items():
-        rates = "; ".join(f"{label}: " + ", ".join(f"{v} {s:.0%}" for v, s in vals.items())
-                          for label, vals in e["decisions"].items())
+        rates = "; ".join(
+            f"{label}: " + ", ".join(f"{v} {s:.0%}" for v, s in vals.items()) for label, vals in e["decisions"].items()
+        )
         stops = ", ".join(f"{k} {v:.0%}" for k, v in e["stop_reasons"].items())
         lines.append(f"- **{name}**: {rates or 'no grader steps'}. Stop reasons: {stops or '-'}")
     if summary.get("skipped"):
@@ -173,18 +245,28 @@ def critic_table(summary: dict) -> list[str]:
     critics = {n: e["metrics"] for n, e in summary["systems"].items() if e["metrics"].get("critic_n_critiques")}
     if not critics:
         return []
-    lines = ["| system | critiques | right calls | Brier | AUROC | over-trigger | under-trigger | asks for more |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| system | critiques | right calls | Brier | AUROC | over-trigger | under-trigger | asks for more |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, m in critics.items():
-        lines.append(f"| {name} | {m['critic_n_critiques']} | {_pct(m.get('critic_verdict_accuracy'))} | "
-                     f"{_f(m.get('critic_brier'))} | {_f(m.get('critic_auroc'), 2)} | "
-                     f"{_pct(m.get('critic_over_trigger'))} | {_pct(m.get('critic_under_trigger'))} | "
-                     f"{_pct(m.get('critic_insufficient_rate'))} |")
+        lines.append(
+            f"| {name} | {m['critic_n_critiques']} | {_pct(m.get('critic_verdict_accuracy'))} | "
+            f"{_f(m.get('critic_brier'))} | {_f(m.get('critic_auroc'), 2)} | "
+            f"{_pct(m.get('critic_over_trigger'))} | {_pct(m.get('critic_under_trigger'))} | "
+            f"{_pct(m.get('critic_insufficient_rate'))} |"
+        )
     return lines
 
 
-def write_report(folder: str | Path, rows_by_system: Mapping[str, Sequence[dict]], baseline: str | None = "vanilla",
-                 title: str = "Arena", seed: int = 0, skipped: Mapping[str, str] | None = None) -> tuple[Path, dict]:
+def write_report(
+    folder: str | Path,
+    rows_by_system: Mapping[str, Sequence[dict]],
+    baseline: str | None = "vanilla",
+    title: str = "Arena",
+    seed: int = 0,
+    skipped: Mapping[str, str] | None = None,
+) -> tuple[Path, dict]:
     """Write summary.md, summary.json and the plots into ``folder``; return summary.md's path and the summary.
     ``skipped`` maps a system that was not run to the reason (listed in the report)."""
     from experiments import report_plots

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-COST_LABELS = {"lm_calls_per_q": "LM calls / question", "tokens_per_q": "tokens / question",
-               "seconds_per_q": "seconds / question"}
+COST_LABELS = {
+    "lm_calls_per_q": "LM calls / question",
+    "tokens_per_q": "tokens / question",
+    "seconds_per_q": "seconds / question",
+}
 
 
 def _plt():
@@ -54,8 +57,9 @@ def pareto(summary: dict, path: Path) -> None:
             on = n in front
             ax.scatter([x], [y], s=70 if on else 35, c="tab:red" if on else "tab:blue", zorder=3)
             ax.annotate(n, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        pts = [(summary["systems"][n]["metrics"][cost] or 0.0, summary["systems"][n]["metrics"]["front_f1"])
-               for n in front]
+        pts = [
+            (summary["systems"][n]["metrics"][cost] or 0.0, summary["systems"][n]["metrics"]["front_f1"]) for n in front
+        ]
         if len(pts) > 1:
             ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", c="tab:red", lw=1, label="Pareto front")
             ax.legend(loc="lower right", fontsize=8)
@@ -63,8 +67,10 @@ def pareto(summary: dict, path: Path) -> None:
         ax.set_ylabel("F1")
         ax.grid(alpha=0.3)
     unknown = [n for n, e in summary["systems"].items() if any(e["metrics"][c] is None for c in COST_LABELS)]
-    fig.suptitle("Accuracy against cost (red: Pareto-optimal)" +
-                 (f"; cost unknown, all cached: {', '.join(unknown)}" if unknown else ""))
+    fig.suptitle(
+        "Accuracy against cost (red: Pareto-optimal)"
+        + (f"; cost unknown, all cached: {', '.join(unknown)}" if unknown else "")
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -99,7 +105,7 @@ def decisions(summary: dict, path: Path) -> None:
         ax.axis("off")
     colors = {}
     palette = plt.get_cmap("tab20").colors
-    for i, (label, vals) in enumerate(bars):
+    for i, (_label, vals) in enumerate(bars):
         left = 0.0
         for value, share in vals.items():
             c = colors.setdefault(value, palette[len(colors) % len(palette)])

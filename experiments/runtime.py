@@ -6,9 +6,10 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import dspy
 
@@ -16,11 +17,10 @@ from data.loaders import DATASETS
 from experiments import settings
 from program.lm import LMConfig, assign_lms
 from program.registry import SYSTEMS, build_system, config_for
-from program.systems.modes import retriever_overrides
 from program.saved import SavedProgram, load_into, read_program
+from program.systems.modes import retriever_overrides
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -42,8 +42,9 @@ class Runtime:
     def examples(self, split: str, limit: int | None = None, seed: int = 0, balanced: bool = False) -> list:
         from data.loaders import load_examples
 
-        return load_examples(self.dataset, split, settings.data_dir(self.data_dir), limit=limit, seed=seed,
-                             balanced=balanced)
+        return load_examples(
+            self.dataset, split, settings.data_dir(self.data_dir), limit=limit, seed=seed, balanced=balanced
+        )
 
     def index_dir(self) -> Path:
         name = Path(self.dataset).stem if self.dataset not in DATASETS else self.dataset
@@ -63,9 +64,11 @@ class Runtime:
     def build_index(self, progress: bool = True) -> dict:
         """Build (or resume) this dataset's index with the runtime's retriever settings."""
         from data.indexing import build_index
+
         passages = load_dataset_corpus(self.dataset, self.data_dir)
-        return build_index(passages, self.index_dir(), self.retriever_settings(), progress=progress,
-                           dataset=self.dataset)
+        return build_index(
+            passages, self.index_dir(), self.retriever_settings(), progress=progress, dataset=self.dataset
+        )
 
     def index_manifest(self) -> dict:
         path = self.index_dir() / "manifest.json"
@@ -95,8 +98,11 @@ def configure_cache(enabled: bool, cache_dir: Path | None) -> None:
     """DSPy's answer cache: on by default; off, or in a separate folder, on request."""
     if cache_dir is not None:
         os.environ["DSPY_CACHEDIR"] = str(cache_dir)
-    dspy.configure_cache(enable_disk_cache=enabled, enable_memory_cache=enabled,
-                         **({"disk_cache_dir": str(cache_dir)} if cache_dir else {}))
+    dspy.configure_cache(
+        enable_disk_cache=enabled,
+        enable_memory_cache=enabled,
+        **({"disk_cache_dir": str(cache_dir)} if cache_dir else {}),
+    )
 
 
 def config_hash(obj: Any) -> str:

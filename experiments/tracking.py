@@ -8,9 +8,10 @@ import math
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from program.errors import SharpError
 
@@ -76,8 +77,9 @@ def numeric(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 
 @contextmanager
-def run(name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None,
-        nested: bool = False) -> Iterator[Any]:
+def run(
+    name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None, nested: bool = False
+) -> Iterator[Any]:
     """An MLflow run that ends FAILED (not left running) when the block raises or is interrupted."""
     import mlflow
 
@@ -103,8 +105,10 @@ def log_eval(result: Any, prefix: str = "") -> None:
     mlflow.log_metrics(numeric(result.metrics, prefix))
     for qtype, m in result.by_type.items():
         mlflow.log_metrics(numeric(m, f"{prefix}type.{qtype}."))
-    rows = [{k: (json.dumps(v, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items()
-             if k != "trace"} for r in result.rows]
+    rows = [
+        {k: (json.dumps(v, default=str) if isinstance(v, (list, dict)) else v) for k, v in r.items() if k != "trace"}
+        for r in result.rows
+    ]
     if rows:
         mlflow.log_table(data=_columns(rows), artifact_file=f"{prefix}questions.json")
     log_json({"rows": result.rows}, f"{prefix}questions_with_traces.json")

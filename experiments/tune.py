@@ -17,17 +17,31 @@ import logging
 import re
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from experiments import tracking
 from experiments.compile import SaveInfo, data_hash, state_hash
 from optimize import replay
 from optimize.compile import shared_retriever
 from optimize.evaluate import evaluate
-from optimize.tune import (Objective, SearchSpace, Tuner, apply_params, baseline_trial, best_trial, enqueue_baseline,
-                           full_params, get_objective, open_study, params_of, recording_params, run_study)
+from optimize.tune import (
+    Objective,
+    SearchSpace,
+    Tuner,
+    apply_params,
+    baseline_trial,
+    best_trial,
+    enqueue_baseline,
+    full_params,
+    get_objective,
+    open_study,
+    params_of,
+    recording_params,
+    run_study,
+)
 from program.errors import ConfigError
 from program.saved import save_program
 from program.sharp import SharpRAG
@@ -82,8 +96,16 @@ def _digest(obj: Any) -> str:
 class ReplayScorer:
     """Parameters -> metrics: a live recording per retrieval setting (kept on disk), replay per policy."""
 
-    def __init__(self, base: SharpRAG, examples: Sequence[Any], space: SearchSpace,
-                 retriever_for: Callable[[dict], Any], record_dir: Path, threads: int = 1, key_extra: Any = None):
+    def __init__(
+        self,
+        base: SharpRAG,
+        examples: Sequence[Any],
+        space: SearchSpace,
+        retriever_for: Callable[[dict], Any],
+        record_dir: Path,
+        threads: int = 1,
+        key_extra: Any = None,
+    ):
         if not isinstance(base, SharpRAG):
             raise ConfigError(f"tuning replays SHARP's retry loop; {type(base).__name__} has none (use --system sharp)")
         self.base, self.examples, self.space = base, list(examples), space
@@ -104,8 +126,13 @@ class ReplayScorer:
     def _recording(self, params: dict) -> tuple[dict[str, dict], bool]:
         rparams = recording_params(params, self.space)
         config, overrides = apply_params(self.base.config, rparams)
-        key = _digest({**self.key_base, "config": config.model_dump(mode="json", exclude={"confidence_threshold"}),
-                       "retriever": overrides})
+        key = _digest(
+            {
+                **self.key_base,
+                "config": config.model_dump(mode="json", exclude={"confidence_threshold"}),
+                "retriever": overrides,
+            }
+        )
         if key in self.recordings:
             return self.recordings[key], False
         t0 = time.perf_counter()
@@ -133,11 +160,14 @@ class ReplayScorer:
 
     def speedup(self) -> dict:
         spent = self.record_seconds + self.replay_seconds
-        return {"recordings": self.recordings_made, "record_seconds": round(self.record_seconds, 3),
-                "replay_seconds": round(self.replay_seconds, 4),
-                "live_seconds_estimate": round(self.live_estimate, 3),
-                "speedup_total": self.live_estimate / spent if spent > 0 else None,
-                "speedup_replay_only": self.live_estimate / self.replay_seconds if self.replay_seconds > 0 else None}
+        return {
+            "recordings": self.recordings_made,
+            "record_seconds": round(self.record_seconds, 3),
+            "replay_seconds": round(self.replay_seconds, 4),
+            "live_seconds_estimate": round(self.live_estimate, 3),
+            "speedup_total": self.live_estimate / spent if spent > 0 else None,
+            "speedup_replay_only": self.live_estimate / self.replay_seconds if self.replay_seconds > 0 else None,
+        }
 
 
 def _trial_logger(space: SearchSpace) -> Callable[[Any, Any], None]:
@@ -147,9 +177,17 @@ def _trial_logger(space: SearchSpace) -> Callable[[Any, Any], None]:
 
     def log_trial(study: Any, trial: Any) -> None:
         params = full_params(trial, space)
-        with tracking.run(f"trial {trial.number}", params=params, nested=True,
-                          tags={"kind": "tune-trial", "study": study.study_name, "optuna.trial": str(trial.number),
-                                "optuna.state": trial.state.name}):
+        with tracking.run(
+            f"trial {trial.number}",
+            params=params,
+            nested=True,
+            tags={
+                "kind": "tune-trial",
+                "study": study.study_name,
+                "optuna.trial": str(trial.number),
+                "optuna.state": trial.state.name,
+            },
+        ):
             if trial.state == TrialState.COMPLETE:
                 mlflow.log_metrics(tracking.numeric(trial.user_attrs.get("metrics") or {}))
                 mlflow.log_metric("trial_seconds", float(trial.user_attrs.get("seconds") or 0.0))
@@ -173,9 +211,11 @@ def _log_plots(study: Any, objective: Objective) -> list[str]:
         plots["pareto_front"] = lambda: om.plot_pareto_front(study, target_names=names)
         for i, key in enumerate(names):
             plots[f"history_{key}"] = lambda i=i, key=key: om.plot_optimization_history(
-                study, target=lambda t: t.values[i], target_name=key)
+                study, target=lambda t: t.values[i], target_name=key
+            )
         plots["param_importances"] = lambda: om.plot_param_importances(
-            study, target=lambda t: t.values[0], target_name=names[0])
+            study, target=lambda t: t.values[0], target_name=names[0]
+        )
     else:
         plots["history"] = lambda: om.plot_optimization_history(study, target_name=names[0])
         plots["param_importances"] = lambda: om.plot_param_importances(study)
@@ -195,9 +235,18 @@ def _log_plots(study: Any, objective: Objective) -> list[str]:
     return logged
 
 
-def run_tune(job: TuneJob, base: SharpRAG, examples: Sequence[Any], *, retriever_for: Callable[[dict], Any],
-             workspace: Path, study_name: str, save: SaveInfo | None = None, params: dict | None = None,
-             key_extra: Any = None) -> TuneOutcome:
+def run_tune(
+    job: TuneJob,
+    base: SharpRAG,
+    examples: Sequence[Any],
+    *,
+    retriever_for: Callable[[dict], Any],
+    workspace: Path,
+    study_name: str,
+    save: SaveInfo | None = None,
+    params: dict | None = None,
+    key_extra: Any = None,
+) -> TuneOutcome:
     """Run (or resume) the study to ``job.n_trials`` finished trials; track it; save the best program."""
     objective = get_objective(job.objective)
     storage = job.storage or default_storage(workspace)
@@ -206,10 +255,18 @@ def run_tune(job: TuneJob, base: SharpRAG, examples: Sequence[Any], *, retriever
     enqueue_baseline(study, job.space, params_of(base.config, _mode(save.retriever)))
     scorer = ReplayScorer(base, examples, job.space, retriever_for, workspace / "replay", job.threads, key_extra)
     tuner = Tuner(job.space, objective, scorer)
-    run_params = {"objective": job.objective, "n_trials": job.n_trials, "study": study_name,
-                  "storage": redact_url(storage), "seed": job.seed, "n_examples": len(examples),
-                  "data_hash": data_hash(examples), "space": job.space.model_dump(mode="json"),
-                  "base_config": base.config.model_dump(mode="json"), **(params or {})}
+    run_params = {
+        "objective": job.objective,
+        "n_trials": job.n_trials,
+        "study": study_name,
+        "storage": redact_url(storage),
+        "seed": job.seed,
+        "n_examples": len(examples),
+        "data_hash": data_hash(examples),
+        "space": job.space.model_dump(mode="json"),
+        "base_config": base.config.model_dump(mode="json"),
+        **(params or {}),
+    }
     tags = {"kind": "tune", "study": study_name, "objective": job.objective}
     with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:
         import mlflow
@@ -223,35 +280,74 @@ def run_tune(job: TuneJob, base: SharpRAG, examples: Sequence[Any], *, retriever
         speed = scorer.speedup()
         mlflow.log_metrics(tracking.numeric(speed, "replay."))
         start = baseline_trial(study)
-        baseline = {"number": start.number, "params": full_params(start, job.space),
-                    "metrics": start.user_attrs.get("metrics") or {}} if start is not None else {}
+        baseline = (
+            {
+                "number": start.number,
+                "params": full_params(start, job.space),
+                "metrics": start.user_attrs.get("metrics") or {},
+            }
+            if start is not None
+            else {}
+        )
         if baseline:
             mlflow.log_metrics(tracking.numeric(baseline["metrics"], "default."))
         plots = _log_plots(study, objective)
-        front = [{"number": t.number, "values": t.values, "params": full_params(t, job.space)}
-                 for t in (study.best_trials if objective.multi else [best])]
+        front = [
+            {"number": t.number, "values": t.values, "params": full_params(t, job.space)}
+            for t in (study.best_trials if objective.multi else [best])
+        ]
         verify = _verify(scorer, best_params, best.user_attrs.get("metrics") or {}, job.threads) if job.verify else {}
         if verify:
             mlflow.log_metrics(tracking.numeric(verify, "verify."))
         program = scorer.program_for(best_params)
         retriever = {**save.retriever, **apply_params(base.config, best_params)[1]}
-        meta = {**save.meta, "run_id": active.info.run_id, "study": study_name, "storage": redact_url(storage),
-                "objective": job.objective, "best_params": best_params, "best_values": list(best.values)}
-        path = save_program(workspace / "programs" / f"{study_name}.json", program, SharpRAG.SYSTEM,
-                            retriever=retriever, lm=save.lm, index_manifest=save.index_manifest, meta=meta)
+        meta = {
+            **save.meta,
+            "run_id": active.info.run_id,
+            "study": study_name,
+            "storage": redact_url(storage),
+            "objective": job.objective,
+            "best_params": best_params,
+            "best_values": list(best.values),
+        }
+        path = save_program(
+            workspace / "programs" / f"{study_name}.json",
+            program,
+            SharpRAG.SYSTEM,
+            retriever=retriever,
+            lm=save.lm,
+            index_manifest=save.index_manifest,
+            meta=meta,
+        )
         tracking.log_file(path, "program")
         best_metrics = dict(best.user_attrs.get("metrics") or {})
-        report = {"study": study_name, "storage": redact_url(storage), "objective": job.objective,
-                  "trials_finished": len([t for t in study.trials if t.values is not None]), "trials_run_now": ran,
-                  "best": {"number": best.number, "values": best.values, "params": best_params,
-                           "metrics": best_metrics},
-                  ("pareto_front" if objective.multi else "best_trials"): front, "replay": speed, "verify": verify,
-                  "baseline": baseline,
-                  "plots": plots}
+        report = {
+            "study": study_name,
+            "storage": redact_url(storage),
+            "objective": job.objective,
+            "trials_finished": len([t for t in study.trials if t.values is not None]),
+            "trials_run_now": ran,
+            "best": {"number": best.number, "values": best.values, "params": best_params, "metrics": best_metrics},
+            ("pareto_front" if objective.multi else "best_trials"): front,
+            "replay": speed,
+            "verify": verify,
+            "baseline": baseline,
+            "plots": plots,
+        }
         tracking.log_json(report, "tune_report.json")
-        return TuneOutcome(study=study_name, storage=storage, run_id=active.info.run_id, best_params=best_params,
-                           best_values=list(best.values), path=path, trials_run=ran, speedup=speed, verify=verify,
-                           baseline=baseline, best_metrics=best_metrics)
+        return TuneOutcome(
+            study=study_name,
+            storage=storage,
+            run_id=active.info.run_id,
+            best_params=best_params,
+            best_values=list(best.values),
+            path=path,
+            trials_run=ran,
+            speedup=speed,
+            verify=verify,
+            baseline=baseline,
+            best_metrics=best_metrics,
+        )
 
 
 def _mode(retriever: dict | None) -> str:
@@ -272,14 +368,22 @@ def _verify(scorer: ReplayScorer, params: dict, replayed: dict, threads: int) ->
     for key in ("em", "f1", "lm_calls_per_q"):
         out[f"live_{key}"] = live.metrics.get(key)
         out[f"replay_{key}"] = replayed.get(key)
-    out["match"] = float(all(abs((out[f"live_{k}"] or 0) - (out[f"replay_{k}"] or 0)) < 1e-9
-                             for k in ("em", "f1", "lm_calls_per_q")))
+    out["match"] = float(
+        all(abs((out[f"live_{k}"] or 0) - (out[f"replay_{k}"] or 0)) < 1e-9 for k in ("em", "f1", "lm_calls_per_q"))
+    )
     return out
 
 
 # ---- composition from a Runtime (the CLI path) -------------------------------------------------------
-def tune_from_runtime(runtime: Any, job: TuneJob, *, n_questions: int, split: str = "train",
-                      program_path: str | Path | None = None, system_config: dict | None = None) -> TuneOutcome:
+def tune_from_runtime(
+    runtime: Any,
+    job: TuneJob,
+    *,
+    n_questions: int,
+    split: str = "train",
+    program_path: str | Path | None = None,
+    system_config: dict | None = None,
+) -> TuneOutcome:
     from experiments.compile import save_info
 
     examples = runtime.examples(split, limit=n_questions, seed=job.seed)
@@ -298,12 +402,29 @@ def tune_from_runtime(runtime: Any, job: TuneJob, *, n_questions: int, split: st
         return retrievers[key]
 
     study_name = job.study or f"sharp-{Path(runtime.dataset).stem}-{job.objective}"
-    extra = {"lm": runtime.lm_config.model_dump(mode="json"), "retriever": base_retriever,
-             "dataset": runtime.dataset, "split": split}
-    params = {"dataset": runtime.dataset, "split": split, "start_program": str(program_path or ""),
-              "lm": runtime.lm_config.summary()}
-    return run_tune(job, base, examples, retriever_for=retriever_for, workspace=runtime.workspace,
-                    study_name=study_name, save=save_info(runtime, base_retriever), params=params, key_extra=extra)
+    extra = {
+        "lm": runtime.lm_config.model_dump(mode="json"),
+        "retriever": base_retriever,
+        "dataset": runtime.dataset,
+        "split": split,
+    }
+    params = {
+        "dataset": runtime.dataset,
+        "split": split,
+        "start_program": str(program_path or ""),
+        "lm": runtime.lm_config.summary(),
+    }
+    return run_tune(
+        job,
+        base,
+        examples,
+        retriever_for=retriever_for,
+        workspace=runtime.workspace,
+        study_name=study_name,
+        save=save_info(runtime, base_retriever),
+        params=params,
+        key_extra=extra,
+    )
 
 
 def load_space(path: str | Path | None, fixed: dict | None = None) -> SearchSpace:

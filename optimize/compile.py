@@ -13,13 +13,13 @@ ledger (a context variable), and the local model serves one call at a time anywa
 from __future__ import annotations
 
 import copy
-
 import inspect
 import logging
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import dspy
 from dspy.utils.callback import BaseCallback
@@ -71,8 +71,13 @@ class OptimizerSpec:
 
 
 def _bootstrap(ctx: OptimizerContext) -> dict:
-    return {"metric": ctx.metric, "metric_threshold": ctx.metric_threshold,
-            "max_bootstrapped_demos": 2, "max_labeled_demos": 2, "max_rounds": 1}
+    return {
+        "metric": ctx.metric,
+        "metric_threshold": ctx.metric_threshold,
+        "max_bootstrapped_demos": 2,
+        "max_labeled_demos": 2,
+        "max_rounds": 1,
+    }
 
 
 def _bootstrap_rs(ctx: OptimizerContext) -> dict:
@@ -80,45 +85,108 @@ def _bootstrap_rs(ctx: OptimizerContext) -> dict:
 
 
 def _mipro(ctx: OptimizerContext) -> dict:
-    return {"metric": ctx.metric, "metric_threshold": ctx.metric_threshold, "prompt_model": ctx.proposer_lm,
-            "task_model": ctx.task_lm, "auto": "light", "max_bootstrapped_demos": 2, "max_labeled_demos": 2,
-            "num_threads": 1, "seed": ctx.seed, "verbose": False}
+    return {
+        "metric": ctx.metric,
+        "metric_threshold": ctx.metric_threshold,
+        "prompt_model": ctx.proposer_lm,
+        "task_model": ctx.task_lm,
+        "auto": "light",
+        "max_bootstrapped_demos": 2,
+        "max_labeled_demos": 2,
+        "num_threads": 1,
+        "seed": ctx.seed,
+        "verbose": False,
+    }
 
 
 def _simba(ctx: OptimizerContext) -> dict:
-    return {"metric": ctx.metric, "prompt_model": ctx.proposer_lm, "bsize": min(8, max(ctx.n_train, 1)),
-            "num_candidates": 4, "max_steps": 4, "max_demos": 2, "num_threads": 1}
+    return {
+        "metric": ctx.metric,
+        "prompt_model": ctx.proposer_lm,
+        "bsize": min(8, max(ctx.n_train, 1)),
+        "num_candidates": 4,
+        "max_steps": 4,
+        "max_demos": 2,
+        "num_threads": 1,
+    }
 
 
 def _gepa(ctx: OptimizerContext) -> dict:
-    return {"metric": ctx.feedback_metric, "reflection_lm": ctx.proposer_lm, "max_full_evals": 3,
-            "reflection_minibatch_size": 3, "num_threads": 1, "seed": ctx.seed, "track_stats": False}
+    return {
+        "metric": ctx.feedback_metric,
+        "reflection_lm": ctx.proposer_lm,
+        "max_full_evals": 3,
+        "reflection_minibatch_size": 3,
+        "num_threads": 1,
+        "seed": ctx.seed,
+        "track_stats": False,
+    }
 
 
 # MIPROv2 takes its search budget in .compile(): with num_candidates + num_trials set (auto off), a
 # small machine can afford a search that auto="light" (dozens of trials) cannot
-MIPRO_COMPILE_KEYS = ("num_trials", "minibatch", "minibatch_size", "minibatch_full_eval_steps",
-                      "view_data_batch_size", "program_aware_proposer", "data_aware_proposer",
-                      "tip_aware_proposer", "fewshot_aware_proposer")
+MIPRO_COMPILE_KEYS = (
+    "num_trials",
+    "minibatch",
+    "minibatch_size",
+    "minibatch_full_eval_steps",
+    "view_data_batch_size",
+    "program_aware_proposer",
+    "data_aware_proposer",
+    "tip_aware_proposer",
+    "fewshot_aware_proposer",
+)
 
 OPTIMIZERS: dict[str, OptimizerSpec] = {
     s.name: s
     for s in (
-        OptimizerSpec("bootstrap", dspy.BootstrapFewShot, _bootstrap, 2,
-                      "few-shot demos bootstrapped from the program's own successful traces",
-                      uses_valset=False),
-        OptimizerSpec("bootstrap-rs", dspy.BootstrapFewShotWithRandomSearch, _bootstrap_rs, 4,
-                      "bootstrapped demo sets, the best of several kept by validation score"),
-        OptimizerSpec("mipro", dspy.MIPROv2, _mipro, 8,
-                      "instructions proposed by the proposer LM plus demos, searched with Bayesian optimization",
-                      needs_proposer=True, compile_kwargs={"requires_permission_to_run": False},
-                      compile_keys=MIPRO_COMPILE_KEYS, explicit_budget=("num_candidates", "num_trials")),
-        OptimizerSpec("simba", dspy.SIMBA, _simba, 4,
-                      "stochastic mini-batch ascent: self-reflective rules and demos on hard examples",
-                      needs_proposer=True, uses_valset=False, single_lm=True, batch_key="bsize"),
-        OptimizerSpec("gepa", dspy.GEPA, _gepa, 3,
-                      "reflective instruction evolution from textual feedback (Pareto-based)",
-                      needs_proposer=True, feedback=True, budget_keys=("auto", "max_full_evals", "max_metric_calls")),
+        OptimizerSpec(
+            "bootstrap",
+            dspy.BootstrapFewShot,
+            _bootstrap,
+            2,
+            "few-shot demos bootstrapped from the program's own successful traces",
+            uses_valset=False,
+        ),
+        OptimizerSpec(
+            "bootstrap-rs",
+            dspy.BootstrapFewShotWithRandomSearch,
+            _bootstrap_rs,
+            4,
+            "bootstrapped demo sets, the best of several kept by validation score",
+        ),
+        OptimizerSpec(
+            "mipro",
+            dspy.MIPROv2,
+            _mipro,
+            8,
+            "instructions proposed by the proposer LM plus demos, searched with Bayesian optimization",
+            needs_proposer=True,
+            compile_kwargs={"requires_permission_to_run": False},
+            compile_keys=MIPRO_COMPILE_KEYS,
+            explicit_budget=("num_candidates", "num_trials"),
+        ),
+        OptimizerSpec(
+            "simba",
+            dspy.SIMBA,
+            _simba,
+            4,
+            "stochastic mini-batch ascent: self-reflective rules and demos on hard examples",
+            needs_proposer=True,
+            uses_valset=False,
+            single_lm=True,
+            batch_key="bsize",
+        ),
+        OptimizerSpec(
+            "gepa",
+            dspy.GEPA,
+            _gepa,
+            3,
+            "reflective instruction evolution from textual feedback (Pareto-based)",
+            needs_proposer=True,
+            feedback=True,
+            budget_keys=("auto", "max_full_evals", "max_metric_calls"),
+        ),
     )
 }
 
@@ -139,10 +207,12 @@ def check_sizes(name: str, n_train: int, n_val: int = 0) -> None:
     if n_train < spec.min_train:
         raise TrainSetTooSmallError(
             f"optimizer {name!r} needs at least {spec.min_train} training examples, got {n_train}; "
-            f"raise --n-train (or use 'bootstrap', which needs {OPTIMIZERS['bootstrap'].min_train})")
+            f"raise --n-train (or use 'bootstrap', which needs {OPTIMIZERS['bootstrap'].min_train})"
+        )
     if spec.uses_valset and n_val < 1:
-        raise TrainSetTooSmallError(f"optimizer {name!r} scores candidates on a validation split; "
-                                    f"give it at least 1 example (--n-val)")
+        raise TrainSetTooSmallError(
+            f"optimizer {name!r} scores candidates on a validation split; give it at least 1 example (--n-val)"
+        )
 
 
 def build_optimizer(name: str, ctx: OptimizerContext, overrides: dict | None = None) -> tuple[Any, dict]:
@@ -157,26 +227,34 @@ def build_optimizer(name: str, ctx: OptimizerContext, overrides: dict | None = N
     if spec.budget_keys and set(overrides) & set(spec.budget_keys):
         given = [k for k in spec.budget_keys if overrides.get(k) is not None]
         if len(given) != 1:
-            raise ConfigError(f"optimizer {name!r} takes exactly one budget of {', '.join(spec.budget_keys)}; "
-                              f"got {', '.join(given) or 'none'}")
+            raise ConfigError(
+                f"optimizer {name!r} takes exactly one budget of {', '.join(spec.budget_keys)}; "
+                f"got {', '.join(given) or 'none'}"
+            )
         for key in spec.budget_keys:
             kwargs.pop(key, None)
     accepted = set(inspect.signature(spec.cls.__init__).parameters) - {"self"}
     unknown = sorted(set(overrides) - accepted - set(spec.compile_keys))
     if unknown:
-        raise ConfigError(f"unknown setting(s) {', '.join(unknown)} for optimizer {name!r}; "
-                          f"valid settings: {', '.join(sorted((accepted | set(spec.compile_keys)) - {'metric'}))}")
+        raise ConfigError(
+            f"unknown setting(s) {', '.join(unknown)} for optimizer {name!r}; "
+            f"valid settings: {', '.join(sorted((accepted | set(spec.compile_keys)) - {'metric'}))}"
+        )
     at_compile = {k: v for k, v in overrides.items() if k in spec.compile_keys}
     kwargs.update({k: v for k, v in overrides.items() if k not in spec.compile_keys})
     if spec.explicit_budget:
         if set(spec.explicit_budget) & set(overrides) and "auto" not in overrides:
             kwargs["auto"] = None  # an explicit budget replaces the auto preset
         if kwargs.get("auto") is None and not all({**kwargs, **at_compile}.get(k) for k in spec.explicit_budget):
-            raise ConfigError(f"{name} without an auto preset needs both {' and '.join(spec.explicit_budget)} "
-                              "(" + " ".join(f"--opt {k}=N" for k in spec.explicit_budget) + ")")
+            raise ConfigError(
+                f"{name} without an auto preset needs both {' and '.join(spec.explicit_budget)} "
+                "(" + " ".join(f"--opt {k}=N" for k in spec.explicit_budget) + ")"
+            )
     if spec.batch_key and kwargs[spec.batch_key] > ctx.n_train:
-        raise TrainSetTooSmallError(f"{name}'s {spec.batch_key} ({kwargs[spec.batch_key]}) exceeds the train split "
-                                    f"({ctx.n_train}); lower it (--opt {spec.batch_key}=N) or raise --n-train")
+        raise TrainSetTooSmallError(
+            f"{name}'s {spec.batch_key} ({kwargs[spec.batch_key]}) exceeds the train split "
+            f"({ctx.n_train}); lower it (--opt {spec.batch_key}=N) or raise --n-train"
+        )
     try:
         optimizer = spec.cls(**kwargs)
     except (AssertionError, TypeError, ValueError) as exc:
@@ -213,7 +291,7 @@ class Shared:
     def __init__(self, obj: Any):
         self.obj = obj
 
-    def __deepcopy__(self, memo: dict) -> "Shared":
+    def __deepcopy__(self, memo: dict) -> Shared:
         return self
 
     def __getattr__(self, name: str) -> Any:
@@ -283,11 +361,21 @@ class CompileResult:
     seconds: float
 
 
-def compile_program(student: dspy.Module, optimizer: str, trainset: Sequence[Any], valset: Sequence[Any] = (),
-                    *, metric: Callable[..., Any], feedback_metric: Callable[..., Any] | None = None,
-                    proposer_lm: Any = None, task_lm: Any = None, overrides: dict | None = None,
-                    metric_threshold: float | None = None, seed: int = 0,
-                    freeze: Sequence[str] = ()) -> CompileResult:
+def compile_program(
+    student: dspy.Module,
+    optimizer: str,
+    trainset: Sequence[Any],
+    valset: Sequence[Any] = (),
+    *,
+    metric: Callable[..., Any],
+    feedback_metric: Callable[..., Any] | None = None,
+    proposer_lm: Any = None,
+    task_lm: Any = None,
+    overrides: dict | None = None,
+    metric_threshold: float | None = None,
+    seed: int = 0,
+    freeze: Sequence[str] = (),
+) -> CompileResult:
     """Compile every predictor of ``student`` with ``optimizer``; account every LM call it makes.
 
     ``task_lm`` is the LM DSPy sees as the global default while compiling (optimizers that need a
@@ -300,8 +388,15 @@ def compile_program(student: dspy.Module, optimizer: str, trainset: Sequence[Any
     frozen = frozen_states(student, freeze)
     check_sizes(optimizer, len(trainset), len(valset))
     spec = get_spec(optimizer)
-    ctx = OptimizerContext(metric=metric, feedback_metric=feedback_metric, proposer_lm=proposer_lm,
-                           task_lm=task_lm, n_train=len(trainset), seed=seed, metric_threshold=metric_threshold)
+    ctx = OptimizerContext(
+        metric=metric,
+        feedback_metric=feedback_metric,
+        proposer_lm=proposer_lm,
+        task_lm=task_lm,
+        n_train=len(trainset),
+        seed=seed,
+        metric_threshold=metric_threshold,
+    )
     teleprompter, used = build_optimizer(optimizer, ctx, overrides)
     kwargs: dict[str, Any] = {"trainset": trainset, **spec.compile_kwargs, **compile_settings(optimizer, overrides)}
     if spec.uses_valset and valset:
@@ -344,10 +439,14 @@ def frozen_states(module: dspy.Module, roles: Sequence[str]) -> dict[str, dict]:
     known = sorted({name.split(".")[0] for name in named})
     unknown = [r for r in roles if r not in known]
     if unknown:
-        raise ConfigError(f"cannot freeze {', '.join(map(repr, unknown))}: this program's predictors are "
-                          f"{', '.join(known)}")
-    return {name: {**copy.deepcopy(pred.dump_state()), "lm": None}  # the role's LM is restored separately
-            for name, pred in named.items() if name.split(".")[0] in roles}
+        raise ConfigError(
+            f"cannot freeze {', '.join(map(repr, unknown))}: this program's predictors are {', '.join(known)}"
+        )
+    return {
+        name: {**copy.deepcopy(pred.dump_state()), "lm": None}  # the role's LM is restored separately
+        for name, pred in named.items()
+        if name.split(".")[0] in roles
+    }
 
 
 def _one_lm(optimizer: str, lms: list[Any], task_lm: Any) -> Any:
@@ -357,8 +456,10 @@ def _one_lm(optimizer: str, lms: list[Any], task_lm: Any) -> Any:
 
     distinct = {identity(lm) for lm in lms if lm is not None}
     if len(distinct) > 1:
-        raise ConfigError(f"optimizer {optimizer!r} runs every predictor on one LM, but the roles use "
-                          f"{len(distinct)} different LMs; give every role the same --lm, or choose another optimizer")
+        raise ConfigError(
+            f"optimizer {optimizer!r} runs every predictor on one LM, but the roles use "
+            f"{len(distinct)} different LMs; give every role the same --lm, or choose another optimizer"
+        )
     return task_lm if task_lm is not None else next((lm for lm in lms if lm is not None), None)
 
 
@@ -390,8 +491,16 @@ def render_prompts(description: dict[str, dict]) -> str:
     """Markdown of :func:`describe_program`: one section per predictor."""
     lines = ["# Compiled prompts", ""]
     for name, info in description.items():
-        lines += [f"## {name}", "", "### Instructions", "", info["instructions"].strip(), "",
-                  f"### Demos ({len(info['demos'])})", ""]
+        lines += [
+            f"## {name}",
+            "",
+            "### Instructions",
+            "",
+            info["instructions"].strip(),
+            "",
+            f"### Demos ({len(info['demos'])})",
+            "",
+        ]
         for i, demo in enumerate(info["demos"], 1):
             lines.append(f"**Demo {i}**{' (bootstrapped)' if demo.get('augmented') else ''}")
             lines.append("")

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import dspy
 
 from optimize.compile import shared_retriever
 from optimize.metrics import calibration, evidence_complete
-from program.errors import ConfigError
 from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD as DEFAULT_THRESHOLD
+from program.errors import ConfigError
 from program.evidence import format_evidence
 from program.sharp import SharpConfig, critic_lm_config, critic_stops, read_critique
 from program.steps import RECOVERABLE, adapter_settings, check_question
@@ -92,8 +93,10 @@ def critic_student(program: dspy.Module) -> CriticProgram:
 def install_critic(program: dspy.Module, compiled: CriticProgram) -> dspy.Module:
     """Load the compiled critic's demos and instructions into ``program`` (in place); return it."""
     if type(program.critic) is not type(compiled.critic):
-        raise ConfigError(f"the compiled critic is a {type(compiled.critic).__name__} but the program's is a "
-                          f"{type(program.critic).__name__}; compile with the same critic_reasoning setting")
+        raise ConfigError(
+            f"the compiled critic is a {type(compiled.critic).__name__} but the program's is a "
+            f"{type(program.critic).__name__}; compile with the same critic_reasoning setting"
+        )
     lms = {name: pred.lm for name, pred in program.critic.named_predictors()}
     program.critic.load_state(_without_lms(compiled.critic.dump_state()))
     for name, pred in program.critic.named_predictors():
@@ -109,13 +112,14 @@ def _without_lms(state: Any) -> Any:
 
 
 # ---- harvesting --------------------------------------------------------------------------------
-def critique_cases(example: Any, prediction: Any, passages: dict[str, Passage],
-                   passage_chars: int) -> list[dspy.Example]:
+def critique_cases(
+    example: Any, prediction: Any, passages: dict[str, Passage], passage_chars: int
+) -> list[dspy.Example]:
     """One case per critic step of ``prediction``'s trace, labelled from ``example``'s gold titles."""
     gold = list(getattr(example, "gold_titles", None) or [])
     if not gold:
         return []
-    question, _ = check_question(example.question, 10 ** 9)
+    question, _ = check_question(example.question, 10**9)
     asked: list[str] = []
     cases = []
     for step in getattr(prediction, "trace", None) or []:
@@ -132,22 +136,24 @@ def critique_cases(example: Any, prediction: Any, passages: dict[str, Passage],
         label = evidence_complete(gold, titles)
         seen = {t.strip().lower() for t in titles}
         missing = [t for t in gold if t.strip().lower() not in seen]
-        cases.append(dspy.Example(
-            id=f"{getattr(example, 'id', '?')}#{step.get('round', len(cases))}",
-            question_id=getattr(example, "id", None),
-            question=question,
-            sub_queries=list(asked),
-            evidence=format_evidence(evidence, passage_chars),
-            verdict="sufficient" if label else "insufficient",
-            confidence=LABEL_CONFIDENCE,
-            missing_information=[] if label else [f"the facts in the passage about {t}" for t in missing],
-            suggested_queries=[] if label else list(missing),
-            sufficient=label,
-            gold_titles=gold,
-            evidence_titles=titles,
-            program_verdict=step.get("verdict"),
-            program_confidence=step.get("confidence"),
-        ).with_inputs(*CRITIC_INPUTS))
+        cases.append(
+            dspy.Example(
+                id=f"{getattr(example, 'id', '?')}#{step.get('round', len(cases))}",
+                question_id=getattr(example, "id", None),
+                question=question,
+                sub_queries=list(asked),
+                evidence=format_evidence(evidence, passage_chars),
+                verdict="sufficient" if label else "insufficient",
+                confidence=LABEL_CONFIDENCE,
+                missing_information=[] if label else [f"the facts in the passage about {t}" for t in missing],
+                suggested_queries=[] if label else list(missing),
+                sufficient=label,
+                gold_titles=gold,
+                evidence_titles=titles,
+                program_verdict=step.get("verdict"),
+                program_confidence=step.get("confidence"),
+            ).with_inputs(*CRITIC_INPUTS)
+        )
     return cases
 
 
@@ -175,8 +181,12 @@ def harvest(program: dspy.Module, examples: Iterable[Any]) -> list[dspy.Example]
 
 def label_counts(cases: Sequence[Any]) -> dict[str, int]:
     pos = sum(bool(c.sufficient) for c in cases)
-    return {"cases": len(cases), "sufficient": pos, "insufficient": len(cases) - pos,
-            "questions": len({c.question_id for c in cases})}
+    return {
+        "cases": len(cases),
+        "sufficient": pos,
+        "insufficient": len(cases) - pos,
+        "questions": len({c.question_id for c in cases}),
+    }
 
 
 def split_cases(cases: Sequence[Any], val_fraction: float = 0.3, seed: int = 0) -> tuple[list, list]:
@@ -281,19 +291,25 @@ class CriticScore:
     def __call__(self, example: Any, pred: Any, trace: Any = None) -> float:
         return self.score(read_critique_of(pred), bool(example.sufficient))
 
-    def feedback(self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
-                 pred_trace: Any = None) -> dspy.Prediction:
+    def feedback(
+        self, gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None, pred_trace: Any = None
+    ) -> dspy.Prediction:
         """GEPA feedback metric for the critic: the score and what was wrong, in words."""
         crit = read_critique_of(pred)
         score = self.score(crit, bool(gold.sufficient))
         p, verdict = crit["p_sufficient"], crit["verdict"]
         seen = {t.strip().lower() for t in gold.evidence_titles}
         missing = [t for t in gold.gold_titles if t.strip().lower() not in seen]
-        truth = ("the evidence holds every paragraph needed (" + ", ".join(repr(t) for t in gold.gold_titles) + ")"
-                 if gold.sufficient else "the evidence lacks " + ", ".join(repr(t) for t in missing))
+        truth = (
+            "the evidence holds every paragraph needed (" + ", ".join(repr(t) for t in gold.gold_titles) + ")"
+            if gold.sufficient
+            else "the evidence lacks " + ", ".join(repr(t) for t in missing)
+        )
         if crit["critic_problem"]:
-            said = ("The output was unusable (no valid verdict and 0-1 confidence, or 'sufficient' while listing "
-                    "missing facts), so the program treats it as 'insufficient'")
+            said = (
+                "The output was unusable (no valid verdict and 0-1 confidence, or 'sufficient' while listing "
+                "missing facts), so the program treats it as 'insufficient'"
+            )
         else:
             said = f"You said {verdict!r} with confidence {crit['confidence']:.2f} (P(sufficient) = {p:.2f})"
         if critic_stops(crit, self.threshold) == bool(gold.sufficient):
@@ -325,9 +341,17 @@ def evaluate_critic(critic: CriticProgram, cases: Sequence[Any], threshold: floa
         crit = read_critique_of(pred)
         stop = critic_stops(crit, threshold)
         scores.append(metric.score(crit, bool(case.sufficient)))
-        points.append({"p_sufficient": crit["p_sufficient"], "verdict": crit["verdict"], "label": bool(case.sufficient),
-                       "stop_call": stop, "action": "stop" if stop else "retry", "problem": crit["critic_problem"],
-                       "source": crit["confidence_source"]})
+        points.append(
+            {
+                "p_sufficient": crit["p_sufficient"],
+                "verdict": crit["verdict"],
+                "label": bool(case.sufficient),
+                "stop_call": stop,
+                "action": "stop" if stop else "retry",
+                "problem": crit["critic_problem"],
+                "source": crit["confidence_source"],
+            }
+        )
     out = {"score": sum(scores) / len(scores) if scores else None, "errors": errors}
     out.update(calibration(points))
     return out

@@ -11,14 +11,15 @@ import logging
 import statistics
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from program.errors import SharpError
 from optimize.metrics import calibration, question_row
 from optimize.parallel import run_each
 from optimize.stats import bootstrap_ci, mean
+from program.errors import SharpError
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,30 @@ class EvalResult:
 
 
 def error_row(example: Any, exc: BaseException) -> dict:
-    return {"id": getattr(example, "id", None), "question": example.question,
-            "type": getattr(example, "type", None), "gold": example.answer, "answer": "",
-            "em": 0.0, "f1": 0.0, "recall": None, "precision": None, "all_gold": None, "retries": 0,
-            "stop_reason": "error", "lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
-            "lm_seconds": 0.0, "cached_calls": 0, "cost_by_role": {}, "critic_points": [],
-            "passage_ids": [], "trace": [], "error": f"{type(exc).__name__}: {exc}"[:1000]}
+    return {
+        "id": getattr(example, "id", None),
+        "question": example.question,
+        "type": getattr(example, "type", None),
+        "gold": example.answer,
+        "answer": "",
+        "em": 0.0,
+        "f1": 0.0,
+        "recall": None,
+        "precision": None,
+        "all_gold": None,
+        "retries": 0,
+        "stop_reason": "error",
+        "lm_calls": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "lm_seconds": 0.0,
+        "cached_calls": 0,
+        "cost_by_role": {},
+        "critic_points": [],
+        "passage_ids": [],
+        "trace": [],
+        "error": f"{type(exc).__name__}: {exc}"[:1000],
+    }
 
 
 def aggregate(rows: Sequence[dict], seed: int = 0) -> dict:
@@ -60,14 +79,18 @@ def aggregate(rows: Sequence[dict], seed: int = 0) -> dict:
     out["cached_calls"] = sum(r.get("cached_calls", 0) for r in rows)
     out["cached_share"] = out["cached_calls"] / calls if calls else 0.0
     out["errors"] = sum(r.get("error") is not None for r in rows)
-    out.update({f"critic_{k}": v for k, v in calibration([p for r in rows for p in r.get("critic_points", [])]).items()})
+    out.update(
+        {f"critic_{k}": v for k, v in calibration([p for r in rows for p in r.get("critic_points", [])]).items()}
+    )
     roles: dict[str, dict] = {}
     for r in rows:
         for role, c in (r.get("cost_by_role") or {}).items():
             agg = roles.setdefault(role, {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "lm_seconds": 0.0})
             for k in agg:
                 agg[k] += c.get(k, 0)
-    out["per_role_per_q"] = {role: {k: v / len(rows) for k, v in c.items()} for role, c in roles.items()} if rows else {}
+    out["per_role_per_q"] = (
+        {role: {k: v / len(rows) for k, v in c.items()} for role, c in roles.items()} if rows else {}
+    )
     return out
 
 
@@ -76,13 +99,21 @@ def cold_figures(rows: Sequence[dict]) -> dict:
     a replayed call takes ~0 s and counts no tokens, which would flatter a mean over every question."""
     cold = [r for r in rows if not r.get("cached_calls") and r.get("seconds") is not None]
     if not cold:
-        return {"cold_n": 0, "cold_seconds_per_q": None, "cold_seconds_median": None,
-                "cold_prompt_tokens_per_q": None, "cold_completion_tokens_per_q": None}
+        return {
+            "cold_n": 0,
+            "cold_seconds_per_q": None,
+            "cold_seconds_median": None,
+            "cold_prompt_tokens_per_q": None,
+            "cold_completion_tokens_per_q": None,
+        }
     n = len(cold)
-    return {"cold_n": n, "cold_seconds_per_q": sum(r["seconds"] for r in cold) / n,
-            "cold_seconds_median": statistics.median(r["seconds"] for r in cold),
-            "cold_prompt_tokens_per_q": sum(r.get("prompt_tokens", 0) for r in cold) / n,
-            "cold_completion_tokens_per_q": sum(r.get("completion_tokens", 0) for r in cold) / n}
+    return {
+        "cold_n": n,
+        "cold_seconds_per_q": sum(r["seconds"] for r in cold) / n,
+        "cold_seconds_median": statistics.median(r["seconds"] for r in cold),
+        "cold_prompt_tokens_per_q": sum(r.get("prompt_tokens", 0) for r in cold) / n,
+        "cold_completion_tokens_per_q": sum(r.get("completion_tokens", 0) for r in cold) / n,
+    }
 
 
 def _lm_steps(row: dict) -> list[dict]:
@@ -131,8 +162,12 @@ def imputed_cost(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | N
     for kind, acc in pooled.items():
         if sums.get(kind, [0.0])[0] <= 0 and acc[0] > 0:
             sums[kind] = list(acc)
-    unknown = {"imputed_seconds_per_q": None, "imputed_prompt_tokens_per_q": None,
-               "imputed_completion_tokens_per_q": None, "imputed_share": None}
+    unknown = {
+        "imputed_seconds_per_q": None,
+        "imputed_prompt_tokens_per_q": None,
+        "imputed_completion_tokens_per_q": None,
+        "imputed_share": None,
+    }
     timed = [r for r in rows if r.get("seconds") is not None]
     if not timed:
         return unknown
@@ -153,15 +188,21 @@ def imputed_cost(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | N
                 cached += n
         total = [a + b for a, b in zip(total, q)]
     n = len(timed)
-    return {"imputed_seconds_per_q": total[2] / n, "imputed_prompt_tokens_per_q": total[0] / n,
-            "imputed_completion_tokens_per_q": total[1] / n, "imputed_share": cached / calls if calls else 0.0}
+    return {
+        "imputed_seconds_per_q": total[2] / n,
+        "imputed_prompt_tokens_per_q": total[0] / n,
+        "imputed_completion_tokens_per_q": total[1] / n,
+        "imputed_share": cached / calls if calls else 0.0,
+    }
 
 
 def by_type(rows: Sequence[dict], seed: int = 0) -> dict[str, dict]:
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(str(r.get("type") or "unknown"), []).append(r)
-    return {t: {k: v for k, v in aggregate(g, seed).items() if not isinstance(v, dict)} for t, g in sorted(groups.items())}
+    return {
+        t: {k: v for k, v in aggregate(g, seed).items() if not isinstance(v, dict)} for t, g in sorted(groups.items())
+    }
 
 
 def read_results(path: Path) -> list[dict]:
@@ -192,9 +233,16 @@ def _check_meta(path: Path, meta: dict | None) -> None:
         meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
 
 
-def evaluate(system: Callable[..., Any], examples: Iterable[Any], results_path: str | Path | None = None,
-             threads: int = 1, progress: bool = True, meta: dict | None = None, seed: int = 0,
-             row_fn: Callable[[Any, Any], dict] = question_row) -> EvalResult:
+def evaluate(
+    system: Callable[..., Any],
+    examples: Iterable[Any],
+    results_path: str | Path | None = None,
+    threads: int = 1,
+    progress: bool = True,
+    meta: dict | None = None,
+    seed: int = 0,
+    row_fn: Callable[[Any, Any], dict] = question_row,
+) -> EvalResult:
     """Run ``system(question=...)`` on each example; keep each row as it finishes; aggregate."""
     examples = list(examples)
     done: dict[str, dict] = {}
@@ -206,8 +254,13 @@ def evaluate(system: Callable[..., Any], examples: Iterable[Any], results_path: 
             done = {r["id"]: r for r in read_results(path)}
             path.write_text("".join(json.dumps(r) + "\n" for r in done.values()))
             if done:
-                log.info("resuming %s: %d of %d questions already done (%d rows in the file)", path,
-                         sum(1 for e in examples if getattr(e, "id", None) in done), len(examples), len(done))
+                log.info(
+                    "resuming %s: %d of %d questions already done (%d rows in the file)",
+                    path,
+                    sum(1 for e in examples if getattr(e, "id", None) in done),
+                    len(examples),
+                    len(done),
+                )
     todo = [ex for ex in examples if getattr(ex, "id", None) not in done]
     lock = threading.Lock()
 
@@ -215,7 +268,7 @@ def evaluate(system: Callable[..., Any], examples: Iterable[Any], results_path: 
         t0 = time.perf_counter()
         try:
             row = row_fn(ex, system(question=ex.question))
-        except Exception as exc:  # noqa: BLE001 - one bad question must not end the batch; recorded
+        except Exception as exc:
             log.warning("question %s failed: %s", getattr(ex, "id", "?"), exc)
             row = error_row(ex, exc)
         row["seconds"] = round(time.perf_counter() - t0, 3)
@@ -235,8 +288,13 @@ def _run(fn: Callable[[Any], dict], items: list, threads: int, progress: bool) -
         return []
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    cols = [TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            TextColumn("EM {task.fields[em]:.3f}")]
+    cols = [
+        TextColumn("[bold]eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("EM {task.fields[em]:.3f}"),
+    ]
     rows: list[dict] = []
     with Progress(*cols, disable=not progress, transient=False) as bar:
         task = bar.add_task("eval", total=len(items), em=0.0)

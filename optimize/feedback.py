@@ -10,7 +10,8 @@ When GEPA asks about one predictor (``pred_name``), only that predictor's part i
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import dspy
 
@@ -44,12 +45,14 @@ def diagnose(example: Any, prediction: Any, score: float) -> dict[str, list[str]
     if missing:
         asked = "; ".join(f"'{q}'" for q in queries) or "none"
         notes["planner"].append(
-            f"The searches ({asked}) never retrieved the gold paragraph(s) {', '.join(repr(t) for t in missing)}.")
+            f"The searches ({asked}) never retrieved the gold paragraph(s) {', '.join(repr(t) for t in missing)}."
+        )
         unnamed = [t for t in missing if not any(_norm(t) in _norm(q) for q in queries)]
         if getattr(example, "type", None) == "bridge" and found and unnamed:
             notes["planner"].append(
                 f"Wrong bridge entity: the paragraph {found[0]!r} was found, but no query named "
-                f"{unnamed[0]!r}, the entity it leads to; the follow-up query must name that bridge entity.")
+                f"{unnamed[0]!r}, the entity it leads to; the follow-up query must name that bridge entity."
+            )
         elif unnamed:
             notes["planner"].append(f"Name the entity explicitly in a query, e.g. {unnamed[0]!r}.")
     elif gold_titles:
@@ -60,12 +63,14 @@ def diagnose(example: Any, prediction: Any, score: float) -> dict[str, list[str]
         if point["label"] and point["action"] == "retry":
             notes["critic"].append(
                 f"Critic over-triggered: the evidence already held every gold paragraph, but it said "
-                f"{point['verdict']!r} (P(sufficient)={conf:.2f}) and asked for another search.")
+                f"{point['verdict']!r} (P(sufficient)={conf:.2f}) and asked for another search."
+            )
         elif not point["label"] and point["verdict"] == "sufficient":
             absent = ", ".join(repr(t) for t in missing) or "a gold paragraph"
             notes["critic"].append(
                 f"Critic under-triggered: it said 'sufficient' (P(sufficient)={conf:.2f}) while {absent} "
-                f"was missing from the evidence.")
+                f"was missing from the evidence."
+            )
     if not notes["critic"] and critic_points(example, prediction):
         notes["critic"].append("The critic's verdicts matched the evidence.")
 
@@ -76,7 +81,8 @@ def diagnose(example: Any, prediction: Any, score: float) -> dict[str, list[str]
         if gold_titles and not missing:
             notes["generator"].append(
                 f"{wrong} although the evidence held every gold paragraph; copy the exact short span from "
-                f"the passages ({', '.join(repr(t) for t in gold_titles)}).")
+                f"the passages ({', '.join(repr(t) for t in gold_titles)})."
+            )
         elif normalize_answer(answer) in ("", "unknown"):
             notes["generator"].append(f"{wrong}: no answer was given.")
         else:
@@ -90,8 +96,9 @@ def answer_feedback_metric(metric: str = "f1") -> Callable[..., dspy.Prediction]
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(ANSWER_METRICS)}")
     score_fn = ANSWER_METRICS[metric]
 
-    def feedback_metric(gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None,
-                        pred_trace: Any = None) -> dspy.Prediction:
+    def feedback_metric(
+        gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None, pred_trace: Any = None
+    ) -> dspy.Prediction:
         score = float(score_fn(gold, pred))
         notes = diagnose(gold, pred, score)
         role = (pred_name or "").split(".")[0]

@@ -11,7 +11,8 @@ Every judge call is accounted (its own ledger, role ``judge``) and never crashes
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import dspy
 from pydantic import Field
@@ -60,8 +61,19 @@ class AnswerAccuracy(dspy.Module):
     def forward(self, question: str, answer: str, reference: str, tracer: Tracer) -> dict:
         ratings = []
         for order, (ref, resp) in enumerate([(reference, answer), (answer, reference)]):
-            rating, step = graded(tracer, "judge_accuracy", self.rater, "rating", parse_rating, None, "rating",
-                                  {"order": order}, question=question, reference=ref, response=resp)
+            rating, step = graded(
+                tracer,
+                "judge_accuracy",
+                self.rater,
+                "rating",
+                parse_rating,
+                None,
+                "rating",
+                {"order": order},
+                question=question,
+                reference=ref,
+                response=resp,
+            )
             ratings.append(rating)
         return {"judge_accuracy": normalize_ratings(ratings), "judge_ratings": ratings}
 
@@ -78,14 +90,34 @@ class Faithfulness(dspy.Module):
     def forward(self, question: str, answer: str, passages: list, tracer: Tracer) -> dict:
         if not passages or answer.strip().lower() in ABSTENTIONS:
             return {"judge_faithfulness": None, "judge_claims": [], "judge_supported": []}
-        claims, _ = graded(tracer, "judge_claims", self.extractor, "claims", lambda v: items(v) or None, [], "claims",
-                           {"answer": answer[:100]}, question=question, answer=answer)
+        claims, _ = graded(
+            tracer,
+            "judge_claims",
+            self.extractor,
+            "claims",
+            lambda v: items(v) or None,
+            [],
+            "claims",
+            {"answer": answer[:100]},
+            question=question,
+            answer=answer,
+        )
         claims = claims[: self.max_claims]
         evidence = format_evidence(passages, self.passage_chars)
         verdicts = []
         for claim in claims:
-            ok, step = graded(tracer, "judge_verify", self.verifier, "supported", as_bool, None, "supported",
-                              {"claim": claim[:200]}, evidence=evidence, claim=claim)
+            ok, step = graded(
+                tracer,
+                "judge_verify",
+                self.verifier,
+                "supported",
+                as_bool,
+                None,
+                "supported",
+                {"claim": claim[:200]},
+                evidence=evidence,
+                claim=claim,
+            )
             verdicts.append(ok)
         readable = [v for v in verdicts if v is not None]
         score = sum(readable) / len(readable) if readable else None

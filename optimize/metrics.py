@@ -10,7 +10,8 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD, UNKNOWN_P_SUFFICIENT, verbal_p_sufficient
 
@@ -96,17 +97,22 @@ def critic_points(example: Any, prediction: Any) -> list[dict]:
             continue
         p_suff = step.get("p_sufficient")
         if p_suff is None:  # a trace from before P(sufficient) was recorded
-            p_suff = UNKNOWN_P_SUFFICIENT if step.get("critic_problem") else \
-                verbal_p_sufficient(step["verdict"], float(step.get("confidence") or 0.0))
-        points.append({
-            "p_sufficient": float(p_suff),
-            "source": step.get("confidence_source", "verbal"),
-            "verdict": step["verdict"],
-            "label": evidence_complete(gold, step.get("evidence_titles", [])),
-            "action": step.get("action", "stop"),
-            "stop_call": step.get("critic_stop"),
-            "problem": step.get("critic_problem"),
-        })
+            p_suff = (
+                UNKNOWN_P_SUFFICIENT
+                if step.get("critic_problem")
+                else verbal_p_sufficient(step["verdict"], float(step.get("confidence") or 0.0))
+            )
+        points.append(
+            {
+                "p_sufficient": float(p_suff),
+                "source": step.get("confidence_source", "verbal"),
+                "verdict": step["verdict"],
+                "label": evidence_complete(gold, step.get("evidence_titles", [])),
+                "action": step.get("action", "stop"),
+                "stop_call": step.get("critic_stop"),
+                "problem": step.get("critic_problem"),
+            }
+        )
     return points
 
 
@@ -131,8 +137,19 @@ def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
     P(sufficient).
     """
     if not points:
-        return {k: None for k in ("verdict_accuracy", "brier", "ece", "auroc", "over_trigger", "under_trigger",
-                                  "insufficient_rate", "n_critiques")}
+        return {
+            k: None
+            for k in (
+                "verdict_accuracy",
+                "brier",
+                "ece",
+                "auroc",
+                "over_trigger",
+                "under_trigger",
+                "insufficient_rate",
+                "n_critiques",
+            )
+        }
     n = len(points)
     correct = sum(stop_call(p) == p["label"] for p in points)
     brier = sum((p["p_sufficient"] - float(p["label"])) ** 2 for p in points) / n

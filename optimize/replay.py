@@ -21,9 +21,10 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import dspy
 
@@ -56,7 +57,7 @@ class Policy:
     budget: Budget = Budget()
 
     @classmethod
-    def of(cls, config: Any) -> "Policy":
+    def of(cls, config: Any) -> Policy:
         return cls(config.confidence_threshold, config.max_retries, config.budget)
 
 
@@ -85,8 +86,13 @@ def record_question(program: SharpRAG, question: str, max_retries: int) -> dict:
         while True:
             n_steps, t0 = len(tr.steps), time.perf_counter()
             new = program._retrieve(queries, cfg.k_for_round(i), pool, tr, i)
-            rnd: dict[str, Any] = {"round": i, "retriever": tr.steps[n_steps], "seconds_retrieval":
-                                   round(time.perf_counter() - t0, 4), "critic": None, "next_queries": []}
+            rnd: dict[str, Any] = {
+                "round": i,
+                "retriever": tr.steps[n_steps],
+                "seconds_retrieval": round(time.perf_counter() - t0, 4),
+                "critic": None,
+                "next_queries": [],
+            }
             new_passages = bool(new) or i == 0
             evidence = pool.select(cfg.evidence_cap)
             rnd["evidence"] = _evidence(evidence)
@@ -105,8 +111,15 @@ def record_question(program: SharpRAG, question: str, max_retries: int) -> dict:
             if not queries:
                 break
             i += 1
-    return {"format": FORMAT, "question": q, "sub_queries": sub_queries, "max_retries": max_retries,
-            "head": head, "rounds": rounds, "error": None}
+    return {
+        "format": FORMAT,
+        "question": q,
+        "sub_queries": sub_queries,
+        "max_retries": max_retries,
+        "head": head,
+        "rounds": rounds,
+        "error": None,
+    }
 
 
 def _read(path: Path) -> dict[str, dict]:
@@ -124,12 +137,16 @@ def _read(path: Path) -> dict[str, dict]:
 def pending(examples: Sequence[Any], max_retries: int, path: str | Path | None) -> list[Any]:
     """The examples a recording at ``path`` still lacks (or holds with fewer retries, or as errors)."""
     done = _read(Path(path)) if path else {}
-    return [ex for ex in examples if not (ex.id in done and done[ex.id].get("max_retries", -1) >= max_retries
-                                          and not done[ex.id].get("error"))]
+    return [
+        ex
+        for ex in examples
+        if not (ex.id in done and done[ex.id].get("max_retries", -1) >= max_retries and not done[ex.id].get("error"))
+    ]
 
 
-def record(program: SharpRAG, examples: Sequence[Any], max_retries: int, path: str | Path | None = None,
-           threads: int = 1) -> dict[str, dict]:
+def record(
+    program: SharpRAG, examples: Sequence[Any], max_retries: int, path: str | Path | None = None, threads: int = 1
+) -> dict[str, dict]:
     """Record every example (resuming from ``path``); return id -> record."""
     if not isinstance(program, SharpRAG):
         raise ConfigError(f"replay records SHARP trajectories; {type(program).__name__} has no retry loop")
@@ -149,7 +166,7 @@ def record(program: SharpRAG, examples: Sequence[Any], max_retries: int, path: s
         t0 = time.perf_counter()
         try:
             rec = record_question(program, ex.question, max_retries)
-        except Exception as exc:  # noqa: BLE001 - one bad question must not end the recording; kept
+        except Exception as exc:
             log.warning("recording question %s failed: %s", ex.id, exc)
             rec = {"format": FORMAT, "max_retries": max_retries, "error": f"{type(exc).__name__}: {exc}"[:1000]}
         rec["id"] = ex.id
@@ -181,8 +198,10 @@ def replay(rec: dict, policy: Policy) -> dspy.Prediction:
     if rec.get("error"):
         raise ReplayError(rec["error"])
     if policy.max_retries > rec["max_retries"]:
-        raise ReplayError(f"policy max_retries={policy.max_retries} exceeds the {rec['max_retries']} recorded; "
-                          f"record with more retries")
+        raise ReplayError(
+            f"policy max_retries={policy.max_retries} exceeds the {rec['max_retries']} recorded; "
+            f"record with more retries"
+        )
     steps = [dict(s) for s in rec["head"]["steps"]]
     calls = list(rec["head"]["calls"])
     seconds = sum(float(s.get("seconds") or 0) for s in steps)
@@ -225,9 +244,18 @@ def replay(rec: dict, policy: Policy) -> dspy.Prediction:
         step["step"] = n
     passages = [Passage(p["id"], p["title"], "") for p in rnd["evidence"]]
     return dspy.Prediction(
-        answer=rnd["answer"], passages=passages, cited_ids=rnd["cited_ids"], trace=steps, cost=summarize(calls),
-        calls=calls, sub_queries=rec["sub_queries"], queries=list(dict.fromkeys(queries)), retries=rnd["round"],
-        stop_reason=stop, system=SharpRAG.SYSTEM, recorded_seconds=round(seconds, 4),
+        answer=rnd["answer"],
+        passages=passages,
+        cited_ids=rnd["cited_ids"],
+        trace=steps,
+        cost=summarize(calls),
+        calls=calls,
+        sub_queries=rec["sub_queries"],
+        queries=list(dict.fromkeys(queries)),
+        retries=rnd["round"],
+        stop_reason=stop,
+        system=SharpRAG.SYSTEM,
+        recorded_seconds=round(seconds, 4),
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import defaultdict
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 UNKNOWN_TYPE = "unknown"
 
@@ -48,7 +48,9 @@ def all_gold_at_k(retrieved_titles: Sequence[str], gold_titles: Iterable[str], k
     return float(gold <= {norm_title(t) for t in retrieved_titles[:k]})
 
 
-def question_metrics(retrieved_titles: Sequence[str], gold_titles: Iterable[str], ks: Sequence[int] = (5, 10)) -> dict[str, float]:
+def question_metrics(
+    retrieved_titles: Sequence[str], gold_titles: Iterable[str], ks: Sequence[int] = (5, 10)
+) -> dict[str, float]:
     """``{"recall@5": .., "precision@5": .., "all_gold@5": .., ...}`` for one question."""
     out: dict[str, float] = {}
     for k in ks:
@@ -65,9 +67,7 @@ def _mean(rows: list[Mapping[str, float]]) -> dict[str, float]:
     return out
 
 
-def aggregate(
-    results: Iterable[tuple[str | None, Sequence[str], Iterable[str]]], ks: Sequence[int] = (5, 10)
-) -> dict:
+def aggregate(results: Iterable[tuple[str | None, Sequence[str], Iterable[str]]], ks: Sequence[int] = (5, 10)) -> dict:
     """Mean metrics overall and per question type.
 
     ``results``: ``(question_type, retrieved_titles, gold_titles)`` per question (type None is

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def bootstrap_ci(values: Sequence[float], n_resamples: int = 2000, alpha: float = 0.05,
-                 seed: int = 0) -> tuple[float, float] | None:
+def bootstrap_ci(
+    values: Sequence[float], n_resamples: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float] | None:
     """Percentile bootstrap CI of the mean."""
     vals = [float(v) for v in values]
     if len(vals) < 2:
@@ -22,8 +23,9 @@ def bootstrap_ci(values: Sequence[float], n_resamples: int = 2000, alpha: float 
     return means[int(alpha / 2 * n_resamples)], means[int((1 - alpha / 2) * n_resamples) - 1]
 
 
-def paired_bootstrap(a: dict[str, float], b: dict[str, float], n_resamples: int = 2000,
-                     alpha: float = 0.05, seed: int = 0) -> dict | None:
+def paired_bootstrap(
+    a: dict[str, float], b: dict[str, float], n_resamples: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> dict | None:
     """Mean difference a - b over the ids both share, with a paired percentile CI and p(a <= b)."""
     ids = sorted(set(a) & set(b))
     if len(ids) < 2:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -44,7 +45,7 @@ class SearchSpace(StrictConfig):
     fixed: dict[str, Any] = {}
 
     @model_validator(mode="after")
-    def _check(self) -> "SearchSpace":
+    def _check(self) -> SearchSpace:
         if self.threshold_low > self.threshold_high:
             raise ValueError("threshold_low must not exceed threshold_high")
         for name in ("max_retries", "k_start", "k_step", "evidence_cap", "mode"):
@@ -54,8 +55,9 @@ class SearchSpace(StrictConfig):
             raise ValueError("max_retries and k_step must be >= 0; k_start and evidence_cap >= 1")
         unknown = set(self.fixed) - set(POLICY_PARAMS) - set(RETRIEVAL_PARAMS)
         if unknown:
-            raise ValueError(f"fixed: unknown parameter(s) {sorted(unknown)}; "
-                             f"valid: {', '.join(POLICY_PARAMS + RETRIEVAL_PARAMS)}")
+            raise ValueError(
+                f"fixed: unknown parameter(s) {sorted(unknown)}; valid: {', '.join(POLICY_PARAMS + RETRIEVAL_PARAMS)}"
+            )
         return self
 
     @property
@@ -68,8 +70,11 @@ def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
     """One point of ``space`` from an Optuna trial (fixed parameters are not suggested)."""
     fixed = space.fixed
     params: dict[str, Any] = {}
-    params["confidence_threshold"] = fixed.get("confidence_threshold") if "confidence_threshold" in fixed else \
-        trial.suggest_float("confidence_threshold", space.threshold_low, space.threshold_high)
+    params["confidence_threshold"] = (
+        fixed.get("confidence_threshold")
+        if "confidence_threshold" in fixed
+        else trial.suggest_float("confidence_threshold", space.threshold_low, space.threshold_high)
+    )
     for name in ("max_retries", "k_start", "k_step", "evidence_cap", "mode"):
         params[name] = fixed[name] if name in fixed else trial.suggest_categorical(name, list(getattr(space, name)))
     return params
@@ -103,8 +108,14 @@ def params_of(config: SharpConfig, mode: str) -> dict[str, Any] | None:
     step = ks[1] - ks[0] if len(ks) > 1 else 0
     if any(b - a != step for a, b in zip(ks, ks[1:])):
         return None
-    return {"confidence_threshold": config.confidence_threshold, "max_retries": config.max_retries,
-            "k_start": ks[0], "k_step": step, "evidence_cap": config.evidence_cap, "mode": mode}
+    return {
+        "confidence_threshold": config.confidence_threshold,
+        "max_retries": config.max_retries,
+        "k_start": ks[0],
+        "k_step": step,
+        "evidence_cap": config.evidence_cap,
+        "mode": mode,
+    }
 
 
 def in_space(params: Mapping[str, Any], space: SearchSpace) -> bool:
@@ -137,8 +148,10 @@ def baseline_trial(study: Any) -> Any | None:
     """The finished trial queued by :func:`enqueue_baseline`, if any."""
     from optuna.trial import TrialState
 
-    return next((t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                 if t.user_attrs.get("baseline")), None)
+    return next(
+        (t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.user_attrs.get("baseline")),
+        None,
+    )
 
 
 def recording_params(params: Mapping[str, Any], space: SearchSpace) -> dict[str, Any]:
@@ -188,19 +201,31 @@ def open_study(storage: str, name: str, objective: Objective, seed: int = 0, hea
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        rdb = RDBStorage(storage, heartbeat_interval=heartbeat_s, grace_period=3 * heartbeat_s,
-                         heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1))
+        rdb = RDBStorage(
+            storage,
+            heartbeat_interval=heartbeat_s,
+            grace_period=3 * heartbeat_s,
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
+        )
     try:
-        study = optuna.create_study(storage=rdb, study_name=name, load_if_exists=True,
-                                    directions=list(objective.directions),
-                                    sampler=optuna.samplers.TPESampler(seed=seed))
+        study = optuna.create_study(
+            storage=rdb,
+            study_name=name,
+            load_if_exists=True,
+            directions=list(objective.directions),
+            sampler=optuna.samplers.TPESampler(seed=seed),
+        )
     except ValueError as exc:  # e.g. the stored study has other directions
-        raise ConfigError(f"study {name!r} in {storage} cannot be resumed with objective "
-                          f"{objective.name!r}: {exc}; choose another --study name") from None
+        raise ConfigError(
+            f"study {name!r} in {storage} cannot be resumed with objective "
+            f"{objective.name!r}: {exc}; choose another --study name"
+        ) from None
     stored = tuple(d.name.lower() for d in study.directions)
     if stored != objective.directions:
-        raise ConfigError(f"study {name!r} optimizes {stored}, not {objective.directions} ({objective.name}); "
-                          f"choose another --study name")
+        raise ConfigError(
+            f"study {name!r} optimizes {stored}, not {objective.directions} ({objective.name}); "
+            f"choose another --study name"
+        )
     return study
 
 
@@ -273,8 +298,7 @@ def best_trial(study: Any, objective: Objective) -> Any:
     came first (usually the enqueued defaults)."""
     if not objective.multi:
         top = study.best_trial.value
-        tied = [t for t in study.get_trials(deepcopy=False)
-                if t.value is not None and abs(t.value - top) <= 1e-12]
+        tied = [t for t in study.get_trials(deepcopy=False) if t.value is not None and abs(t.value - top) <= 1e-12]
         return min(tied, key=lambda t: (_lm_calls(t), t.number))
     front = study.best_trials
     if not front:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-_YES_NO_START = re.compile(
-    r"^(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|were|am)\b", re.I
-)
+_YES_NO_START = re.compile(r"^(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|were|am)\b", re.I)
 _PREFIXES = re.compile(r"^(the\s+)?(final\s+)?answer\s*(is|:)\s*", re.I)
 
 

@@ -36,12 +36,27 @@ class VanillaRAG(dspy.Module):
     def forward(self, question: str) -> dspy.Prediction:
         with traced(question, self.config.max_question_chars) as (q, tr):
             evidence = self.retriever.retrieve(q, self.config.k)
-            tr.add("retriever", round=0, k=self.config.k, queries=[q],
-                   retrieved_ids=[[p.id for p in evidence]], new_ids=[p.id for p in evidence])
-            answer, cited = answer_from_evidence(self.generator, q, evidence, self.config.passage_chars, tr,
-                                                 adapter=self.config.generator_adapter)
+            tr.add(
+                "retriever",
+                round=0,
+                k=self.config.k,
+                queries=[q],
+                retrieved_ids=[[p.id for p in evidence]],
+                new_ids=[p.id for p in evidence],
+            )
+            answer, cited = answer_from_evidence(
+                self.generator, q, evidence, self.config.passage_chars, tr, adapter=self.config.generator_adapter
+            )
         return dspy.Prediction(
-            answer=answer, passages=evidence, cited_ids=cited, trace=tr.steps,
-            cost=tr.ledger.summary(), calls=[r.to_dict() for r in tr.ledger.records],
-            sub_queries=[q], queries=[q], retries=0, stop_reason="single_shot", system=self.SYSTEM,
+            answer=answer,
+            passages=evidence,
+            cited_ids=cited,
+            trace=tr.steps,
+            cost=tr.ledger.summary(),
+            calls=[r.to_dict() for r in tr.ledger.records],
+            sub_queries=[q],
+            queries=[q],
+            retries=0,
+            stop_reason="single_shot",
+            system=self.SYSTEM,
         )

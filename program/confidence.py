@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 # top alternatives asked for per generated token: enough to hold every first token of a choice
 TOP_LOGPROBS = 10
@@ -63,7 +64,7 @@ def choice_probabilities(logprobs: Any, field: str, choices: Sequence[str]) -> d
     if start is None:
         return None
     offset = 0
-    for tok, text in zip(tokens, texts):
+    for tok, text in zip(tokens, texts):  # noqa: B007 - tok is read after the loop
         if offset + len(text) > start:
             break
         offset += len(text)
@@ -76,7 +77,7 @@ def choice_probabilities(logprobs: Any, field: str, choices: Sequence[str]) -> d
         alt_text = str(alt.get("token", ""))
         if not alt_text.startswith(lead):
             continue
-        rest = alt_text[len(lead):].strip().strip('"').lower()
+        rest = alt_text[len(lead) :].strip().strip('"').lower()
         if not rest:
             continue
         hits = [c for c in choices if c.lower().startswith(rest) or rest.startswith(c.lower())]

@@ -11,7 +11,6 @@ from program.evidence import format_evidence
 from program.steps import Tracer
 from program.types import Passage
 
-
 # JSON (grammar-constrained locally) rather than chat markers: on 20 seeded HotpotQA dev questions
 # the 1.5B model scored 0.35 EM this way against 0.30 with ChatAdapter, as the one-line raw prompt
 # does (python -m experiments.benchmarks.generator_formats)
@@ -20,17 +19,29 @@ GENERATOR_ADAPTER = "json"
 GENERATOR_MAX_TOKENS = 128
 
 
-def answer_from_evidence(generator: dspy.Module, q: str, evidence: list[Passage], passage_chars: int,
-                         tr: Tracer, role: str = "generator", adapter: str | None = GENERATOR_ADAPTER,
-                         max_tokens: int = GENERATOR_MAX_TOKENS) -> tuple[str, list[str]]:
+def answer_from_evidence(
+    generator: dspy.Module,
+    q: str,
+    evidence: list[Passage],
+    passage_chars: int,
+    tr: Tracer,
+    role: str = "generator",
+    adapter: str | None = GENERATOR_ADAPTER,
+    max_tokens: int = GENERATOR_MAX_TOKENS,
+) -> tuple[str, list[str]]:
     """Run ``generator`` (a GenerateAnswer predictor); return the cleaned answer and cited ids.
 
     An unparseable output is salvaged from the raw text when possible, else the answer is
     "unknown"; the step records which fallback ran.
     """
     pred, step = tr.call(
-        role, generator, {"question": q[:200], "n_passages": len(evidence)}, adapter=adapter,
-        config={"max_tokens": max_tokens}, question=q, evidence=format_evidence(evidence, passage_chars),
+        role,
+        generator,
+        {"question": q[:200], "n_passages": len(evidence)},
+        adapter=adapter,
+        config={"max_tokens": max_tokens},
+        question=q,
+        evidence=format_evidence(evidence, passage_chars),
     )
     if pred is not None:
         answer = clean_answer(getattr(pred, "answer", ""), q)

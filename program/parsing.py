@@ -7,7 +7,8 @@ graders' and critic's fields through these, so garbage is recorded and bounded, 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 _TRIVIAL = {"", "none", "n/a", "na", "nothing", "null", "-", "[]"}
 _TRUE = {"true", "yes", "y", "1", "relevant", "supported"}

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import dspy
 
@@ -54,8 +55,9 @@ def config_for(name: str, values: Mapping[str, Any] | None = None) -> StrictConf
     return SYSTEMS[name][1].from_mapping(values or {})
 
 
-def build_system(name: str, retriever: Retriever | None, config: Mapping[str, Any] | StrictConfig | None = None,
-                 **kwargs: Any) -> dspy.Module:
+def build_system(
+    name: str, retriever: Retriever | None, config: Mapping[str, Any] | StrictConfig | None = None, **kwargs: Any
+) -> dspy.Module:
     """Instantiate system ``name`` with its validated config."""
     cfg = config if isinstance(config, StrictConfig) else config_for(name, config)
     module_cls = SYSTEMS[name][0]

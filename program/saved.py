@@ -44,8 +44,15 @@ def _digest(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def save_program(path: str | Path, module: dspy.Module, system: str, retriever: dict | None = None,
-                 lm: dict | None = None, index_manifest: dict | None = None, meta: dict | None = None) -> Path:
+def save_program(
+    path: str | Path,
+    module: dspy.Module,
+    system: str,
+    retriever: dict | None = None,
+    lm: dict | None = None,
+    index_manifest: dict | None = None,
+    meta: dict | None = None,
+) -> Path:
     body = {
         "format": FORMAT,
         "code_version": program.__version__,
@@ -84,8 +91,15 @@ def read_program(path: str | Path) -> SavedProgram:
             f"{path} was saved by code version {body['code_version']}, this is {program.__version__}; "
             f"install that version or recompile the program"
         )
-    return SavedProgram(body["system"], body["config"], body["state"], body["retriever"], body["lm"],
-                        body["index_manifest"], body["meta"])
+    return SavedProgram(
+        body["system"],
+        body["config"],
+        body["state"],
+        body["retriever"],
+        body["lm"],
+        body["index_manifest"],
+        body["meta"],
+    )
 
 
 def load_into(saved: SavedProgram, retriever: Any) -> dspy.Module:

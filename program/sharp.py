@@ -7,17 +7,21 @@ from typing import Any, Literal
 import dspy
 from pydantic import Field, field_validator, model_validator
 
-from program.confidence import (DEFAULT_CONFIDENCE_THRESHOLD, TOP_LOGPROBS, UNKNOWN_P_SUFFICIENT, choice_probabilities,
-                                verbal_p_sufficient)
+from program.confidence import (
+    DEFAULT_CONFIDENCE_THRESHOLD,
+    TOP_LOGPROBS,
+    UNKNOWN_P_SUFFICIENT,
+    choice_probabilities,
+    verbal_p_sufficient,
+)
 from program.config import StrictConfig
 from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
+from program.parsing import as_score, items
 from program.retrieval.base import Retriever
 from program.signatures import CritiqueEvidence, GenerateAnswer, PlanSubQueries
-from program.parsing import as_score, items
 from program.steps import Budget, Tracer, traced
 from program.types import Passage
-
 
 
 class SharpConfig(StrictConfig):
@@ -53,16 +57,13 @@ class SharpConfig(StrictConfig):
         return tuple(v)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "SharpConfig":
+    def _consistent(self) -> SharpConfig:
         if self.evidence_cap < self.k_schedule[0]:
             raise ValueError(f"evidence_cap ({self.evidence_cap}) is below the first k ({self.k_schedule[0]})")
         return self
 
     def k_for_round(self, round_no: int) -> int:
         return self.k_schedule[min(round_no, len(self.k_schedule) - 1)]
-
-
-
 
 
 class SharpRAG(dspy.Module):
@@ -80,8 +81,14 @@ class SharpRAG(dspy.Module):
 
     # ---- steps -------------------------------------------------------------------------------
     def _plan(self, q: str, tr: Tracer) -> list[str]:
-        pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=self.config.structured_adapter,
-                             config={"max_tokens": self.config.planner_max_tokens}, question=q)
+        pred, step = tr.call(
+            "planner",
+            self.planner,
+            {"question": q[:200]},
+            adapter=self.config.structured_adapter,
+            config={"max_tokens": self.config.planner_max_tokens},
+            question=q,
+        )
         # a planner looping in its list is cut by max_tokens: the queries before the cut still count
         fields = _fields(pred, step)
         planned = list(dict.fromkeys(items(fields.get("sub_queries"))))
@@ -100,28 +107,42 @@ class SharpRAG(dspy.Module):
         new: list[Passage] = []
         for query, passages in zip(queries, results):
             new += pool.add(query, passages)
-        tr.add("retriever", round=round_no, k=k, queries=queries,
-               retrieved_ids=[[p.id for p in ps] for ps in results], new_ids=[p.id for p in new])
+        tr.add(
+            "retriever",
+            round=round_no,
+            k=k,
+            queries=queries,
+            retrieved_ids=[[p.id for p in ps] for ps in results],
+            new_ids=[p.id for p in new],
+        )
         return new
 
     def _critique(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> dict:
         cfg = self.config
         evidence = pool.select(cfg.evidence_cap)
         pred, step = tr.call(
-            "critic", self.critic, {"question": q[:200], "n_passages": len(evidence)},
-            adapter=cfg.structured_adapter, config=critic_lm_config(cfg),
-            question=q, sub_queries=list(pool.by_query), evidence=format_evidence(evidence, cfg.passage_chars),
+            "critic",
+            self.critic,
+            {"question": q[:200], "n_passages": len(evidence)},
+            adapter=cfg.structured_adapter,
+            config=critic_lm_config(cfg),
+            question=q,
+            sub_queries=list(pool.by_query),
+            evidence=format_evidence(evidence, cfg.passage_chars),
         )
-        crit = read_critique(_fields(pred, step), pred is not None, getattr(pred, "logprobs", None),
-                             cfg.critic_confidence)
+        crit = read_critique(
+            _fields(pred, step), pred is not None, getattr(pred, "logprobs", None), cfg.critic_confidence
+        )
         crit["critic_stop"] = critic_stops(crit, cfg.confidence_threshold)
-        step.update(round=round_no, evidence_ids=[p.id for p in evidence],
-                    evidence_titles=[p.title for p in evidence], **crit)
+        step.update(
+            round=round_no, evidence_ids=[p.id for p in evidence], evidence_titles=[p.title for p in evidence], **crit
+        )
         return step
 
     def _next_queries(self, crit: dict, pool: EvidencePool) -> list[str]:
         """The critic's suggested queries not asked yet; when it only repeats searches already made
         (the uncompiled 1.5B critic did on 95 of 100 questions), the missing facts it named."""
+
         def fresh(candidates: list[str]) -> list[str]:
             return [c for c in dict.fromkeys(candidates) if not pool.asked(c)]
 
@@ -153,13 +174,21 @@ class SharpRAG(dspy.Module):
                         stop = "no_new_passages"
                 crit["action"] = "stop" if stop else "retry"
             evidence = pool.select(cfg.evidence_cap)
-            answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr,
-                                                 adapter=cfg.generator_adapter)
+            answer, cited = answer_from_evidence(
+                self.generator, q, evidence, cfg.passage_chars, tr, adapter=cfg.generator_adapter
+            )
         return dspy.Prediction(
-            answer=answer, passages=evidence, cited_ids=cited, trace=tr.steps,
-            cost=tr.ledger.summary(), calls=[r.to_dict() for r in tr.ledger.records],
-            sub_queries=sub_queries, queries=list(pool.by_query), retries=retries,
-            stop_reason=stop, system=self.SYSTEM,
+            answer=answer,
+            passages=evidence,
+            cited_ids=cited,
+            trace=tr.steps,
+            cost=tr.ledger.summary(),
+            calls=[r.to_dict() for r in tr.ledger.records],
+            sub_queries=sub_queries,
+            queries=list(pool.by_query),
+            retries=retries,
+            stop_reason=stop,
+            system=self.SYSTEM,
         )
 
 
@@ -189,8 +218,7 @@ def critique_problem(fields: dict, parsed: bool = True) -> str | None:
     return None
 
 
-def read_critique(fields: dict, parsed: bool = True, logprobs: Any = None,
-                  confidence_mode: str = "token") -> dict:
+def read_critique(fields: dict, parsed: bool = True, logprobs: Any = None, confidence_mode: str = "token") -> dict:
     """A critic's output fields as SHARP acts on them: the verdict, its confidence, P(sufficient) and
     where that came from ("token": the verdict's token probabilities, with ``confidence_mode`` token
     and logprobs present; "verbal": the written verdict and confidence; "fallback": a discarded
@@ -206,10 +234,16 @@ def read_critique(fields: dict, parsed: bool = True, logprobs: Any = None,
             confidence, source, p_sufficient = probs[verdict], "token", round(probs["sufficient"], 4)
         else:
             source, p_sufficient = "verbal", round(verbal_p_sufficient(verdict, confidence), 4)
-    return {"verdict": verdict, "confidence": round(confidence, 4), "p_sufficient": p_sufficient,
-            "confidence_source": source, "verdict_probabilities": probs and {k: round(v, 4) for k, v in probs.items()},
-            "missing_information": items(fields.get("missing_information"))[:5],
-            "suggested_queries": items(fields.get("suggested_queries"))[:5], "critic_problem": problem}
+    return {
+        "verdict": verdict,
+        "confidence": round(confidence, 4),
+        "p_sufficient": p_sufficient,
+        "confidence_source": source,
+        "verdict_probabilities": probs and {k: round(v, 4) for k, v in probs.items()},
+        "missing_information": items(fields.get("missing_information"))[:5],
+        "suggested_queries": items(fields.get("suggested_queries"))[:5],
+        "critic_problem": problem,
+    }
 
 
 def critic_stops(crit: dict, threshold: float) -> bool:
@@ -238,7 +272,7 @@ def _salvage_json(raw: str | None) -> dict:
     import json_repair
 
     try:
-        value = json_repair.loads(raw[raw.find("{"):] if "{" in raw else raw)
+        value = json_repair.loads(raw[raw.find("{") :] if "{" in raw else raw)
     except (ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}

@@ -189,17 +189,19 @@ class AgentAnswer(dspy.Signature):
 
 SEARCH_TOOL_DESC = (
     "Search the document collection. Takes one short query naming an entity or fact; returns the "
-    "top passages as numbered 'Title: text' lines. Arguments: {\"query\": \"a few search words\"}."
+    'top passages as numbered \'Title: text\' lines. Arguments: {"query": "a few search words"}.'
 )
 # what the search tool says instead of passages (observations the ReAct agent reads)
 SEARCH_BUDGET_SPENT = "Search budget ({spent}) is used up: finish now with the observations you have."
-SEARCH_REPEATED = ("You searched '{query}' before; here are further results. For the next hop, search for an "
-                   "entity named in the observations, or finish.\n{passages}")
-SEARCH_EXHAUSTED = ("No further results for '{query}'. Search for another entity named in the observations, "
-                    "or finish.")
+SEARCH_REPEATED = (
+    "You searched '{query}' before; here are further results. For the next hop, search for an "
+    "entity named in the observations, or finish.\n{passages}"
+)
+SEARCH_EXHAUSTED = "No further results for '{query}'. Search for another entity named in the observations, or finish."
 
 
 # ---- LLM-as-judge metrics (optimize/judge.py) -----------------------------------------------
+
 
 class RateAnswer(dspy.Signature):
     """Rate how well the response answers the question compared with the reference answer.

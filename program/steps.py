@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError, DSPyError
@@ -67,8 +68,14 @@ class Tracer:
         self.steps.append(step)
         return step
 
-    def call(self, role: str, predictor: Callable[..., dspy.Prediction], summary: dict,
-             adapter: str | None = None, **inputs: Any) -> tuple[dspy.Prediction | None, dict]:
+    def call(
+        self,
+        role: str,
+        predictor: Callable[..., dspy.Prediction],
+        summary: dict,
+        adapter: str | None = None,
+        **inputs: Any,
+    ) -> tuple[dspy.Prediction | None, dict]:
         """Call ``predictor(**inputs)``; return (prediction or None on a recoverable error, step).
 
         ``adapter="json"`` asks for JSON output (grammar-constrained where the backend supports
@@ -97,6 +104,7 @@ class Tracer:
         if raw is not None:
             step["raw_output"] = str(raw)[:1000]
         return pred, step
+
 
 def check_question(question: Any, max_chars: int) -> tuple[str, bool]:
     """Return the question stripped (and truncated when longer than max_chars) and whether it was."""

@@ -14,12 +14,12 @@ class Passage:
     text: str
     score: float = 0.0
 
-    def with_score(self, score: float) -> "Passage":
+    def with_score(self, score: float) -> Passage:
         return Passage(self.id, self.title, self.text, float(score))
 
     def to_dict(self) -> dict:
         return {"id": self.id, "title": self.title, "text": self.text, "score": self.score}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Passage":
+    def from_dict(cls, d: dict) -> Passage:
         return cls(str(d["id"]), str(d["title"]), str(d["text"]), float(d.get("score", 0.0)))

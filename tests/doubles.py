@@ -5,19 +5,20 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-import dspy  # noqa: E402
-from dspy.utils.dummies import DummyLM  # noqa: E402
+import dspy
+from dspy.utils.dummies import DummyLM
 
-from program.lm.accounting import CallRecord, record  # noqa: E402
-from program.retrieval.base import check_query  # noqa: E402
-from program.types import Passage  # noqa: E402
+from program.lm.accounting import CallRecord, record
+from program.retrieval.base import check_query
+from program.types import Passage
 
 
 class ScriptedLM(DummyLM):
@@ -105,15 +106,23 @@ class _LogprobEngine:
         self.requests.append(request.config)
         fields, probs = next(self.replies)
         verdict = fields["verdict"]
-        rest = json.dumps(fields)[len('{"verdict": "') + 1:]
+        rest = json.dumps(fields)[len('{"verdict": "') + 1 :]
         top = tuple(TopLogprob(token=v[:3], logprob=math.log(p)) for v, p in probs.items() if p > 0)
-        tokens = (TokenLogprob(token='{"verdict": "', logprob=0.0),
-                  TokenLogprob(token=verdict[:1], logprob=math.log(probs.get(verdict, 1e-9)), top=top),
-                  TokenLogprob(token=rest, logprob=0.0))
+        tokens = (
+            TokenLogprob(token='{"verdict": "', logprob=0.0),
+            TokenLogprob(token=verdict[:1], logprob=math.log(probs.get(verdict, 1e-9)), top=top),
+            TokenLogprob(token=rest, logprob=0.0),
+        )
         logprobs = tokens if request.config.logprobs is not None else None
         record(CallRecord("critic", "logprob-dummy", prompt_tokens=100, completion_tokens=10, seconds=0.01))
-        return Response(id=None, model="local/dummy", message=Message.assistant([TextPart(json.dumps(fields))]),
-                        finish_reason="stop", usage=Usage(input_tokens=100, output_tokens=10), logprobs=logprobs)
+        return Response(
+            id=None,
+            model="local/dummy",
+            message=Message.assistant([TextPart(json.dumps(fields))]),
+            finish_reason="stop",
+            usage=Usage(input_tokens=100, output_tokens=10),
+            logprobs=logprobs,
+        )
 
     def stream(self, request):
         from dspy.lm15 import response_to_events

@@ -32,14 +32,18 @@ def _diff(p):
 
 def table(summary: dict) -> str:
     base = summary.get("baseline") or "none"
-    lines = [f"| system | n | EM | F1 | all-gold | ΔEM vs {base} [95% CI] | LM calls/q | tokens/q | s/q | cached |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| system | n | EM | F1 | all-gold | ΔEM vs {base} [95% CI] | LM calls/q | tokens/q | s/q | cached |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, e in summary["systems"].items():
         m = e["metrics"]
         tokens = "-" if m.get("tokens_per_q") is None else f"{m['tokens_per_q']:,.0f}"
-        lines.append(f"| {name} | {m['n']} | {_num(m['em'], 2)} | {_num(m['f1'])} | {_num(m.get('all_gold'), 2)} | "
-                     f"{_diff(e['paired'].get('em'))} | {_num(m['lm_calls_per_q'], 2)} | {tokens} | "
-                     f"{_num(m.get('seconds_per_q'), 1)} | {_pct(m.get('imputed_share'))} |")
+        lines.append(
+            f"| {name} | {m['n']} | {_num(m['em'], 2)} | {_num(m['f1'])} | {_num(m.get('all_gold'), 2)} | "
+            f"{_diff(e['paired'].get('em'))} | {_num(m['lm_calls_per_q'], 2)} | {tokens} | "
+            f"{_num(m.get('seconds_per_q'), 1)} | {_pct(m.get('imputed_share'))} |"
+        )
     return "\n".join(lines)
 
 
@@ -62,8 +66,9 @@ def common_summary(summary_path: Path) -> dict:
     for name in summary["systems"]:
         path = results / f"{name}.jsonl"
         # one row per question, the last written (as a resumed evaluation keeps it), in file order
-        rows[name] = list({r["id"]: r for r in read_results(path) if isinstance(r, dict)}.values()) \
-            if path.exists() else []
+        rows[name] = (
+            list({r["id"]: r for r in read_results(path) if isinstance(r, dict)}.values()) if path.exists() else []
+        )
     shared = set.intersection(*({r["id"] for r in got} for got in rows.values())) if rows else set()
     if not shared:
         raise SystemExit(f"no question answered by every system of {summary_path}")

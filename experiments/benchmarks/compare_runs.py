@@ -15,10 +15,30 @@ from pathlib import Path
 from optimize.evaluate import aggregate, cold_figures
 from optimize.stats import paired_bootstrap
 
-KEYS = ["n", "em", "em_ci", "f1", "f1_ci", "all_gold", "recall", "lm_calls_per_q", "prompt_tokens_per_q",
-        "completion_tokens_per_q", "seconds_per_q", "retries_per_q", "cached_share", "errors",
-        "critic_verdict_accuracy", "critic_brier", "critic_ece", "critic_auroc", "critic_over_trigger", "critic_under_trigger",
-        "critic_insufficient_rate", "critic_n_critiques"]
+KEYS = [
+    "n",
+    "em",
+    "em_ci",
+    "f1",
+    "f1_ci",
+    "all_gold",
+    "recall",
+    "lm_calls_per_q",
+    "prompt_tokens_per_q",
+    "completion_tokens_per_q",
+    "seconds_per_q",
+    "retries_per_q",
+    "cached_share",
+    "errors",
+    "critic_verdict_accuracy",
+    "critic_brier",
+    "critic_ece",
+    "critic_auroc",
+    "critic_over_trigger",
+    "critic_under_trigger",
+    "critic_insufficient_rate",
+    "critic_n_critiques",
+]
 
 
 def load(path: Path) -> list[dict]:
@@ -55,8 +75,12 @@ def markdown(result: dict) -> str:
 
     names = list(result["systems"])
     keys = list(dict.fromkeys(k for m in result["systems"].values() for k in m))
-    lines = [f"Questions shared by all runs: {result['shared_questions']}", "",
-             "| metric | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines = [
+        f"Questions shared by all runs: {result['shared_questions']}",
+        "",
+        "| metric | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
     for k in keys:
         lines.append(f"| {k} | " + " | ".join(fmt(result["systems"][n].get(k)) for n in names) + " |")
     return "\n".join(lines)

@@ -17,6 +17,7 @@ Variants: ``evidence-first`` (CritiqueEvidence as it is: evidence, searches, the
 last) and ``question-first`` (question, searches, then evidence: its layout before this
 benchmark). DSPy's cache is off.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,12 @@ def _signature(variant: str):
     from program.signatures import CritiqueEvidence
 
     if variant == "question-first":
-        return (CritiqueEvidence.delete("question").delete("evidence")
-                .prepend("question", dspy.InputField())
-                .append("evidence", CritiqueEvidence.input_fields["evidence"]))
+        return (
+            CritiqueEvidence.delete("question")
+            .delete("evidence")
+            .prepend("question", dspy.InputField())
+            .append("evidence", CritiqueEvidence.input_fields["evidence"])
+        )
     return CritiqueEvidence
 
 
@@ -52,7 +56,7 @@ def evidence_pair(example, ranked: list, by_title: dict, cap: int, drop: int) ->
     order = {p.id: i for i, p in enumerate(ranked)}
     complete = sorted(golds + others[: cap - len(golds)], key=lambda p: order.get(p.id, len(ranked)))
     dropped = golds[drop % len(golds)].id
-    incomplete = [p for p in complete if p.id != dropped] + others[cap - len(golds): cap - len(golds) + 1]
+    incomplete = [p for p in complete if p.id != dropped] + others[cap - len(golds) : cap - len(golds) + 1]
     return complete, incomplete
 
 
@@ -67,16 +71,23 @@ def _critique(variant: str, lm, question: str, evidence: str) -> dict:
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         try:
             pred = dspy.Predict(_signature(variant))(
-                question=question, sub_queries=[question], evidence=evidence,
-                config={"max_tokens": 256, "logprobs": True, "top_logprobs": TOP_LOGPROBS})
-        except Exception as exc:  # noqa: BLE001 - a benchmark records an unparseable critique
+                question=question,
+                sub_queries=[question],
+                evidence=evidence,
+                config={"max_tokens": 256, "logprobs": True, "top_logprobs": TOP_LOGPROBS},
+            )
+        except Exception as exc:
             log.warning("%s: %s", variant, exc)
             pred = None
     verdict = getattr(pred, "verdict", None)
     conf = as_score(getattr(pred, "confidence", None)) or 0.0
     probs = choice_probabilities(getattr(pred, "logprobs", None), "verdict", VERDICTS) if pred else None
-    return {"verdict": verdict, "p_token": probs["sufficient"] if probs else None,
-            "p_verbal": conf if verdict == "sufficient" else 1.0 - conf, "seconds": time.perf_counter() - t0}
+    return {
+        "verdict": verdict,
+        "p_token": probs["sufficient"] if probs else None,
+        "p_verbal": conf if verdict == "sufficient" else 1.0 - conf,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def summarize(points: list[dict]) -> dict:
@@ -137,20 +148,34 @@ def main(argv: list[str] | None = None) -> None:
             evidence = format_evidence(passages, args.chars)
             for v in variants:
                 points[v].append({"id": ex.id, "label": label, **_critique(v, lm, ex.question, evidence)})
-        log.info("%d/%d %s | %s", used, args.n, ex.question[:60], " | ".join(
-            f"{v}: {[(p['verdict'], round(p['p_token'] or -1, 2)) for p in points[v][-2:]]}" for v in variants))
+        log.info(
+            "%d/%d %s | %s",
+            used,
+            args.n,
+            ex.question[:60],
+            " | ".join(
+                f"{v}: {[(p['verdict'], round(p['p_token'] or -1, 2)) for p in points[v][-2:]]}" for v in variants
+            ),
+        )
     summary = {v: summarize(ps) for v, ps in points.items()}
     if args.json:
         sys.stdout.write(json.dumps({"questions": used, "summary": summary}) + "\n")
         return
-    sys.stdout.write(f"{used} {args.split} questions x (complete, incomplete) evidence, cap {args.cap}\n\n"
-                     "| variant | AUROC token | AUROC verbal | verdict acc | says sufficient | "
-                     "P(suff) complete / incomplete | s/critique |\n|---|---|---|---|---|---|---|\n")
+    sys.stdout.write(
+        f"{used} {args.split} questions x (complete, incomplete) evidence, cap {args.cap}\n\n"
+        "| variant | AUROC token | AUROC verbal | verdict acc | says sufficient | "
+        "P(suff) complete / incomplete | s/critique |\n|---|---|---|---|---|---|---|\n"
+    )
+
+    def f(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
     for v, s in summary.items():
-        f = (lambda x: "-" if x is None else f"{x:.3f}")
-        sys.stdout.write(f"| {v} | {f(s['auroc_token'])} | {f(s['auroc_verbal'])} | {f(s['verdict_accuracy'])} | "
-                         f"{f(s['sufficient_rate'])} | {f(s['p_token_complete'])} / {f(s['p_token_incomplete'])} | "
-                         f"{f(s['seconds_per_critique'])} |\n")
+        sys.stdout.write(
+            f"| {v} | {f(s['auroc_token'])} | {f(s['auroc_verbal'])} | {f(s['verdict_accuracy'])} | "
+            f"{f(s['sufficient_rate'])} | {f(s['p_token_complete'])} / {f(s['p_token_incomplete'])} | "
+            f"{f(s['seconds_per_critique'])} |\n"
+        )
 
 
 if __name__ == "__main__":

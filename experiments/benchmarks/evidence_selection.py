@@ -12,6 +12,7 @@ Rules: ``round-robin`` (EvidencePool.select: rank 1 of every query, then rank 2,
 ``rrf`` (reciprocal rank fusion over the queries: a passage several queries found rises), and
 ``question-first`` (the question's own top passages first, up to half the cap, then round-robin).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,7 +71,11 @@ def score(rows: list[dict], golds: dict[str, set[str]], titles: dict[str, str], 
                 recall += hits / len(gold)
                 all_gold += hits == len(gold)
                 n += 1
-            out[f"{name}@{cap}"] = {"n": n, "recall": recall / n if n else None, "all_gold": all_gold / n if n else None}
+            out[f"{name}@{cap}"] = {
+                "n": n,
+                "recall": recall / n if n else None,
+                "all_gold": all_gold / n if n else None,
+            }
     return out
 
 
@@ -89,7 +94,9 @@ def main(argv: list[str] | None = None) -> None:
     rows = [json.loads(line) for line in args.results.read_text().splitlines() if line.strip()]
     rows = [r for r in rows if "trace" in r]
     result = score(rows, golds, titles, [int(c) for c in args.caps.split(",")])
-    sys.stdout.write(f"{len(rows)} questions from {args.results.name}\n\n| rule@cap | recall | all-gold |\n|---|---|---|\n")
+    sys.stdout.write(
+        f"{len(rows)} questions from {args.results.name}\n\n| rule@cap | recall | all-gold |\n|---|---|---|\n"
+    )
     for key, m in result.items():
         sys.stdout.write(f"| {key} | {m['recall']:.3f} | {m['all_gold']:.3f} |\n")
 

@@ -49,14 +49,19 @@ def rows_in_process(model_uri: str, questions: list[str], workspace: Path, track
 
 
 def rows_in_new_process(model_uri: str, questions: list[str], tracking_uri: str) -> list[dict]:
-    out = subprocess.run([sys.executable, "-c", CHILD, tracking_uri, model_uri], input=json.dumps(questions),
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, tracking_uri, model_uri],
+        input=json.dumps(questions),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"the loading process failed (rc {out.returncode}):\n{out.stderr[-3000:]}")
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("@@ROWS@@")), None)
     if line is None:
         raise RuntimeError(f"the loading process printed no rows:\n{out.stdout[-2000:]}")
-    return json.loads(line[len("@@ROWS@@"):])
+    return json.loads(line[len("@@ROWS@@") :])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,17 +90,28 @@ def main(argv: list[str] | None = None) -> int:
     there = rows_in_new_process(args.model_uri, questions, uri)
     t2 = time.perf_counter()
 
-    diffs = [{"question": a["question"], "field": f, "in_process": a.get(f), "new_process": b.get(f)}
-             for a, b in zip(here, there) for f in COMPARED if a.get(f) != b.get(f)]
-    report = {"model_uri": args.model_uri, "questions": len(questions), "identical": not diffs and len(here) == len(there),
-              "differences": diffs, "in_process_seconds": round(t1 - t0, 1), "new_process_seconds": round(t2 - t1, 1),
-              "rows": [{f: r.get(f) for f in ("question",) + COMPARED} for r in here]}
+    diffs = [
+        {"question": a["question"], "field": f, "in_process": a.get(f), "new_process": b.get(f)}
+        for a, b in zip(here, there)
+        for f in COMPARED
+        if a.get(f) != b.get(f)
+    ]
+    report = {
+        "model_uri": args.model_uri,
+        "questions": len(questions),
+        "identical": not diffs and len(here) == len(there),
+        "differences": diffs,
+        "in_process_seconds": round(t1 - t0, 1),
+        "new_process_seconds": round(t2 - t1, 1),
+        "rows": [{f: r.get(f) for f in ("question",) + COMPARED} for r in here],
+    }
     out = ws / "benchmarks" / "export_parity.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     same = sum(all(a.get(f) == b.get(f) for f in COMPARED) for a, b in zip(here, there))
-    log.info("%d/%d questions identical (%s) in a new process; report: %s", same, len(questions),
-             ", ".join(COMPARED), out)
+    log.info(
+        "%d/%d questions identical (%s) in a new process; report: %s", same, len(questions), ", ".join(COMPARED), out
+    )
     return 0 if report["identical"] else 1
 
 

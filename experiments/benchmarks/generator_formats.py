@@ -16,6 +16,7 @@ difference of each variant to the first. Variants:
 
 DSPy's cache is off, so every call is cold and timed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,10 @@ def _answer(variant: str, lm, session, question: str, evidence: str) -> tuple[st
     from program.lm.accounting import recording
 
     if variant == "raw":
-        messages = [{"role": "system", "content": SYSTEM},
-                    {"role": "user", "content": f"Passages:\n{evidence}\n\nQuestion: {question}\nAnswer:"}]
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Passages:\n{evidence}\n\nQuestion: {question}\nAnswer:"},
+        ]
         out = session.chat(messages, max_tokens=32)
         return out.text, out.prompt_tokens
     adapter = dspy.JSONAdapter() if variant.endswith("-json") else dspy.ChatAdapter()
@@ -59,7 +62,7 @@ def _answer(variant: str, lm, session, question: str, evidence: str) -> tuple[st
         try:
             pred = dspy.Predict(_signature(variant))(question=question, evidence=evidence)
             text = pred.answer
-        except Exception as exc:  # noqa: BLE001 - a benchmark records a failed parse as no answer
+        except Exception as exc:
             log.warning("%s: %s", variant, exc)
             text = ""
     return text, ledger.summary()["prompt_tokens"]
@@ -100,33 +103,52 @@ def main(argv: list[str] | None = None) -> None:
             t0 = time.perf_counter()
             text, tokens = _answer(v, lm, session, ex.question, evidence)
             answer = clean_answer(text, ex.question)
-            rows[v][ex.id] = {"answer": answer, "em": exact_match(answer, golds), "f1": f1_score(answer, golds),
-                              "prompt_tokens": tokens, "seconds": time.perf_counter() - t0}
-        log.info("%d/%d %s | gold %r | %s", i, len(examples), ex.question[:60], ex.answer,
-                 " | ".join(f"{v}: {rows[v][ex.id]['answer']!r}" for v in variants))
+            rows[v][ex.id] = {
+                "answer": answer,
+                "em": exact_match(answer, golds),
+                "f1": f1_score(answer, golds),
+                "prompt_tokens": tokens,
+                "seconds": time.perf_counter() - t0,
+            }
+        log.info(
+            "%d/%d %s | gold %r | %s",
+            i,
+            len(examples),
+            ex.question[:60],
+            ex.answer,
+            " | ".join(f"{v}: {rows[v][ex.id]['answer']!r}" for v in variants),
+        )
 
     base = variants[0]
     summary = {}
     for v in variants:
         r = rows[v].values()
         n = len(rows[v])
-        summary[v] = {"em": sum(x["em"] for x in r) / n, "f1": sum(x["f1"] for x in r) / n,
-                      "prompt_tokens_per_q": sum(x["prompt_tokens"] for x in r) / n,
-                      "seconds_per_q": sum(x["seconds"] for x in r) / n}
+        summary[v] = {
+            "em": sum(x["em"] for x in r) / n,
+            "f1": sum(x["f1"] for x in r) / n,
+            "prompt_tokens_per_q": sum(x["prompt_tokens"] for x in r) / n,
+            "seconds_per_q": sum(x["seconds"] for x in r) / n,
+        }
         if v != base:
             for m in ("em", "f1"):
-                summary[v][f"d_{m}"] = paired_bootstrap({i: x[m] for i, x in rows[v].items()},
-                                                        {i: x[m] for i, x in rows[base].items()})
+                summary[v][f"d_{m}"] = paired_bootstrap(
+                    {i: x[m] for i, x in rows[v].items()}, {i: x[m] for i, x in rows[base].items()}
+                )
     if args.json:
         sys.stdout.write(json.dumps({"n": len(examples), "summary": summary}, default=str) + "\n")
         return
     sys.stdout.write(f"{len(examples)} seeded HotpotQA dev questions, hybrid top-{args.k}, {args.chars} chars\n\n")
-    sys.stdout.write(f"| variant | EM | F1 | prompt tok/q | s/q | dEM vs {base} [95% CI] |\n|---|---|---|---|---|---|\n")
+    sys.stdout.write(
+        f"| variant | EM | F1 | prompt tok/q | s/q | dEM vs {base} [95% CI] |\n|---|---|---|---|---|---|\n"
+    )
     for v, s in summary.items():
         d = s.get("d_em")
         dtxt = f"{d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" if d else "-"
-        sys.stdout.write(f"| {v} | {s['em']:.3f} | {s['f1']:.3f} | {s['prompt_tokens_per_q']:.0f} | "
-                         f"{s['seconds_per_q']:.1f} | {dtxt} |\n")
+        sys.stdout.write(
+            f"| {v} | {s['em']:.3f} | {s['f1']:.3f} | {s['prompt_tokens_per_q']:.0f} | "
+            f"{s['seconds_per_q']:.1f} | {dtxt} |\n"
+        )
 
 
 if __name__ == "__main__":

@@ -26,12 +26,9 @@ from typing import Literal
 import dspy
 
 EVIDENCE = {
-    "Which country is the birthplace of the director of the film Ikiru?":
-        "Ikiru is a 1952 Japanese film directed by Akira Kurosawa. Akira Kurosawa was born in Tokyo, Japan.",
-    "What river flows through the city where the Eiffel Tower stands?":
-        "The Eiffel Tower is a wrought-iron lattice tower in Paris. The Seine flows through Paris.",
-    "Who wrote the novel that the film Blade Runner is based on?":
-        "Blade Runner (1982) is based on the novel Do Androids Dream of Electric Sheep? by Philip K. Dick.",
+    "Which country is the birthplace of the director of the film Ikiru?": "Ikiru is a 1952 Japanese film directed by Akira Kurosawa. Akira Kurosawa was born in Tokyo, Japan.",
+    "What river flows through the city where the Eiffel Tower stands?": "The Eiffel Tower is a wrought-iron lattice tower in Paris. The Seine flows through Paris.",
+    "Who wrote the novel that the film Blade Runner is based on?": "Blade Runner (1982) is based on the novel Do Androids Dream of Electric Sheep? by Philip K. Dick.",
 }
 
 
@@ -64,7 +61,7 @@ def _fields(call) -> dict:
     must then break it the same way)."""
     try:
         pred = call()
-    except Exception as exc:  # noqa: BLE001 - a parse failure is part of what is compared
+    except Exception as exc:
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     return dict(pred.toDict())
 
@@ -124,9 +121,13 @@ def served(model: str, port: int) -> tuple[list[dict], list, float]:
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"`sharp lm serve` did not start: {proc.stdout.read() if proc.stdout else ''}")
+                    raise RuntimeError(
+                        f"`sharp lm serve` did not start: {proc.stdout.read() if proc.stdout else ''}"
+                    ) from None
                 time.sleep(0.5)
-        lm = build_lm(LMSpec(model=SERVED_MODEL, api_base=base, cache=False, max_tokens=256, timeout_s=600), "generator")
+        lm = build_lm(
+            LMSpec(model=SERVED_MODEL, api_base=base, cache=False, max_tokens=256, timeout_s=600), "generator"
+        )
         t0 = time.perf_counter()
         rows = chain(lm)
         return rows, _raw_outputs(lm), time.perf_counter() - t0
@@ -140,16 +141,25 @@ def main(model: str = "local/qwen2.5-coder-0.5b", port: int = 8765, out: Path | 
     served_rows, served_raw, served_s = served(model, port)
     same_raw = sum(a == b for a, b in zip(local_raw, served_raw))
     same_norm = sum(_normalized(a) == _normalized(b) for a, b in zip(local_raw, served_raw))
-    result = {"model": model, "calls": len(local_raw), "identical_raw_outputs": same_raw,
-              "identical_outputs_json_normalized": same_norm,
-              "identical_answers": local_rows == served_rows, "in_process_s": round(local_s, 1),
-              "served_s": round(served_s, 1), "in_process": local_rows, "served": served_rows,
-              "raw": [{"in_process": a, "served": b} for a, b in zip(local_raw, served_raw)]}
+    result = {
+        "model": model,
+        "calls": len(local_raw),
+        "identical_raw_outputs": same_raw,
+        "identical_outputs_json_normalized": same_norm,
+        "identical_answers": local_rows == served_rows,
+        "in_process_s": round(local_s, 1),
+        "served_s": round(served_s, 1),
+        "in_process": local_rows,
+        "served": served_rows,
+        "raw": [{"in_process": a, "served": b} for a, b in zip(local_raw, served_raw)],
+    }
     for a, b in zip(local_rows, served_rows):
         print(f"{'SAME' if a == b else 'DIFF'}  {a['question'][:60]!r}\n      in-process: {a}\n      served:     {b}")
-    print(f"{model}: {same_raw}/{len(local_raw)} LM outputs identical verbatim, {same_norm}/{len(local_raw)} after "
-          f"JSON normalization; parsed answers identical: {local_rows == served_rows}; "
-          f"in-process {local_s:.1f}s, served {served_s:.1f}s")
+    print(
+        f"{model}: {same_raw}/{len(local_raw)} LM outputs identical verbatim, {same_norm}/{len(local_raw)} after "
+        f"JSON normalization; parsed answers identical: {local_rows == served_rows}; "
+        f"in-process {local_s:.1f}s, served {served_s:.1f}s"
+    )
     if out is None:
         from experiments.settings import workspace
 

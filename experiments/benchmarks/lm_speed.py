@@ -24,13 +24,17 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-_FILLER = ("The river delta held seven villages, each known for a different craft: weaving, pottery, "
-           "boat building, salt drying, rope making, glass blowing and bookbinding. ")
+_FILLER = (
+    "The river delta held seven villages, each known for a different craft: weaving, pottery, "
+    "boat building, salt drying, rope making, glass blowing and bookbinding. "
+)
 
 
 def _prompt_messages(n_sentences: int) -> list[dict]:
-    return [{"role": "system", "content": "You summarize text in one word."},
-            {"role": "user", "content": _FILLER * n_sentences + "\nOne word:"}]
+    return [
+        {"role": "system", "content": "You summarize text in one word."},
+        {"role": "user", "content": _FILLER * n_sentences + "\nOne word:"},
+    ]
 
 
 def time_model(model: str, *, repeats: int = 2, n_threads: int = 2, gen_tokens: int = 128) -> dict:
@@ -55,12 +59,19 @@ def time_model(model: str, *, repeats: int = 2, n_threads: int = 2, gen_tokens: 
     n_gen, best_gen_s = min(gen, key=lambda x: x[1] / max(x[0], 1))
     unload_all()
     gc.collect()
-    return {"model": model, "load_s": round(load_s, 2), "prompt_tokens": n_prompt,
-            "prompt_tok_s": round(prompt_tps, 1), "gen_tokens": n_gen, "gen_tok_s": round(n_gen / best_gen_s, 1)}
+    return {
+        "model": model,
+        "load_s": round(load_s, 2),
+        "prompt_tokens": n_prompt,
+        "prompt_tok_s": round(prompt_tps, 1),
+        "gen_tokens": n_gen,
+        "gen_tok_s": round(n_gen / best_gen_s, 1),
+    }
 
 
-def main(models: list[str] | None = None, *, repeats: int = 2, n_threads: int = 2,
-         out: Path | None = None) -> list[dict]:
+def main(
+    models: list[str] | None = None, *, repeats: int = 2, n_threads: int = 2, out: Path | None = None
+) -> list[dict]:
     from program.lm.local_files import missing_packages
     from program.lm.specs import LOCAL_MODELS
 
@@ -70,11 +81,17 @@ def main(models: list[str] | None = None, *, repeats: int = 2, n_threads: int = 
     for model in models:
         log.info("timing %s", model)
         row = time_model(model, repeats=repeats, n_threads=n_threads)
-        print(f"{row['model']:28s} load {row['load_s']:5.1f}s  prompt {row['prompt_tok_s']:7.1f} tok/s "
-              f"({row['prompt_tokens']} tok)  gen {row['gen_tok_s']:6.1f} tok/s ({row['gen_tokens']} tok)", flush=True)
+        print(
+            f"{row['model']:28s} load {row['load_s']:5.1f}s  prompt {row['prompt_tok_s']:7.1f} tok/s "
+            f"({row['prompt_tokens']} tok)  gen {row['gen_tok_s']:6.1f} tok/s ({row['gen_tokens']} tok)",
+            flush=True,
+        )
         rows.append(row)
-    result = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "n_threads": n_threads},
-              "when": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+    result = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "n_threads": n_threads},
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "rows": rows,
+    }
     if out is None:
         from experiments.settings import workspace
 

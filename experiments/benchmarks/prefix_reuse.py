@@ -23,21 +23,68 @@ from pathlib import Path
 
 import dspy
 
-PEOPLE = ["Ada Varga", "Bruno Keel", "Chen Aldo", "Dina Rauh", "Emil Stroud", "Fay Ocampo", "Gus Lindqvist",
-          "Hana Mori", "Ivo Dragan", "Jana Pohl", "Kofi Mensah", "Lia Ferro", "Mats Ekberg", "Nora Quist",
-          "Omar Haddad", "Pia Lutz", "Quinn Abara", "Rosa Tell", "Sven Oja", "Tara Bell", "Uma Rees",
-          "Vik Sato", "Wes Orne", "Xia Lunde"]
-CITIES = ["Lisbon", "Tallinn", "Osaka", "Quito", "Accra", "Bergen", "Cusco", "Dakar", "Graz", "Hue",
-          "Izmir", "Jaipur", "Kraków", "Leeds", "Malmö", "Nantes", "Oulu", "Porto", "Riga", "Split",
-          "Tartu", "Umeå", "Varna", "Zadar"]
+PEOPLE = [
+    "Ada Varga",
+    "Bruno Keel",
+    "Chen Aldo",
+    "Dina Rauh",
+    "Emil Stroud",
+    "Fay Ocampo",
+    "Gus Lindqvist",
+    "Hana Mori",
+    "Ivo Dragan",
+    "Jana Pohl",
+    "Kofi Mensah",
+    "Lia Ferro",
+    "Mats Ekberg",
+    "Nora Quist",
+    "Omar Haddad",
+    "Pia Lutz",
+    "Quinn Abara",
+    "Rosa Tell",
+    "Sven Oja",
+    "Tara Bell",
+    "Uma Rees",
+    "Vik Sato",
+    "Wes Orne",
+    "Xia Lunde",
+]
+CITIES = [
+    "Lisbon",
+    "Tallinn",
+    "Osaka",
+    "Quito",
+    "Accra",
+    "Bergen",
+    "Cusco",
+    "Dakar",
+    "Graz",
+    "Hue",
+    "Izmir",
+    "Jaipur",
+    "Kraków",
+    "Leeds",
+    "Malmö",
+    "Nantes",
+    "Oulu",
+    "Porto",
+    "Riga",
+    "Split",
+    "Tartu",
+    "Umeå",
+    "Varna",
+    "Zadar",
+]
 JOBS = ["glassblower", "cartographer", "luthier", "beekeeper", "typesetter", "ferry pilot"]
 
 
 def _context(i: int) -> str:
     p, c, j = PEOPLE[i % len(PEOPLE)], CITIES[(i * 7) % len(CITIES)], JOBS[i % len(JOBS)]
-    return (f"{p} was born in {c} in {1900 + 3 * i}. {p} worked as a {j} for most of a long life and "
-            f"later taught the craft to apprentices in {CITIES[(i * 5 + 3) % len(CITIES)]}. "
-            f"A street in {c} is named after {p}.")
+    return (
+        f"{p} was born in {c} in {1900 + 3 * i}. {p} worked as a {j} for most of a long life and "
+        f"later taught the craft to apprentices in {CITIES[(i * 5 + 3) % len(CITIES)]}. "
+        f"A street in {c} is named after {p}."
+    )
 
 
 class AnswerFromContext(dspy.Signature):
@@ -57,14 +104,16 @@ class JudgeSupport(dspy.Signature):
 
 
 def _qa(i: int) -> dspy.Example:
-    return dspy.Example(context=_context(i), question=f"Where was {PEOPLE[i % len(PEOPLE)]} born?",
-                        answer=CITIES[(i * 7) % len(CITIES)]).with_inputs("context", "question")
+    return dspy.Example(
+        context=_context(i), question=f"Where was {PEOPLE[i % len(PEOPLE)]} born?", answer=CITIES[(i * 7) % len(CITIES)]
+    ).with_inputs("context", "question")
 
 
 def _claim(i: int) -> dspy.Example:
     p, j = PEOPLE[i % len(PEOPLE)], JOBS[(i + i % 2) % len(JOBS)]
-    return dspy.Example(context=_context(i), claim=f"{p} worked as a {j}.",
-                        supported="yes" if i % 2 == 0 else "no").with_inputs("context", "claim")
+    return dspy.Example(
+        context=_context(i), claim=f"{p} worked as a {j}.", supported="yes" if i % 2 == 0 else "no"
+    ).with_inputs("context", "claim")
 
 
 def _predictors() -> tuple[dspy.Predict, dspy.Predict]:
@@ -92,32 +141,45 @@ def _run(model: str, mode: str, calls: list[tuple[dspy.Predict, dict]]) -> dict:
         for pred, inputs in calls:
             t = time.perf_counter()
             out = pred(lm=lm, **inputs)
-            rows.append({"seconds": round(time.perf_counter() - t, 3),
-                         "output": dict(out.toDict())})
+            rows.append({"seconds": round(time.perf_counter() - t, 3), "output": dict(out.toDict())})
     wall = time.perf_counter() - t0
     for row, rec in zip(rows, ledger.records):
-        row.update(prompt_tokens=rec.prompt_tokens, reused=rec.reused_prompt_tokens,
-                   evaluated=rec.prompt_tokens - rec.reused_prompt_tokens, completion_tokens=rec.completion_tokens)
+        row.update(
+            prompt_tokens=rec.prompt_tokens,
+            reused=rec.reused_prompt_tokens,
+            evaluated=rec.prompt_tokens - rec.reused_prompt_tokens,
+            completion_tokens=rec.completion_tokens,
+        )
     s = ledger.summary()
-    return {"mode": mode, "calls": len(rows), "wall_s": round(wall, 2), "prompt_tokens": s["prompt_tokens"],
-            "evaluated_tokens": s["prompt_tokens"] - s["reused_prompt_tokens"],
-            "reused_tokens": s["reused_prompt_tokens"], "rows": rows}
+    return {
+        "mode": mode,
+        "calls": len(rows),
+        "wall_s": round(wall, 2),
+        "prompt_tokens": s["prompt_tokens"],
+        "evaluated_tokens": s["prompt_tokens"] - s["reused_prompt_tokens"],
+        "reused_tokens": s["reused_prompt_tokens"],
+        "rows": rows,
+    }
 
 
 def _compare(a: dict, b: dict) -> dict:
     same = sum(x["output"] == y["output"] for x, y in zip(a["rows"], b["rows"]))
-    return {"evaluated_fewer_pct": round(100 * (1 - b["evaluated_tokens"] / max(a["evaluated_tokens"], 1)), 1),
-            "wall_ratio": round(b["wall_s"] / a["wall_s"], 3), "same_outputs": f"{same}/{len(a['rows'])}"}
+    return {
+        "evaluated_fewer_pct": round(100 * (1 - b["evaluated_tokens"] / max(a["evaluated_tokens"], 1)), 1),
+        "wall_ratio": round(b["wall_s"] / a["wall_s"], 3),
+        "same_outputs": f"{same}/{len(a['rows'])}",
+    }
 
 
 def _line(r: dict) -> str:
     per = r["evaluated_tokens"] / r["calls"]
-    return (f"  {r['mode']:6s} calls {r['calls']:3d}  prompt tok {r['prompt_tokens']:6d}  evaluated {r['evaluated_tokens']:6d} "
-            f"({per:6.1f}/call)  reused {r['reused_tokens']:6d}  wall {r['wall_s']:6.1f}s")
+    return (
+        f"  {r['mode']:6s} calls {r['calls']:3d}  prompt tok {r['prompt_tokens']:6d}  evaluated {r['evaluated_tokens']:6d} "
+        f"({per:6.1f}/call)  reused {r['reused_tokens']:6d}  wall {r['wall_s']:6.1f}s"
+    )
 
 
-def main(model: str = "local/qwen2.5-coder-0.5b", n: int = 20, n_interleaved: int = 6,
-         out: Path | None = None) -> dict:
+def main(model: str = "local/qwen2.5-coder-0.5b", n: int = 20, n_interleaved: int = 6, out: Path | None = None) -> dict:
     qa, judge = _predictors()
     single = [(qa, _qa(i).inputs().toDict()) for i in range(n)]
     result: dict = {"model": model, "single": {}, "interleaved": {}}
@@ -126,19 +188,27 @@ def main(model: str = "local/qwen2.5-coder-0.5b", n: int = 20, n_interleaved: in
         result["single"][mode] = r = _run(model, mode, single)
         print(_line(r), flush=True)
     result["single"]["comparison"] = c = _compare(result["single"]["off"], result["single"]["states"])
-    print(f"  -> {c['evaluated_fewer_pct']}% fewer prompt tokens evaluated, wall-time ratio {c['wall_ratio']}, "
-          f"same outputs {c['same_outputs']}")
+    print(
+        f"  -> {c['evaluated_fewer_pct']}% fewer prompt tokens evaluated, wall-time ratio {c['wall_ratio']}, "
+        f"same outputs {c['same_outputs']}"
+    )
     if n_interleaved:
-        mixed = [call for i in range(n_interleaved)
-                 for call in ((qa, _qa(50 + i).inputs().toDict()), (judge, _claim(50 + i).inputs().toDict()))]
+        mixed = [
+            call
+            for i in range(n_interleaved)
+            for call in ((qa, _qa(50 + i).inputs().toDict()), (judge, _claim(50 + i).inputs().toDict()))
+        ]
         print(f"two predictors interleaved, {len(mixed)} calls")
         for mode in ("live", "states"):
             result["interleaved"][mode] = r = _run(model, mode, mixed)
             print(_line(r), flush=True)
-        result["interleaved"]["comparison"] = c = _compare(result["interleaved"]["live"],
-                                                           result["interleaved"]["states"])
-        print(f"  -> {c['evaluated_fewer_pct']}% fewer prompt tokens evaluated than 'live', wall-time ratio "
-              f"{c['wall_ratio']}, same outputs {c['same_outputs']}")
+        result["interleaved"]["comparison"] = c = _compare(
+            result["interleaved"]["live"], result["interleaved"]["states"]
+        )
+        print(
+            f"  -> {c['evaluated_fewer_pct']}% fewer prompt tokens evaluated than 'live', wall-time ratio "
+            f"{c['wall_ratio']}, same outputs {c['same_outputs']}"
+        )
     if out is None:
         from experiments.settings import workspace
 

@@ -7,6 +7,7 @@ with a one-line "short answer only" system prompt, and prints one JSON line per 
 EM / F1. Compare with `sharp eval --system vanilla --limit N --seed 0` to see what DSPy's prompt
 format costs (or gains) on this model.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,8 +16,10 @@ import sys
 import time
 
 # The reference's own one-line prompt (LOCAL_LM.md): deliberately not a DSPy signature.
-SYSTEM = ("Answer the question using the passages. Reply with the short answer only (a name, date, number "
-          "or short phrase; yes or no for yes/no questions).")
+SYSTEM = (
+    "Answer the question using the passages. Reply with the short answer only (a name, date, number "
+    "or short phrase; yes or no for yes/no questions)."
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,14 +40,20 @@ def main(argv: list[str] | None = None) -> None:
     for ex in examples:
         golds = [ex.answer, *(getattr(ex, "answer_aliases", None) or [])]
         evidence = format_evidence(retriever.retrieve(ex.question, 5), 600)
-        messages = [{"role": "system", "content": SYSTEM},
-                    {"role": "user", "content": f"Passages:\n{evidence}\n\nQuestion: {ex.question}\nAnswer:"}]
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Passages:\n{evidence}\n\nQuestion: {ex.question}\nAnswer:"},
+        ]
         t0 = time.perf_counter()
         answer = clean_answer(session.chat(messages, max_tokens=32).text, ex.question)
         e, f = exact_match(answer, golds), f1_score(answer, golds)
         em, f1 = em + e, f1 + f
-        sys.stdout.write(json.dumps({"q": ex.question, "gold": ex.answer, "pred": answer, "em": e,
-                                     "s": round(time.perf_counter() - t0, 1)}) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {"q": ex.question, "gold": ex.answer, "pred": answer, "em": e, "s": round(time.perf_counter() - t0, 1)}
+            )
+            + "\n"
+        )
     sys.stdout.write(f"EM {em / len(examples):.3f} F1 {f1 / len(examples):.3f} on {len(examples)} questions\n")
 
 

@@ -23,8 +23,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,14 +63,22 @@ def throughput(texts: list[str], backends: list[str], seq_lengths: list[int], ba
             emb = Embedder(backend=backend, max_seq_length=msl, batch_size=bs, max_batch_tokens=tokens)
             emb.encode(texts[:8])  # load + warm up
             _, secs = embed_sorted(emb, texts)
-            rows.append({"backend": backend, "max_seq_length": msl, "batch_size": bs,
-                         "max_batch_tokens": tokens if backend != "torch" and tokens < no_budget else None,
-                         "passages_per_second": round(len(texts) / secs, 1)})
+            rows.append(
+                {
+                    "backend": backend,
+                    "max_seq_length": msl,
+                    "batch_size": bs,
+                    "max_batch_tokens": tokens if backend != "torch" and tokens < no_budget else None,
+                    "passages_per_second": round(len(texts) / secs, 1),
+                }
+            )
             log.info("throughput %s", rows[-1])
     return rows
 
 
-def full_embeddings(corpus: list, backend: str, msl: int, dense_text: str, cache: Path, corpus_hash: str) -> tuple[np.ndarray, dict]:
+def full_embeddings(
+    corpus: list, backend: str, msl: int, dense_text: str, cache: Path, corpus_hash: str
+) -> tuple[np.ndarray, dict]:
     from program.retrieval import RetrieverConfig
     from program.retrieval.dense import dense_document
     from program.retrieval.embedder import Embedder
@@ -80,8 +89,12 @@ def full_embeddings(corpus: list, backend: str, msl: int, dense_text: str, cache
     meta_path = path.with_suffix(".json")
     if path.exists() and meta_path.exists():
         return np.load(path), json.loads(meta_path.read_text())
-    emb = Embedder(backend=backend, max_seq_length=msl, batch_size=defaults.embed_batch_size,
-                   max_batch_tokens=defaults.embed_max_batch_tokens)
+    emb = Embedder(
+        backend=backend,
+        max_seq_length=msl,
+        batch_size=defaults.embed_batch_size,
+        max_batch_tokens=defaults.embed_max_batch_tokens,
+    )
     emb.encode(["warm up"])
     vecs, secs = embed_sorted(emb, [dense_document(p, dense_text) for p in corpus])
     meta = {"seconds": round(secs, 1), "passages_per_second": round(len(corpus) / secs, 1)}
@@ -111,7 +124,9 @@ class LexicalVariants:
         self.title_tokens = [self.tok(p.title) for p in corpus]
         self.text_tokens = [self.tok(p.text) for p in corpus]
 
-    def rankings(self, queries: list[str], title_repeat: int, k1: float, b: float, depth: int = DEPTH) -> list[list[int]]:
+    def rankings(
+        self, queries: list[str], title_repeat: int, k1: float, b: float, depth: int = DEPTH
+    ) -> list[list[int]]:
         import bm25s
 
         from program.retrieval.bm25 import top_k
@@ -127,7 +142,9 @@ class LexicalVariants:
         return out
 
 
-def fuse_indices(dense: list[int], bm25: list[int], wd: float, wb: float, rrf_k: float, depth: int, k: int) -> list[int]:
+def fuse_indices(
+    dense: list[int], bm25: list[int], wd: float, wb: float, rrf_k: float, depth: int, k: int
+) -> list[int]:
     score: dict[int, float] = {}
     best: dict[int, int] = {}
     for ranking, w in ((dense[:depth], wd), (bm25[:depth], wb)):
@@ -140,8 +157,13 @@ def fuse_indices(dense: list[int], bm25: list[int], wd: float, wb: float, rrf_k:
 def score_rankings(rankings: list[list[int]], corpus: list, questions: list, ks=(5, 10)) -> dict:
     from optimize.retrieval_metrics import aggregate
 
-    return aggregate([(q.get("type"), [corpus[i].title for i in r], q.get("gold_titles") or []) for r, q in
-                      zip(rankings, questions)], ks)
+    return aggregate(
+        [
+            (q.get("type"), [corpus[i].title for i in r], q.get("gold_titles") or [])
+            for r, q in zip(rankings, questions)
+        ],
+        ks,
+    )
 
 
 def tune(corpus: list, train: list, dense_rank: list[list[int]], lex: LexicalVariants) -> tuple[dict, list[dict]]:
@@ -151,13 +173,31 @@ def tune(corpus: list, train: list, dense_rank: list[list[int]], lex: LexicalVar
     for tr, k1, b in itertools.product((0, 1, 2, 3, 4), (0.9, 1.2, 1.5), (0.75, 0.9, 1.0)):
         bm = lex.rankings(queries, tr, k1, b)
         bm_only = score_rankings(bm, corpus, train)["overall"]
-        rows.append({"title_repeat": tr, "k1": k1, "b": b, "fusion": "bm25-only",
-                     "recall@10": bm_only["recall@10"], "all_gold@10": bm_only["all_gold@10"]})
+        rows.append(
+            {
+                "title_repeat": tr,
+                "k1": k1,
+                "b": b,
+                "fusion": "bm25-only",
+                "recall@10": bm_only["recall@10"],
+                "all_gold@10": bm_only["all_gold@10"],
+            }
+        )
         for wd, rrf_k, depth in itertools.product((0.4, 0.5, 0.6, 0.7, 0.8, 1.0), (2, 5, 10, 20, 60), (DEPTH,)):
             fused = [fuse_indices(d, m, wd, 1.0, rrf_k, depth, 10) for d, m in zip(dense_rank, bm)]
             o = score_rankings(fused, corpus, train, ks=(10,))["overall"]
-            rows.append({"title_repeat": tr, "k1": k1, "b": b, "dense_weight": wd, "rrf_k": rrf_k, "depth": depth,
-                         "recall@10": o["recall@10"], "all_gold@10": o["all_gold@10"]})
+            rows.append(
+                {
+                    "title_repeat": tr,
+                    "k1": k1,
+                    "b": b,
+                    "dense_weight": wd,
+                    "rrf_k": rrf_k,
+                    "depth": depth,
+                    "recall@10": o["recall@10"],
+                    "all_gold@10": o["all_gold@10"],
+                }
+            )
         log.info("tuned title_repeat=%s k1=%s b=%s", tr, k1, b)
     fused_rows = [r for r in rows if "rrf_k" in r]
     best = max(fused_rows, key=lambda r: (round(r["recall@10"] + r["all_gold@10"], 6), -r["title_repeat"], r["rrf_k"]))
@@ -172,8 +212,11 @@ def latency(retriever: Any, queries: list[str], k: int = 10) -> dict:
         t0 = time.perf_counter()
         retriever.retrieve(q, k)
         times.append((time.perf_counter() - t0) * 1000)
-    return {"p50_ms": round(float(np.percentile(times, 50)), 2), "p95_ms": round(float(np.percentile(times, 95)), 2),
-            "n": len(times)}
+    return {
+        "p50_ms": round(float(np.percentile(times, 50)), 2),
+        "p95_ms": round(float(np.percentile(times, 95)), 2),
+        "n": len(times),
+    }
 
 
 def evaluate_modes(index_dir: Path, dev: list, corpus_hash: str, n_latency: int, extra: dict[str, dict]) -> dict:
@@ -186,8 +229,11 @@ def evaluate_modes(index_dir: Path, dev: list, corpus_hash: str, n_latency: int,
     for name, cfg in configs.items():
         r = open_retriever(index_dir, cfg, corpus_sha256=corpus_hash)
         metrics, _ = evaluate_retriever(r, dev, 10)
-        out[name] = {"overall": metrics["overall"], "by_type": metrics["by_type"],
-                     "latency": latency(r, [q.question for q in dev[:n_latency]])}
+        out[name] = {
+            "overall": metrics["overall"],
+            "by_type": metrics["by_type"],
+            "latency": latency(r, [q.question for q in dev[:n_latency]]),
+        }
         log.info("%s: %s", name, {k: round(v, 3) for k, v in metrics["overall"].items()})
     return out
 
@@ -195,47 +241,84 @@ def evaluate_modes(index_dir: Path, dev: list, corpus_hash: str, n_latency: int,
 # ---- report ----------------------------------------------------------------------------------
 def markdown(report: dict) -> str:
     ds = report["dataset"]
-    lines = [f"# Retrieval benchmark: {ds}", "", f"{report['machine']}; corpus {report['corpus_size']} passages; "
-             f"dev {report['dev_size']} questions" + (f", train {report['train_size']}" if report.get("train_size") else "")
-             + f". Generated {report['generated_at']} by `{report['command']}`.", ""]
+    lines = [
+        f"# Retrieval benchmark: {ds}",
+        "",
+        f"{report['machine']}; corpus {report['corpus_size']} passages; "
+        f"dev {report['dev_size']} questions"
+        + (f", train {report['train_size']}" if report.get("train_size") else "")
+        + f". Generated {report['generated_at']} by `{report['command']}`.",
+        "",
+    ]
     b = report.get("build")
     if b:
-        lines += ["## Index build (the default config; from the index manifest's last build run)", "",
-                  "| backend | passages | embedded in that run | build s | embed s | p/s | bm25 s |",
-                  "|---|---|---|---|---|---|---|",
-                  f"| {b['backend']} | {b['num_passages']} | {b.get('embedded_this_run')} | {b.get('build_seconds')} | "
-                  f"{b.get('embed_seconds')} | {b.get('passages_per_second')} | {b.get('bm25_seconds')} |", ""]
+        lines += [
+            "## Index build (the default config; from the index manifest's last build run)",
+            "",
+            "| backend | passages | embedded in that run | build s | embed s | p/s | bm25 s |",
+            "|---|---|---|---|---|---|---|",
+            f"| {b['backend']} | {b['num_passages']} | {b.get('embedded_this_run')} | {b.get('build_seconds')} | "
+            f"{b.get('embed_seconds')} | {b.get('passages_per_second')} | {b.get('bm25_seconds')} |",
+            "",
+        ]
     if report.get("throughput"):
-        lines += ["## Embedding throughput (seeded 1,000-passage sample, length-sorted)", "",
-                  "| backend | max_seq_length | batch | token budget | p/s |", "|---|---|---|---|---|"]
-        lines += [f"| {r['backend']} | {r['max_seq_length']} | {r['batch_size']} | {r.get('max_batch_tokens') or '-'} | "
-                  f"{r['passages_per_second']} |" for r in report["throughput"]]
+        lines += [
+            "## Embedding throughput (seeded 1,000-passage sample, length-sorted)",
+            "",
+            "| backend | max_seq_length | batch | token budget | p/s |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['backend']} | {r['max_seq_length']} | {r['batch_size']} | {r.get('max_batch_tokens') or '-'} | "
+            f"{r['passages_per_second']} |"
+            for r in report["throughput"]
+        ]
         lines.append("")
     if report.get("backends"):
-        lines += ["## Backends: full-corpus embedding and dense recall on dev (exact search)", "",
-                  "Dense alone, and fused with BM25 by the default hybrid settings.", "",
-                  "| backend | max_seq_length | embed s | p/s | dense recall@5 | dense recall@10 | dense all-gold@10 "
-                  "| hybrid recall@10 | hybrid all-gold@10 |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Backends: full-corpus embedding and dense recall on dev (exact search)",
+            "",
+            "Dense alone, and fused with BM25 by the default hybrid settings.",
+            "",
+            "| backend | max_seq_length | embed s | p/s | dense recall@5 | dense recall@10 | dense all-gold@10 "
+            "| hybrid recall@10 | hybrid all-gold@10 |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in report["backends"]:
-            lines.append(f"| {r['backend']} | {r['max_seq_length']} | {r['seconds']} | {r['passages_per_second']} | "
-                         f"{r['recall@5']:.3f} | {r['recall@10']:.3f} | {r['all_gold@10']:.3f} | "
-                         f"{r['hybrid_recall@10']:.3f} | {r['hybrid_all_gold@10']:.3f} |")
+            lines.append(
+                f"| {r['backend']} | {r['max_seq_length']} | {r['seconds']} | {r['passages_per_second']} | "
+                f"{r['recall@5']:.3f} | {r['recall@10']:.3f} | {r['all_gold@10']:.3f} | "
+                f"{r['hybrid_recall@10']:.3f} | {r['hybrid_all_gold@10']:.3f} |"
+            )
         lines.append("")
     if report.get("tuning"):
         t = report["tuning"]
         lines += ["## Fusion tuning (train split only)", "", f"Best on train: `{json.dumps(t['best'])}`", ""]
-    lines += ["## Dev quality and latency per mode (open_retriever on the built index, k=10)", "",
-              "| mode | recall@5 | recall@10 | all-gold@10 | precision@10 | p50 ms | p95 ms |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Dev quality and latency per mode (open_retriever on the built index, k=10)",
+        "",
+        "| mode | recall@5 | recall@10 | all-gold@10 | precision@10 | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for mode, m in report["modes"].items():
         o, lat = m["overall"], m["latency"]
-        lines.append(f"| {mode} | {o['recall@5']:.3f} | {o['recall@10']:.3f} | {o['all_gold@10']:.3f} | "
-                     f"{o['precision@10']:.3f} | {lat['p50_ms']} | {lat['p95_ms']} |")
-    lines += ["", "### Per question type (recall@10 / all-gold@10)", "", "| mode | " + " | ".join(
-        sorted(next(iter(report["modes"].values()))["by_type"])) + " |"]
+        lines.append(
+            f"| {mode} | {o['recall@5']:.3f} | {o['recall@10']:.3f} | {o['all_gold@10']:.3f} | "
+            f"{o['precision@10']:.3f} | {lat['p50_ms']} | {lat['p95_ms']} |"
+        )
+    lines += [
+        "",
+        "### Per question type (recall@10 / all-gold@10)",
+        "",
+        "| mode | " + " | ".join(sorted(next(iter(report["modes"].values()))["by_type"])) + " |",
+    ]
     types = sorted(next(iter(report["modes"].values()))["by_type"])
     lines.append("|---" * (len(types) + 1) + "|")
     for mode, m in report["modes"].items():
-        cells = [f"{m['by_type'][t]['recall@10']:.3f} / {m['by_type'][t]['all_gold@10']:.3f} (n={m['by_type'][t]['n']})" for t in types]
+        cells = [
+            f"{m['by_type'][t]['recall@10']:.3f} / {m['by_type'][t]['all_gold@10']:.3f} (n={m['by_type'][t]['n']})"
+            for t in types
+        ]
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     lines += ["", "Config defaults: `" + json.dumps(report["config"]) + "`", ""]
     return "\n".join(lines)
@@ -246,12 +329,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--dataset", default="hotpotqa")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--workspace", default=None)
-    p.add_argument("--backends", default="torch,onnx,onnx-int8", help="Backends for the throughput and recall tables ('' skips).")
+    p.add_argument(
+        "--backends", default="torch,onnx,onnx-int8", help="Backends for the throughput and recall tables ('' skips)."
+    )
     p.add_argument("--seq-lengths", default="256,128")
     p.add_argument("--batch-sizes", default="16,32,64,128")
     p.add_argument("--sample", type=int, default=1000)
-    p.add_argument("--full-backends", default="torch:256,onnx-int8:256,onnx-int8:128",
-                   help="backend:max_seq_length pairs embedded in full for the recall table ('' skips).")
+    p.add_argument(
+        "--full-backends",
+        default="torch:256,onnx-int8:256,onnx-int8:128",
+        help="backend:max_seq_length pairs embedded in full for the recall table ('' skips).",
+    )
     p.add_argument("--tune", action="store_true", help="Grid-search BM25/fusion settings on the train split.")
     p.add_argument("--latency-queries", type=int, default=200)
     p.add_argument("--no-index", action="store_true", help="Stop before the built-index step (tables 1-3 only).")
@@ -277,8 +365,12 @@ def main(argv: Sequence[str] | None = None) -> dict:
     train = load_questions(args.dataset, "train", args.data_dir) if args.tune else []
     defaults = RetrieverConfig()
     report: dict[str, Any] = {
-        "dataset": args.dataset, "corpus_size": len(corpus), "dev_size": len(dev), "train_size": len(train) or None,
-        "machine": f"{os.cpu_count()} CPU cores, no GPU", "generated_at": now_iso(),
+        "dataset": args.dataset,
+        "corpus_size": len(corpus),
+        "dev_size": len(dev),
+        "train_size": len(train) or None,
+        "machine": f"{os.cpu_count()} CPU cores, no GPU",
+        "generated_at": now_iso(),
         "command": "python -m experiments.benchmarks.retrieval " + " ".join(argv if argv is not None else sys.argv[1:]),
         "config": defaults.model_dump(exclude={"onnx_cache_dir"}),
     }
@@ -288,33 +380,63 @@ def main(argv: Sequence[str] | None = None) -> dict:
     backends = [b for b in args.backends.split(",") if b]
     if backends:
         rng = np.random.default_rng(0)
-        sample = [dense_document(corpus[i], defaults.dense_text) for i in rng.choice(len(corpus), min(args.sample, len(corpus)), replace=False)]
-        report["throughput"] = throughput(sample, backends, [int(s) for s in args.seq_lengths.split(",")],
-                                          [int(b) for b in args.batch_sizes.split(",")])
+        sample = [
+            dense_document(corpus[i], defaults.dense_text)
+            for i in rng.choice(len(corpus), min(args.sample, len(corpus)), replace=False)
+        ]
+        report["throughput"] = throughput(
+            sample,
+            backends,
+            [int(s) for s in args.seq_lengths.split(",")],
+            [int(b) for b in args.batch_sizes.split(",")],
+        )
     dense_rank_by: dict[str, tuple] = {}
     report["backends"] = []
     lex = LexicalVariants(corpus) if (args.tune or args.full_backends) else None
-    bm25_dev = lex.rankings([q.question for q in dev], defaults.bm25_title_repeat, defaults.bm25_k1, defaults.bm25_b) if lex else []
+    bm25_dev = (
+        lex.rankings([q.question for q in dev], defaults.bm25_title_repeat, defaults.bm25_k1, defaults.bm25_b)
+        if lex
+        else []
+    )
     for spec in [s for s in args.full_backends.split(",") if s]:
         backend, msl = spec.split(":")
         vecs, meta = full_embeddings(corpus, backend, int(msl), defaults.dense_text, cache, corpus_hash)
         qemb = Embedder(backend=backend, max_seq_length=int(msl))
-        ranks = {name: exact_dense(vecs, qemb.encode([q.question for q in qs])) for name, qs in (("dev", dev), ("train", train)) if qs}
+        ranks = {
+            name: exact_dense(vecs, qemb.encode([q.question for q in qs]))
+            for name, qs in (("dev", dev), ("train", train))
+            if qs
+        }
         dense_rank_by[spec] = (vecs, ranks)
         o = score_rankings(ranks["dev"], corpus, dev)["overall"]
-        fused = [fuse_indices(d, m, defaults.dense_weight, defaults.bm25_weight, defaults.rrf_k, defaults.candidate_depth, 10)
-                 for d, m in zip(ranks["dev"], bm25_dev)]
+        fused = [
+            fuse_indices(
+                d, m, defaults.dense_weight, defaults.bm25_weight, defaults.rrf_k, defaults.candidate_depth, 10
+            )
+            for d, m in zip(ranks["dev"], bm25_dev)
+        ]
         h = score_rankings(fused, corpus, dev)["overall"]
-        report["backends"].append({"backend": backend, "max_seq_length": int(msl), **meta,
-                                   **{k: o[k] for k in ("recall@5", "recall@10", "all_gold@10")},
-                                   "hybrid_recall@10": h["recall@10"], "hybrid_all_gold@10": h["all_gold@10"]})
+        report["backends"].append(
+            {
+                "backend": backend,
+                "max_seq_length": int(msl),
+                **meta,
+                **{k: o[k] for k in ("recall@5", "recall@10", "all_gold@10")},
+                "hybrid_recall@10": h["recall@10"],
+                "hybrid_all_gold@10": h["all_gold@10"],
+            }
+        )
         log.info("backend %s", report["backends"][-1])
     if args.tune:
         spec = f"{defaults.backend}:{defaults.max_seq_length}"
         if spec not in dense_rank_by:
             raise SystemExit(f"--tune needs --full-backends to include the default {spec}")
         best, rows = tune(corpus, train, dense_rank_by[spec][1]["train"], lex)
-        report["tuning"] = {"best": best, "grid_size": len(rows), "top": sorted(rows, key=lambda r: -(r["recall@10"] + r["all_gold@10"]))[:15]}
+        report["tuning"] = {
+            "best": best,
+            "grid_size": len(rows),
+            "top": sorted(rows, key=lambda r: -(r["recall@10"] + r["all_gold@10"]))[:15],
+        }
         (out_dir / f"retrieval_tuning_{index_name(args.dataset)}.json").write_text(json.dumps(rows))
     name = index_name(args.dataset)
     if args.no_index:
@@ -324,9 +446,15 @@ def main(argv: Sequence[str] | None = None) -> dict:
     manifest = read_manifest(index_dir)
     if manifest is None or manifest.get("status") != "complete":
         manifest = build_index(corpus, index_dir, defaults, progress=False, dataset=args.dataset)
-    report["build"] = {"backend": manifest["backend"], "num_passages": manifest["num_passages"], **(manifest.get("timings") or {})}
+    report["build"] = {
+        "backend": manifest["backend"],
+        "num_passages": manifest["num_passages"],
+        **(manifest.get("timings") or {}),
+    }
     naive = {"mode": "hybrid", "dense_weight": 1.0, "bm25_weight": 1.0, "rrf_k": 60}
-    report["modes"] = evaluate_modes(index_dir, dev, corpus_hash, args.latency_queries, {"hybrid (naive RRF: w=1,1 k=60)": naive})
+    report["modes"] = evaluate_modes(
+        index_dir, dev, corpus_hash, args.latency_queries, {"hybrid (naive RRF: w=1,1 k=60)": naive}
+    )
     (out_dir / f"retrieval_{name}.json").write_text(json.dumps(report, indent=2))
     (out_dir / f"retrieval_{name}.md").write_text(markdown(report))
     print(markdown(report))

@@ -10,6 +10,7 @@ scored as `sharp eval-retrieval` scores. The grid
 runs each distinct search once; the reported dev rows go through open_retriever, the code the systems
 run. Writes WORKSPACE/benchmarks/second_hop_<dataset>.json and .md. Needs the index, no LM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,8 @@ import itertools
 import json
 import logging
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from optimize.metrics import evidence_complete
 from program.retrieval import RetrieverConfig
@@ -28,7 +30,9 @@ GRID = {"hop_keep": (0.4, 0.6, 0.8), "hop_seeds": (1, 2), "hop_seed_chars": (150
 
 
 def all_gold(examples: Sequence[Any], ranked: Sequence[Sequence[Any]]) -> float:
-    return sum(evidence_complete(e.gold_titles, [p.title for p in ps]) for e, ps in zip(examples, ranked)) / len(examples)
+    return sum(evidence_complete(e.gold_titles, [p.title for p in ps]) for e, ps in zip(examples, ranked)) / len(
+        examples
+    )
 
 
 def one_by_one(retriever: Any, queries: Sequence[str], depth: int) -> list:
@@ -47,27 +51,50 @@ def grid(base: Any, examples: Sequence[Any], depth: int, rrf_k: float, k: int = 
         hops[(rank, chars)] = one_by_one(base, queries, depth)
     rows = []
     for keep, seeds, chars in itertools.product(*GRID.values()):
-        ranked = [combine(first[i], fuse_hops([hops[(r, chars)][i] for r in range(seeds)], rrf_k, depth), k, keep)
-                  for i in range(len(examples))]
-        rows.append({"hop_keep": keep, "hop_seeds": seeds, "hop_seed_chars": chars, f"all_gold@{k}": all_gold(examples, ranked)})
-    rows.append({"hop_keep": None, "hop_seeds": None, "hop_seed_chars": None,
-                 f"all_gold@{k}": all_gold(examples, [hits[:k] for hits in first])})
+        ranked = [
+            combine(first[i], fuse_hops([hops[(r, chars)][i] for r in range(seeds)], rrf_k, depth), k, keep)
+            for i in range(len(examples))
+        ]
+        rows.append(
+            {"hop_keep": keep, "hop_seeds": seeds, "hop_seed_chars": chars, f"all_gold@{k}": all_gold(examples, ranked)}
+        )
+    rows.append(
+        {
+            "hop_keep": None,
+            "hop_seeds": None,
+            "hop_seed_chars": None,
+            f"all_gold@{k}": all_gold(examples, [hits[:k] for hits in first]),
+        }
+    )
     return rows
 
 
 def markdown(report: dict) -> str:
-    lines = [f"# Second hop on {report['dataset']}", "",
-             f"Grid on {report['n_train']} train questions (seed {report['train_seed']}), all-gold@5, best first:", "",
-             "| hop_keep | hop_seeds | hop_seed_chars | all-gold@5 |", "|---|---|---|---|"]
+    lines = [
+        f"# Second hop on {report['dataset']}",
+        "",
+        f"Grid on {report['n_train']} train questions (seed {report['train_seed']}), all-gold@5, best first:",
+        "",
+        "| hop_keep | hop_seeds | hop_seed_chars | all-gold@5 |",
+        "|---|---|---|---|",
+    ]
     for r in report["grid"][:8]:
         lines.append(f"| {r['hop_keep']} | {r['hop_seeds']} | {r['hop_seed_chars']} | {r['all_gold@5']:.3f} |")
-    lines += ["", f"Without the hop: {report['train_base_all_gold@5']:.3f}.", "",
-              f"Dev, {report['n_dev']} seeded questions (seed {report['dev_seed']}):", "",
-              "| retriever | " + " | ".join(f"all-gold@{k}" for k in KS) + " | ms/query |",
-              "|---|" + "---|" * (len(KS) + 1)]
+    lines += [
+        "",
+        f"Without the hop: {report['train_base_all_gold@5']:.3f}.",
+        "",
+        f"Dev, {report['n_dev']} seeded questions (seed {report['dev_seed']}):",
+        "",
+        "| retriever | " + " | ".join(f"all-gold@{k}" for k in KS) + " | ms/query |",
+        "|---|" + "---|" * (len(KS) + 1),
+    ]
     for name, s in report["dev"].items():
-        lines.append(f"| {name} | " + " | ".join(f"{s['overall'][f'all_gold@{k}']:.2f}" for k in KS)
-                     + f" | {s['latency']['batched_ms_per_query']:.0f} |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{s['overall'][f'all_gold@{k}']:.2f}" for k in KS)
+            + f" | {s['latency']['batched_ms_per_query']:.0f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -100,12 +127,23 @@ def main(argv: list[str] | None = None) -> None:
     rows.sort(key=lambda r: -r["all_gold@5"])
     best = {key: rows[0][key] for key in GRID}
     dev = rt.examples("dev", args.n_dev, args.dev_seed)
-    chosen = {"default retriever": {}, "second hop, defaults": {"second_hop": True},
-              "second hop, train-best": {"second_hop": True, **best}}
-    report = {"dataset": args.dataset, "n_train": len(train), "train_seed": args.train_seed, "grid": rows,
-              "train_base_all_gold@5": base_row["all_gold@5"], "train_best": best,
-              "defaults": {key: getattr(defaults, key) for key in GRID}, "n_dev": len(dev), "dev_seed": args.dev_seed,
-              "dev": {name: scores(rt.retriever(o), dev) for name, o in chosen.items()}}
+    chosen = {
+        "default retriever": {},
+        "second hop, defaults": {"second_hop": True},
+        "second hop, train-best": {"second_hop": True, **best},
+    }
+    report = {
+        "dataset": args.dataset,
+        "n_train": len(train),
+        "train_seed": args.train_seed,
+        "grid": rows,
+        "train_base_all_gold@5": base_row["all_gold@5"],
+        "train_best": best,
+        "defaults": {key: getattr(defaults, key) for key in GRID},
+        "n_dev": len(dev),
+        "dev_seed": args.dev_seed,
+        "dev": {name: scores(rt.retriever(o), dev) for name, o in chosen.items()},
+    }
     out = rt.workspace / "benchmarks"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"second_hop_{args.dataset}.json").write_text(json.dumps(report, indent=2))

@@ -9,12 +9,14 @@ how often every gold paragraph is then in the evidence shown to the generator (t
 EvidencePool.select) and anywhere in the pool, before and after. The k schedule, evidence cap and
 retriever settings are the run's own, read from RESULTS.meta.json (the defaults without one).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from experiments.benchmarks.evidence_selection import pooled
 from optimize.evaluate import read_results
@@ -43,10 +45,10 @@ def main(argv: list[str] | None = None) -> None:
     for row in stopped:
         gold, pool = golds[row["id"]], pooled(row["trace"])
 
-        def covered(ids: list[str]) -> bool:
+        def covered(ids: list[str], gold: set[str] = gold) -> bool:
             return gold <= {titles.get(i, "") for i in ids}
 
-        def tally(when: str) -> None:
+        def tally(when: str, pool: Any = pool) -> None:
             counts[f"evidence_{when}"] += covered([p.id for p in pool.select(cfg.evidence_cap)])
             counts[f"pool_{when}"] += covered([p.id for ps in pool.by_query.values() for p in ps])
 
@@ -56,9 +58,11 @@ def main(argv: list[str] | None = None) -> None:
         for query, passages in zip(queries, retriever.retrieve_many(queries, k)):
             pool.add(query, [Passage(p.id, "", "") for p in passages])
         tally("after")
-    sys.stdout.write(f"{len(stopped)} of {len(rows)} questions stopped on no_new_queries; all gold paragraphs "
-                     f"in the evidence ({cfg.evidence_cap}): {counts['evidence_before']} -> {counts['evidence_after']}; "
-                     f"in the pool: {counts['pool_before']} -> {counts['pool_after']}\n")
+    sys.stdout.write(
+        f"{len(stopped)} of {len(rows)} questions stopped on no_new_queries; all gold paragraphs "
+        f"in the evidence ({cfg.evidence_cap}): {counts['evidence_before']} -> {counts['evidence_after']}; "
+        f"in the pool: {counts['pool_before']} -> {counts['pool_after']}\n"
+    )
 
 
 if __name__ == "__main__":

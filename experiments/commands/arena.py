@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -13,36 +12,70 @@ from experiments import options as o
 
 
 def arena(
-    systems: str = typer.Option("all", "--systems", help="Comma list of systems, or 'all'. "
-                                "E.g. sharp,vanilla,vanilla-hybrid,self-rag,crag,adaptive,react,closed-book."),
-    dataset: str = o.Dataset, split: str = typer.Option("dev", "--split"),
-    limit: Optional[int] = typer.Option(None, "--limit", help="A seeded sample of N questions (the same for all)."),
+    systems: str = typer.Option(
+        "all",
+        "--systems",
+        help="Comma list of systems, or 'all'. "
+        "E.g. sharp,vanilla,vanilla-hybrid,self-rag,crag,adaptive,react,closed-book.",
+    ),
+    dataset: str = o.Dataset,
+    split: str = typer.Option("dev", "--split"),
+    limit: int | None = typer.Option(None, "--limit", help="A seeded sample of N questions (the same for all)."),
     balanced: bool = typer.Option(False, "--balanced", help="Balance the sample by question type."),
     seed: int = typer.Option(0, "--seed"),
-    name: Optional[str] = typer.Option(None, "--name", help="Arena name (report folder workspace/reports/arena-NAME; "
-                                       "default from dataset, split, limit, seed). The same name resumes."),
+    name: str | None = typer.Option(
+        None,
+        "--name",
+        help="Arena name (report folder workspace/reports/arena-NAME; "
+        "default from dataset, split, limit, seed). The same name resumes.",
+    ),
     baseline: str = typer.Option("vanilla", "--baseline", help="System the paired differences are taken against."),
-    judge: bool = typer.Option(False, "--judge", help="Add LLM-as-judge answer accuracy and faithfulness (role judge)."),
+    judge: bool = typer.Option(
+        False, "--judge", help="Add LLM-as-judge answer accuracy and faithfulness (role judge)."
+    ),
     threads: int = typer.Option(1, "--threads", help="Parallel questions per system (helps for remote LMs)."),
-    step: Optional[int] = typer.Option(None, "--step", help="Interleave: every unfinished system answers the first "
-                                       "STEP questions, then the first 2*STEP, ...; stopped early, every system "
-                                       "has a common prefix of the sample."),
-    report_only: bool = typer.Option(False, "--report-only", help="Rebuild the report from the result files as "
-                                     "they stand (partial systems on the questions they answered); runs nothing, "
-                                     "loads no model, logs nothing to MLflow."),
-    program: Optional[list[str]] = typer.Option(None, "--program", help="A saved program as one more entrant "
-                                                "(repeatable): PATH, NAME=PATH or NAME=models:/M/V; the name "
-                                                "defaults to the file's stem."),
-    report: Optional[str] = typer.Option(None, "--report", help="Write the report into this subfolder of the "
-                                         "arena folder (the result files stay shared), e.g. --report compiled."),
-    data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
-    lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
-    critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
-    judge_lm: Optional[str] = o.JudgeLM, lm_config: Optional[Path] = o.LMConfigFile,
-    no_cache: bool = o.NoCache, cache_dir: Optional[Path] = o.CacheDir, retriever_set: Optional[list[str]] = o.RetrieverSet,
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON mapping: system name -> its config."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="One system's key: --set crag.upper=0.7 (repeatable)."),
-    tracking_uri: Optional[str] = o.TrackingUri,
+    step: int | None = typer.Option(
+        None,
+        "--step",
+        help="Interleave: every unfinished system answers the first "
+        "STEP questions, then the first 2*STEP, ...; stopped early, every system "
+        "has a common prefix of the sample.",
+    ),
+    report_only: bool = typer.Option(
+        False,
+        "--report-only",
+        help="Rebuild the report from the result files as "
+        "they stand (partial systems on the questions they answered); runs nothing, "
+        "loads no model, logs nothing to MLflow.",
+    ),
+    program: list[str] | None = typer.Option(
+        None,
+        "--program",
+        help="A saved program as one more entrant "
+        "(repeatable): PATH, NAME=PATH or NAME=models:/M/V; the name "
+        "defaults to the file's stem.",
+    ),
+    report: str | None = typer.Option(
+        None,
+        "--report",
+        help="Write the report into this subfolder of the "
+        "arena folder (the result files stay shared), e.g. --report compiled.",
+    ),
+    data_dir: Path | None = o.DataDir,
+    workspace: Path | None = o.Workspace,
+    lm: str | None = o.LM,
+    api_base: str | None = o.ApiBase,
+    planner_lm: str | None = o.PlannerLM,
+    critic_lm: str | None = o.CriticLM,
+    generator_lm: str | None = o.GeneratorLM,
+    judge_lm: str | None = o.JudgeLM,
+    lm_config: Path | None = o.LMConfigFile,
+    no_cache: bool = o.NoCache,
+    cache_dir: Path | None = o.CacheDir,
+    retriever_set: list[str] | None = o.RetrieverSet,
+    config: Path | None = typer.Option(None, "--config", help="YAML/JSON mapping: system name -> its config."),
+    set_: list[str] | None = typer.Option(None, "--set", help="One system's key: --set crag.upper=0.7 (repeatable)."),
+    tracking_uri: str | None = o.TrackingUri,
     no_tracking: bool = typer.Option(False, "--no-tracking", help="Write the report only; no MLflow runs."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:
@@ -54,25 +87,56 @@ def arena(
 
     try:
         names = resolve_systems(systems)  # an unknown name fails here, before any model or index is loaded
-        lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
-                             generator_lm=generator_lm, judge_lm=judge_lm)
+        lm_cfg = o.lm_config(
+            lm_config,
+            lm,
+            api_base,
+            planner_lm=planner_lm,
+            critic_lm=critic_lm,
+            generator_lm=generator_lm,
+            judge_lm=judge_lm,
+        )
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever=o.parse_sets(retriever_set))
         programs = program_entrants(program or [], rt.workspace)
         if report_only:
             no_tracking = True
         if not no_tracking:
             tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
-        spec = ArenaSpec(systems=names, split=split, limit=limit, seed=seed, balanced=balanced, name=name,
-                         baseline=baseline, judge=judge, threads=threads, step=step, report_only=report_only,
-                         configs={**o.read_mapping(config), **o.parse_sets(set_)},
-                         skip_unavailable=systems.strip() == "all", programs=programs, report=report)
+        spec = ArenaSpec(
+            systems=names,
+            split=split,
+            limit=limit,
+            seed=seed,
+            balanced=balanced,
+            name=name,
+            baseline=baseline,
+            judge=judge,
+            threads=threads,
+            step=step,
+            report_only=report_only,
+            configs={**o.read_mapping(config), **o.parse_sets(set_)},
+            skip_unavailable=systems.strip() == "all",
+            programs=programs,
+            report=report,
+        )
         result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
     except SharpError as exc:
         render.err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     if as_json:
-        sys.stdout.write(json.dumps({"report": str(result.report), "ran": result.ran, "reused": result.reused,
-                                     "skipped": result.skipped, "summary": result.summary}, default=str) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "report": str(result.report),
+                    "ran": result.ran,
+                    "reused": result.reused,
+                    "skipped": result.skipped,
+                    "summary": result.summary,
+                },
+                default=str,
+            )
+            + "\n"
+        )
         return
     table = {s: e["metrics"] for s, e in result.summary["systems"].items()}
     render.console.print(render.metrics_table(table, f"arena on {dataset} {split}"))
@@ -97,7 +161,7 @@ def program_entrants(refs: list[str], workspace: Path) -> dict[str, str]:
             name, target = "", ref
         path = resolve_program_path(target, workspace)
         if not name and target.startswith("models:/"):  # models:/NAME/VERSION -> NAME-vVERSION
-            model, _, version = target[len("models:/"):].strip("/").partition("/")
+            model, _, version = target[len("models:/") :].strip("/").partition("/")
             name = f"{model}-v{version}" if version else model.replace("@", "-")
         name = name or path.stem
         if name in out:

@@ -10,8 +10,9 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import typer
 
@@ -26,7 +27,12 @@ log = logging.getLogger(__name__)
 IndexDir = typer.Option(None, "--index-dir", help="Index folder (default: WORKSPACE/indexes/<dataset>).")
 Backend = typer.Option(None, "--backend", help="Embedding runtime: torch | onnx | onnx-int8 (default: the config's).")
 Mode = typer.Option("hybrid", "--mode", "-m", help="dense | bm25 | hybrid.")
-Dataset = typer.Option("hotpotqa", "--dataset", "-d", help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with corpus.jsonl, or a file).")
+Dataset = typer.Option(
+    "hotpotqa",
+    "--dataset",
+    "-d",
+    help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with corpus.jsonl, or a file).",
+)
 RetrieverConfigFile = typer.Option(None, "--retriever-config", help="YAML/JSON file with RetrieverConfig keys.")
 RetrieverSet = typer.Option(None, "--set", help="Override one RetrieverConfig key: --set rrf_k=30 (repeatable).")
 
@@ -37,14 +43,13 @@ def index_name(dataset: str) -> str:
     return dataset.lower() if dataset.lower() in DATASETS else Path(dataset).stem
 
 
-def resolve_index_dir(dataset: str, workspace: Optional[Path], index_dir: Optional[Path]) -> Path:
+def resolve_index_dir(dataset: str, workspace: Path | None, index_dir: Path | None) -> Path:
     from experiments import settings
 
     return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
 
 
-
-def load_questions(dataset: str, split: str, data_dir: Optional[Path], limit: Optional[int] = None, seed: int = 0) -> list:
+def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int | None = None, seed: int = 0) -> list:
     """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
     from data.errors import DatasetError
     from data.loaders import load_examples
@@ -61,8 +66,9 @@ def load_questions(dataset: str, split: str, data_dir: Optional[Path], limit: Op
     return load_examples(path, split, None, limit=limit, seed=seed)
 
 
-def retriever_config(mode: Optional[str] = None, backend: Optional[str] = None,
-                     config_file: Optional[Path] = None, sets: Optional[list[str]] = None) -> Any:
+def retriever_config(
+    mode: str | None = None, backend: str | None = None, config_file: Path | None = None, sets: list[str] | None = None
+) -> Any:
     from program.retrieval import RetrieverConfig
 
     values = {**o.read_mapping(config_file), **o.parse_sets(sets)}
@@ -78,11 +84,17 @@ def _fail(exc: Exception) -> None:
 
 # ---- commands ------------------------------------------------------------------------------
 def index(
-    dataset: str = Dataset, data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
-    index_dir: Optional[Path] = IndexDir, rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index and build it anew."),
-    backend: Optional[str] = Backend,
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Texts per embedding batch (default: the config's)."),
-    config_file: Optional[Path] = RetrieverConfigFile, set_: Optional[list[str]] = RetrieverSet,
+    dataset: str = Dataset,
+    data_dir: Path | None = o.DataDir,
+    workspace: Path | None = o.Workspace,
+    index_dir: Path | None = IndexDir,
+    rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index and build it anew."),
+    backend: str | None = Backend,
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", help="Texts per embedding batch (default: the config's)."
+    ),
+    config_file: Path | None = RetrieverConfigFile,
+    set_: list[str] | None = RetrieverSet,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as one JSON object."),
 ) -> None:
@@ -97,8 +109,9 @@ def index(
 
         passages = load_dataset_corpus(dataset, data_dir)
         target = resolve_index_dir(dataset, workspace, index_dir)
-        manifest = build_index(passages, target, cfg, batch_size=batch_size, progress=progress, rebuild=rebuild,
-                               dataset=dataset)
+        manifest = build_index(
+            passages, target, cfg, batch_size=batch_size, progress=progress, rebuild=rebuild, dataset=dataset
+        )
     except SharpError as exc:
         _fail(exc)
     if as_json:
@@ -107,16 +120,24 @@ def index(
     from experiments.render import console
 
     t = manifest.get("timings") or {}
-    console.print(f"[green]index ready[/green] at {target}: {manifest['num_passages']} passages, "
-                  f"{manifest['embedding_model']} ({manifest['dimension']}-d, {manifest['backend']})"
-                  + (f"; built in {t['build_seconds']:.0f} s" if t.get("build_seconds") else ""))
+    console.print(
+        f"[green]index ready[/green] at {target}: {manifest['num_passages']} passages, "
+        f"{manifest['embedding_model']} ({manifest['dimension']}-d, {manifest['backend']})"
+        + (f"; built in {t['build_seconds']:.0f} s" if t.get("build_seconds") else "")
+    )
 
 
 def retrieve(
     query: str = typer.Argument(..., help="The search query."),
-    dataset: str = Dataset, data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
-    index_dir: Optional[Path] = IndexDir, mode: str = Mode, k: int = typer.Option(5, "-k", "--k", help="Passages to return."),
-    backend: Optional[str] = Backend, config_file: Optional[Path] = RetrieverConfigFile, set_: Optional[list[str]] = RetrieverSet,
+    dataset: str = Dataset,
+    data_dir: Path | None = o.DataDir,
+    workspace: Path | None = o.Workspace,
+    index_dir: Path | None = IndexDir,
+    mode: str = Mode,
+    k: int = typer.Option(5, "-k", "--k", help="Passages to return."),
+    backend: str | None = Backend,
+    config_file: Path | None = RetrieverConfigFile,
+    set_: list[str] | None = RetrieverSet,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the passages."),
 ) -> None:
     """Retrieve passages for a query from a built index (a Rich table, or --json)."""
@@ -132,7 +153,13 @@ def retrieve(
     except SharpError as exc:
         _fail(exc)
     if as_json:
-        out = {"query": query, "mode": cfg.mode, "k": k, "latency_ms": round(ms, 2), "passages": [p.to_dict() for p in hits]}
+        out = {
+            "query": query,
+            "mode": cfg.mode,
+            "k": k,
+            "latency_ms": round(ms, 2),
+            "passages": [p.to_dict() for p in hits],
+        }
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return
     from rich.table import Table
@@ -147,8 +174,9 @@ def retrieve(
     console.print(table)
 
 
-def evaluate_retriever(retriever: Any, questions: list, k: int, batch: int = 32,
-                       ks: Sequence[int] | None = None) -> tuple[dict, dict]:
+def evaluate_retriever(
+    retriever: Any, questions: list, k: int, batch: int = 32, ks: Sequence[int] | None = None
+) -> tuple[dict, dict]:
     """(metrics from optimize.retrieval_metrics.aggregate, latency summary) for questions at the cutoffs
     ``ks`` (default 2, 5, 10, 20 up to k, and k); the latency is that of asking for the largest cutoff.
 
@@ -181,13 +209,21 @@ def evaluate_retriever(retriever: Any, questions: list, k: int, batch: int = 32,
 
 
 def eval_retrieval(
-    dataset: str = Dataset, split: str = typer.Option("dev", "--split", help="Question split (dev, train)."),
-    data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace, index_dir: Optional[Path] = IndexDir,
-    mode: str = Mode, k: int = typer.Option(10, "-k", "--k", help="Depth to score (recall/precision/all-gold at 2, 5, 10, 20 up to k)."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Score a seeded sample of N questions."),
+    dataset: str = Dataset,
+    split: str = typer.Option("dev", "--split", help="Question split (dev, train)."),
+    data_dir: Path | None = o.DataDir,
+    workspace: Path | None = o.Workspace,
+    index_dir: Path | None = IndexDir,
+    mode: str = Mode,
+    k: int = typer.Option(10, "-k", "--k", help="Depth to score (recall/precision/all-gold at 2, 5, 10, 20 up to k)."),
+    limit: int | None = typer.Option(None, "--limit", help="Score a seeded sample of N questions."),
     seed: int = typer.Option(0, "--seed", help="Seed of the --limit sample."),
-    backend: Optional[str] = Backend, config_file: Optional[Path] = RetrieverConfigFile, set_: Optional[list[str]] = RetrieverSet,
-    as_json: bool = typer.Option(False, "--json", help="Print ONE JSON object with the aggregate metrics (logs go to stderr)."),
+    backend: str | None = Backend,
+    config_file: Path | None = RetrieverConfigFile,
+    set_: list[str] | None = RetrieverSet,
+    as_json: bool = typer.Option(
+        False, "--json", help="Print ONE JSON object with the aggregate metrics (logs go to stderr)."
+    ),
 ) -> None:
     """Score retrieval against the gold titles of a split: recall@k, precision@k, all-gold@k."""
     from program.errors import SharpError
@@ -200,14 +236,24 @@ def eval_retrieval(
         from experiments.runtime import load_dataset_corpus
 
         corpus_hash = corpus_sha256(load_dataset_corpus(dataset, data_dir))
-        retriever = open_retriever(resolve_index_dir(dataset, workspace, index_dir), cfg,
-                                   corpus_sha256=corpus_hash, dataset=dataset)
+        retriever = open_retriever(
+            resolve_index_dir(dataset, workspace, index_dir), cfg, corpus_sha256=corpus_hash, dataset=dataset
+        )
         metrics, latency = evaluate_retriever(retriever, questions, k)
     except SharpError as exc:
         _fail(exc)
-    result = {"dataset": dataset, "split": split, "mode": cfg.mode, "k": k, "n": metrics["overall"].get("n", 0),
-              "limit": limit, "seed": seed, **metrics, "latency": latency,
-              "config": cfg.model_dump(exclude={"onnx_cache_dir"})}
+    result = {
+        "dataset": dataset,
+        "split": split,
+        "mode": cfg.mode,
+        "k": k,
+        "n": metrics["overall"].get("n", 0),
+        "limit": limit,
+        "seed": seed,
+        **metrics,
+        "latency": latency,
+        "config": cfg.model_dump(exclude={"onnx_cache_dir"}),
+    }
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
         return
@@ -219,8 +265,10 @@ def eval_retrieval(
     ks = sorted({int(c.split("@")[1]) for c in metrics["overall"] if "@" in c})
     cols = [(f"R@{kk}", f"recall@{kk}") for kk in ks] + [(f"AG@{kk}", f"all_gold@{kk}") for kk in ks]
     cols.append((f"P@{ks[-1]}", f"precision@{ks[-1]}") if ks else ("P", "precision"))
-    table = Table(title=f"retrieval {cfg.mode} on {dataset}/{split}",
-                  caption="R recall, AG all gold titles retrieved, P precision; by question type")
+    table = Table(
+        title=f"retrieval {cfg.mode} on {dataset}/{split}",
+        caption="R recall, AG all gold titles retrieved, P precision; by question type",
+    )
     for head in ["type", "n", *(h for h, _ in cols)]:
         table.add_column(head, justify="right", no_wrap=True)
     for name, m in rows.items():

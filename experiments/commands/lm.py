@@ -13,10 +13,13 @@ import typer
 
 log = logging.getLogger(__name__)
 
-lm_app = typer.Typer(help="Local language models: serve one to several processes, list them, time them.",
-                     no_args_is_help=True)
+lm_app = typer.Typer(
+    help="Local language models: serve one to several processes, list them, time them.", no_args_is_help=True
+)
 
-ModelOpt = typer.Option("local/qwen2.5-coder-1.5b", "--model", "-m", help="A local model: local/NAME (see `sharp lm info`).")
+ModelOpt = typer.Option(
+    "local/qwen2.5-coder-1.5b", "--model", "-m", help="A local model: local/NAME (see `sharp lm info`)."
+)
 NCtx = typer.Option(8192, "--n-ctx", help="Context window in tokens (prompt + answer).")
 NThreads = typer.Option(2, "--n-threads", help="CPU threads for llama.cpp.")
 BenchModels = typer.Option(None, "--model", "-m", help="Local model(s) to time (default: all installed).")
@@ -34,7 +37,8 @@ def serve(
     model: str = ModelOpt,
     port: int = typer.Option(8008, "--port", "-p"),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (keep 127.0.0.1 unless you mean it)."),
-    n_ctx: int = NCtx, n_threads: int = NThreads,
+    n_ctx: int = NCtx,
+    n_threads: int = NThreads,
 ) -> None:
     """Serve a local model as an OpenAI-compatible endpoint so several processes share one loaded model."""
     from program.errors import SharpError
@@ -48,8 +52,11 @@ def serve(
     except (SharpError, OSError) as exc:
         _fail(exc)
     base = f"http://{host}:{server.server_address[1]}/v1"
-    print(f"serving {model} as '{SERVED_ALIAS}' on {base} (n_ctx={session.n_ctx}, n_threads={n_threads}); "
-          f"Ctrl-C stops it", flush=True)
+    print(
+        f"serving {model} as '{SERVED_ALIAS}' on {base} (n_ctx={session.n_ctx}, n_threads={n_threads}); "
+        f"Ctrl-C stops it",
+        flush=True,
+    )
     print(f"use it with:  --lm {SERVED_MODEL} --api-base {base}", flush=True)
     try:
         server.serve_forever()
@@ -101,9 +108,14 @@ def info(
     for col in ("packages", "file", "MiB", "sha256 (pinned)", "hash ok"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["model"], "ok" if r["packages_ok"] else f"missing {len(r['missing'])}",
-                      r["path"] or "-", str(r["size_mb"] or "-"), r["sha256"][:12] + "…",
-                      "yes" if r["verified"] else "not checked yet")
+        table.add_row(
+            r["model"],
+            "ok" if r["packages_ok"] else f"missing {len(r['missing'])}",
+            r["path"] or "-",
+            str(r["size_mb"] or "-"),
+            r["sha256"][:12] + "…",
+            "yes" if r["verified"] else "not checked yet",
+        )
     console.print(table)
     for r in rows:
         if not r["packages_ok"]:

@@ -6,7 +6,6 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -25,20 +24,28 @@ def _fail(exc: Exception) -> None:
 def ask(
     question: str = typer.Argument(..., help="The question to answer."),
     system: str = typer.Option("sharp", "--system", "-s", help="System to run (see `sharp eval --help`)."),
-    program: Optional[str] = typer.Option(None, "--program", help="A saved program: file path or models:/NAME/VERSION."),
-    dataset: str = o.Dataset, data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
-    lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
-    critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
-    lm_config: Optional[Path] = o.LMConfigFile, no_cache: bool = o.NoCache,
-    config: Optional[Path] = o.Config, set_: Optional[list[str]] = o.Set,
+    program: str | None = typer.Option(None, "--program", help="A saved program: file path or models:/NAME/VERSION."),
+    dataset: str = o.Dataset,
+    data_dir: Path | None = o.DataDir,
+    workspace: Path | None = o.Workspace,
+    lm: str | None = o.LM,
+    api_base: str | None = o.ApiBase,
+    planner_lm: str | None = o.PlannerLM,
+    critic_lm: str | None = o.CriticLM,
+    generator_lm: str | None = o.GeneratorLM,
+    lm_config: Path | None = o.LMConfigFile,
+    no_cache: bool = o.NoCache,
+    config: Path | None = o.Config,
+    set_: list[str] | None = o.Set,
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as one JSON object."),
 ) -> None:
     """Answer one question and show how: plan, each round's verdict and confidence, evidence, cost."""
     from program.errors import SharpError
 
     try:
-        lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
-                             generator_lm=generator_lm)
+        lm_cfg = o.lm_config(
+            lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm, generator_lm=generator_lm
+        )
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache)
         if program:
             from experiments.export import resolve_program_path
@@ -50,7 +57,7 @@ def ask(
     except SharpError as exc:
         _fail(exc)
     if as_json:
-        out = {k: pred.get(k) for k in pred.keys() if k != "passages"}
+        out = {k: pred.get(k) for k in pred if k != "passages"}
         out["passages"] = [p.to_dict() for p in pred.passages]
         sys.stdout.write(json.dumps(out, default=str) + "\n")
         return
@@ -61,17 +68,27 @@ def ask(
 
 def eval_(
     system: str = typer.Option("sharp", "--system", "-s", help="sharp | vanilla | any registered system."),
-    program: Optional[str] = typer.Option(None, "--program", help="Evaluate a saved program instead of a fresh system."),
-    dataset: str = o.Dataset, split: str = typer.Option("dev", "--split"),
-    limit: Optional[int] = typer.Option(None, "--limit", help="A seeded sample of N questions."),
-    seed: int = typer.Option(0, "--seed"), balanced: bool = typer.Option(False, "--balanced", help="Balance by type."),
+    program: str | None = typer.Option(None, "--program", help="Evaluate a saved program instead of a fresh system."),
+    dataset: str = o.Dataset,
+    split: str = typer.Option("dev", "--split"),
+    limit: int | None = typer.Option(None, "--limit", help="A seeded sample of N questions."),
+    seed: int = typer.Option(0, "--seed"),
+    balanced: bool = typer.Option(False, "--balanced", help="Balance by type."),
     threads: int = typer.Option(1, "--threads", help="Parallel questions (helps for remote LMs)."),
-    data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
-    lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, planner_lm: Optional[str] = o.PlannerLM,
-    critic_lm: Optional[str] = o.CriticLM, generator_lm: Optional[str] = o.GeneratorLM,
-    lm_config: Optional[Path] = o.LMConfigFile, no_cache: bool = o.NoCache, cache_dir: Optional[Path] = o.CacheDir,
-    config: Optional[Path] = o.Config, set_: Optional[list[str]] = o.Set, retriever_set: Optional[list[str]] = o.RetrieverSet,
-    tracking_uri: Optional[str] = o.TrackingUri,
+    data_dir: Path | None = o.DataDir,
+    workspace: Path | None = o.Workspace,
+    lm: str | None = o.LM,
+    api_base: str | None = o.ApiBase,
+    planner_lm: str | None = o.PlannerLM,
+    critic_lm: str | None = o.CriticLM,
+    generator_lm: str | None = o.GeneratorLM,
+    lm_config: Path | None = o.LMConfigFile,
+    no_cache: bool = o.NoCache,
+    cache_dir: Path | None = o.CacheDir,
+    config: Path | None = o.Config,
+    set_: list[str] | None = o.Set,
+    retriever_set: list[str] | None = o.RetrieverSet,
+    tracking_uri: str | None = o.TrackingUri,
     traces: bool = typer.Option(True, "--traces/--no-traces", help="Record DSPy traces in MLflow."),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregate metrics as one JSON object."),
 ) -> None:
@@ -81,8 +98,9 @@ def eval_(
     from program.errors import SharpError
 
     try:
-        lm_cfg = o.lm_config(lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm,
-                             generator_lm=generator_lm)
+        lm_cfg = o.lm_config(
+            lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm, generator_lm=generator_lm
+        )
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever=o.parse_sets(retriever_set))
         tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
         examples = rt.examples(split, limit, seed, balanced)
@@ -95,8 +113,16 @@ def eval_(
         if traces:
             tracking.enable_dspy_traces()
         with tracking.run(f"eval-{name}-{Path(dataset).stem}-{split}", tags={"kind": "eval", "system": name}):
-            result, settings, module, path = run_eval(rt, name, examples, split, program_path=program_path,
-                                                      threads=threads, progress=not as_json, module=module)
+            result, settings, module, path = run_eval(
+                rt,
+                name,
+                examples,
+                split,
+                program_path=program_path,
+                threads=threads,
+                progress=not as_json,
+                module=module,
+            )
             import mlflow
 
             mlflow.log_params(tracking.flatten({**settings, "limit": limit, "seed": seed, "balanced": balanced}))
@@ -111,11 +137,16 @@ def eval_(
 
 
 def demo(
-    dataset: str = o.Dataset, split: str = typer.Option("dev", "--split"),
-    limit: int = typer.Option(20, "--limit", help="Seeded sample size."), seed: int = typer.Option(0, "--seed"),
-    data_dir: Optional[Path] = o.DataDir, workspace: Optional[Path] = o.Workspace,
-    lm: Optional[str] = o.LM, api_base: Optional[str] = o.ApiBase, critic_lm: Optional[str] = o.CriticLM,
-    tracking_uri: Optional[str] = o.TrackingUri,
+    dataset: str = o.Dataset,
+    split: str = typer.Option("dev", "--split"),
+    limit: int = typer.Option(20, "--limit", help="Seeded sample size."),
+    seed: int = typer.Option(0, "--seed"),
+    data_dir: Path | None = o.DataDir,
+    workspace: Path | None = o.Workspace,
+    lm: str | None = o.LM,
+    api_base: str | None = o.ApiBase,
+    critic_lm: str | None = o.CriticLM,
+    tracking_uri: str | None = o.TrackingUri,
 ) -> None:
     """The main job: build the index if needed, run SHARP and plain RAG on a seeded sample, compare."""
     from experiments import render, tracking
@@ -137,8 +168,9 @@ def demo(
             for name in ("vanilla", "sharp"):
                 render.console.print(f"[bold]{name}[/bold] on {len(examples)} {dataset} {split} questions")
                 with tracking.run(name, nested=True, tags={"system": name}):
-                    result, settings, module, path = run_eval(rt, name, examples, split,
-                                                              module=rt.system(name, retriever=retriever))
+                    result, settings, module, path = run_eval(
+                        rt, name, examples, split, module=rt.system(name, retriever=retriever)
+                    )
                     import mlflow
 
                     mlflow.log_params(tracking.flatten(settings))
@@ -146,8 +178,12 @@ def demo(
                 results[name] = result.metrics
     except SharpError as exc:
         _fail(exc)
-    render.console.print(render.metrics_table(results, f"SHARP vs plain RAG, {limit} seeded {dataset} {split} questions"))
-    render.console.print(f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {uri}) then open http://127.0.0.1:5000")
+    render.console.print(
+        render.metrics_table(results, f"SHARP vs plain RAG, {limit} seeded {dataset} {split} questions")
+    )
+    render.console.print(
+        f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {uri}) then open http://127.0.0.1:5000"
+    )
 
 
 def register(app: typer.Typer) -> None:

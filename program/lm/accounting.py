@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Iterator
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,15 @@ def summarize(records: list[CallRecord] | list[dict]) -> dict:
     """Sum records overall and per role: calls, tokens, seconds, cached calls, errors."""
 
     def blank() -> dict:
-        return {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "lm_seconds": 0.0,
-                "cached_calls": 0, "lm_errors": 0, "reused_prompt_tokens": 0}
+        return {
+            "lm_calls": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "lm_seconds": 0.0,
+            "cached_calls": 0,
+            "lm_errors": 0,
+            "reused_prompt_tokens": 0,
+        }
 
     total, by_role = blank(), {}
     for r in records:
@@ -69,9 +76,7 @@ def summarize(records: list[CallRecord] | list[dict]) -> dict:
     return total
 
 
-_active: contextvars.ContextVar[tuple[Ledger, ...]] = contextvars.ContextVar(
-    "sharp_ledgers", default=()
-)
+_active: contextvars.ContextVar[tuple[Ledger, ...]] = contextvars.ContextVar("sharp_ledgers", default=())
 
 
 @contextmanager

@@ -42,8 +42,14 @@ class SharpLM(dspy.LM):
     def __init__(self, spec: LMSpec, role: str, **lm_kwargs: Any):
         self.spec = spec
         self.role = role
-        super().__init__(spec.model, temperature=spec.temperature, max_tokens=spec.max_tokens,
-                         cache=spec.cache, num_retries=0, **lm_kwargs)
+        super().__init__(
+            spec.model,
+            temperature=spec.temperature,
+            max_tokens=spec.max_tokens,
+            cache=spec.cache,
+            num_retries=0,
+            **lm_kwargs,
+        )
 
     # -- one accounted, retried, mapped call -------------------------------------------------
     def _endpoint(self) -> str:
@@ -56,9 +62,17 @@ class SharpLM(dspy.LM):
 
     def _fail(self, exc: BaseException, kind: str, attempts: int, started: float) -> BaseException:
         secrets = self._secrets()
-        error = to_project_error(exc, kind=kind, model=self.model, role=self.role, endpoint=self._endpoint(),
-                                 attempts=attempts, timeout_s=self.spec.timeout_s,
-                                 api_key_env=self.spec.api_key_env, secrets=secrets)
+        error = to_project_error(
+            exc,
+            kind=kind,
+            model=self.model,
+            role=self.role,
+            endpoint=self._endpoint(),
+            attempts=attempts,
+            timeout_s=self.spec.timeout_s,
+            api_key_env=self.spec.api_key_env,
+            secrets=secrets,
+        )
         self._record_failure(error, started)
         return error
 
@@ -69,17 +83,20 @@ class SharpLM(dspy.LM):
     def _done(self, result: Any, started: float) -> None:
         usage = result.usage or {}
         details = usage.get("prompt_tokens_details") or {}
-        record(CallRecord(
-            self.role, self.model,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            seconds=time.perf_counter() - started,
-            cached=bool(result.cache_hit),
-            reused_prompt_tokens=int(details.get("cached_tokens") or 0),
-        ))
+        record(
+            CallRecord(
+                self.role,
+                self.model,
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                seconds=time.perf_counter() - started,
+                cached=bool(result.cache_hit),
+                reused_prompt_tokens=int(details.get("cached_tokens") or 0),
+            )
+        )
 
     def _delay(self, attempt: int) -> float:
-        return min(self.spec.retry_backoff_s * (2 ** attempt), 30.0)
+        return min(self.spec.retry_backoff_s * (2**attempt), 30.0)
 
     def _after_failure(self, exc: Exception, attempt: int, started: float) -> float:
         """The back-off before the next attempt, or raise the mapped error (recorded once)."""
@@ -90,8 +107,16 @@ class SharpLM(dspy.LM):
         kind = classify(exc)
         if kind in RETRYABLE and attempt < self.spec.num_retries:
             delay = self._delay(attempt)
-            log.warning("%s call to %s failed (%s: %s); retry %d/%d in %.1fs", self.role, self.model, kind,
-                        redact(str(exc), self._secrets())[:200], attempt + 1, self.spec.num_retries, delay)
+            log.warning(
+                "%s call to %s failed (%s: %s); retry %d/%d in %.1fs",
+                self.role,
+                self.model,
+                kind,
+                redact(str(exc), self._secrets())[:200],
+                attempt + 1,
+                self.spec.num_retries,
+                delay,
+            )
             return delay
         error = self._fail(exc, kind, attempt + 1, started)
         if error is exc:
@@ -103,7 +128,7 @@ class SharpLM(dspy.LM):
         for attempt in range(self.spec.num_retries + 1):
             try:
                 result = attempt_fn()
-            except Exception as exc:  # noqa: BLE001 - classified; unknown errors propagate unchanged
+            except Exception as exc:
                 time.sleep(self._after_failure(exc, attempt, started))
                 continue
             self._done(result, started)
@@ -117,7 +142,7 @@ class SharpLM(dspy.LM):
         for attempt in range(self.spec.num_retries + 1):
             try:
                 result = await attempt_fn()
-            except Exception as exc:  # noqa: BLE001 - as in _run
+            except Exception as exc:
                 await asyncio.sleep(self._after_failure(exc, attempt, started))
                 continue
             self._done(result, started)
@@ -156,8 +181,12 @@ class SharpLM(dspy.LM):
         return self.copy()
 
     def dump_state(self) -> dict:
-        return {"_dspy_lm_class": f"{type(self).__module__}.{type(self).__qualname__}",
-                "model": self.model, "role": self.role, "spec": self.spec.model_dump()}
+        return {
+            "_dspy_lm_class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "model": self.model,
+            "role": self.role,
+            "spec": self.spec.model_dump(),
+        }
 
     @classmethod
     def load_state(cls, state: dict, *, allow_custom_lm_class: bool = False) -> SharpLM:

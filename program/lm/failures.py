@@ -98,9 +98,18 @@ def _first_line(exc: BaseException, secrets: Iterable[str | None]) -> str:
     return redact(text, secrets)[:300]
 
 
-def to_project_error(exc: BaseException, *, kind: str, model: str, role: str, endpoint: str,
-                     attempts: int, timeout_s: float, api_key_env: str | None,
-                     secrets: Iterable[str | None] = ()) -> BaseException:
+def to_project_error(
+    exc: BaseException,
+    *,
+    kind: str,
+    model: str,
+    role: str,
+    endpoint: str,
+    attempts: int,
+    timeout_s: float,
+    api_key_env: str | None,
+    secrets: Iterable[str | None] = (),
+) -> BaseException:
     """The project's exception for ``exc`` (already classified as ``kind``)."""
     secrets = list(secrets)
     detail = f"{type(exc).__name__}: {_first_line(exc, secrets)}"
@@ -108,24 +117,32 @@ def to_project_error(exc: BaseException, *, kind: str, model: str, role: str, en
     if kind == "unavailable":
         return LMUnavailableError(f"cannot reach {where}: {detail}. {SERVE_HINT}")
     if kind == "timeout":
-        return LMTimeoutError(f"{where} did not answer within {timeout_s:g}s ({attempts} attempt"
-                              f"{'s' if attempts != 1 else ''}); raise timeout_s or check the server's load. "
-                              f"[{detail}]")
+        return LMTimeoutError(
+            f"{where} did not answer within {timeout_s:g}s ({attempts} attempt"
+            f"{'s' if attempts != 1 else ''}); raise timeout_s or check the server's load. "
+            f"[{detail}]"
+        )
     if kind == "context":
-        return LMContextOverflowError(f"{where}: the prompt does not fit the context window: {detail}. "
-                                      "Shorten the input (fewer passages/demos) or raise n_ctx.")
+        return LMContextOverflowError(
+            f"{where}: the prompt does not fit the context window: {detail}. "
+            "Shorten the input (fewer passages/demos) or raise n_ctx."
+        )
     if kind == "rate_limit":
-        return LMProviderError(f"{where} is rate limited: {detail}. Wait, lower parallelism (num_threads), "
-                               "or use another model.")
+        return LMProviderError(
+            f"{where} is rate limited: {detail}. Wait, lower parallelism (num_threads), or use another model."
+        )
     if kind == "auth":
         source = f"the key in ${api_key_env}" if api_key_env else "the API key (set api_key_env to its variable)"
         return LMProviderError(f"{where} refused the credentials: {detail}. Check {source}.")
     if kind == "not_found":
-        return LMProviderError(f"{where} does not know this model or route: {detail}. Check the model name "
-                               "(a `sharp lm serve` server answers to openai/local).")
+        return LMProviderError(
+            f"{where} does not know this model or route: {detail}. Check the model name "
+            "(a `sharp lm serve` server answers to openai/local)."
+        )
     if kind == "server":
-        return LMProviderError(f"{where} failed with a server error after {attempts} attempt"
-                               f"{'s' if attempts != 1 else ''}: {detail}")
+        return LMProviderError(
+            f"{where} failed with a server error after {attempts} attempt{'s' if attempts != 1 else ''}: {detail}"
+        )
     if kind in ("invalid", "provider"):
         return LMProviderError(f"{where} rejected or garbled the call: {detail}")
     return exc

@@ -49,8 +49,10 @@ def _import_llama():
     try:
         import llama_cpp
     except ImportError:
-        raise ModelFileError("local models need llama-cpp-python: pip install 'llama-cpp-python[server]==0.3.36' "
-                             "(or pip install 'sharp-rag[local]')") from None
+        raise ModelFileError(
+            "local models need llama-cpp-python: pip install 'llama-cpp-python[server]==0.3.36' "
+            "(or pip install 'sharp-rag[local]')"
+        ) from None
     return llama_cpp
 
 
@@ -104,9 +106,14 @@ def _make_classes(llama_cpp):
             n = int(llama_cpp.llama_state_get_data(ctx, buf, size))
             import numpy as np
 
-            return llama_cpp.LlamaState(input_ids=self.input_ids[: self.n_tokens].copy(),
-                                        scores=np.empty((0, 0), dtype=np.single), n_tokens=self.n_tokens,
-                                        llama_state=bytes(buf)[:n], llama_state_size=n, seed=self._seed)
+            return llama_cpp.LlamaState(
+                input_ids=self.input_ids[: self.n_tokens].copy(),
+                scores=np.empty((0, 0), dtype=np.single),
+                n_tokens=self.n_tokens,
+                llama_state=bytes(buf)[:n],
+                llama_state_size=n,
+                seed=self._seed,
+            )
 
         def load_state(self, state):
             self.input_ids[: state.n_tokens] = state.input_ids[: state.n_tokens]
@@ -186,8 +193,15 @@ class LocalSession:
 
         CountingLlama, PrefixStateCache = _make_classes(llama_cpp)
         t0 = time.perf_counter()
-        self.llm = CountingLlama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
-                                 n_threads_batch=n_threads, n_batch=512, seed=0, verbose=False)
+        self.llm = CountingLlama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_threads_batch=n_threads,
+            n_batch=512,
+            seed=0,
+            verbose=False,
+        )
         self.load_seconds = time.perf_counter() - t0
         self.n_ctx = self.llm.n_ctx()
         self.lock = threading.Lock()
@@ -197,8 +211,12 @@ class LocalSession:
             raise ModelFileError(f"{path} has no chat template; it cannot serve chat calls")
         text = self.llm._model.token_get_text
         eos, bos = self.llm.token_eos(), self.llm.token_bos()
-        self.formatter = Jinja2ChatFormatter(template=template, eos_token=text(eos) if eos != -1 else "",
-                                             bos_token=text(bos) if bos != -1 else "", stop_token_ids=[eos])
+        self.formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=text(eos) if eos != -1 else "",
+            bos_token=text(bos) if bos != -1 else "",
+            stop_token_ids=[eos],
+        )
         self._grammars: dict[str, Any] = {}
         log.info("loaded %s (n_ctx=%d, n_threads=%d) in %.1fs", path.name, self.n_ctx, n_threads, self.load_seconds)
 
@@ -217,15 +235,25 @@ class LocalSession:
                 # the schema in its own property order: llama.cpp emits properties in that order, and a
                 # sorted copy put the critic's verdict after its (looping) lists, where max_tokens cut it
                 grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False) if key else None
-            except Exception as exc:  # noqa: BLE001 - an exotic schema: constrain to JSON at least
+            except Exception as exc:
                 log.warning("cannot turn the JSON schema into a grammar (%s); using plain JSON", exc)
                 grammar = None
             self._grammars[key] = grammar or LlamaGrammar.from_string(JSON_GBNF, verbose=False)
         return self._grammars[key]
 
-    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0, top_p: float | None = None,
-             stop: list[str] | None = None, response_format: dict | None = None, seed: int | None = None,
-             prefix_reuse: bool | str = True, logprobs: int | None = None) -> ChatResult:
+    def chat(
+        self,
+        messages: list[dict],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        top_p: float | None = None,
+        stop: list[str] | None = None,
+        response_format: dict | None = None,
+        seed: int | None = None,
+        prefix_reuse: bool | str = True,
+        logprobs: int | None = None,
+    ) -> ChatResult:
         """One chat completion. Raises lm15's ContextLengthError when prompt + max_tokens exceed n_ctx.
 
         ``logprobs``: also return the top-``logprobs`` alternatives of every generated token
@@ -242,7 +270,8 @@ class LocalSession:
             if len(tokens) + max_tokens > self.n_ctx:
                 raise ContextLengthError(
                     f"the prompt has {len(tokens)} tokens and max_tokens is {max_tokens}: "
-                    f"{len(tokens) + max_tokens} > n_ctx {self.n_ctx}")
+                    f"{len(tokens) + max_tokens} > n_ctx {self.n_ctx}"
+                )
             stops = list(stop or []) + ([fmt.stop] if isinstance(fmt.stop, str) else list(fmt.stop or []))
             mode = _reuse_mode(prefix_reuse)
             if mode == "off":
@@ -252,11 +281,19 @@ class LocalSession:
             recorder = TopLogprobs(logprobs) if logprobs is not None else None
             try:
                 out = llm.create_completion(
-                    prompt=tokens, max_tokens=max_tokens, temperature=temperature,
-                    top_p=0.95 if top_p is None else top_p, top_k=40, min_p=0.05, repeat_penalty=1.0,
-                    stop=stops, seed=seed, grammar=self._grammar(response_format),
+                    prompt=tokens,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    top_p=0.95 if top_p is None else top_p,
+                    top_k=40,
+                    min_p=0.05,
+                    repeat_penalty=1.0,
+                    stop=stops,
+                    seed=seed,
+                    grammar=self._grammar(response_format),
                     stopping_criteria=fmt.stopping_criteria,
-                    logits_processor=llama_cpp_processors(recorder) if recorder else None)
+                    logits_processor=llama_cpp_processors(recorder) if recorder else None,
+                )
                 evaluated = llm.evals[0] if llm.evals else len(tokens)
             finally:
                 llm.evals = None
@@ -265,10 +302,15 @@ class LocalSession:
             token_logprobs = None
             if recorder is not None:
                 token_logprobs = recorder.finish(usage["completion_tokens"], self._token_text)
-            return ChatResult(text=choice["text"], finish_reason=choice.get("finish_reason") or "stop",
-                              prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
-                              reused_tokens=max(0, len(tokens) - evaluated), seconds=time.perf_counter() - t0,
-                              logprobs=token_logprobs)
+            return ChatResult(
+                text=choice["text"],
+                finish_reason=choice.get("finish_reason") or "stop",
+                prompt_tokens=usage["prompt_tokens"],
+                completion_tokens=usage["completion_tokens"],
+                reused_tokens=max(0, len(tokens) - evaluated),
+                seconds=time.perf_counter() - t0,
+                logprobs=token_logprobs,
+            )
 
     def _token_text(self, token: int) -> str:
         return self.llm.detokenize([token], special=False).decode("utf-8", errors="replace")
@@ -291,15 +333,15 @@ _SESSIONS: dict[tuple, LocalSession] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def get_session(model: str, *, n_ctx: int = 8192, n_threads: int = 2,
-                prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES) -> LocalSession:
+def get_session(
+    model: str, *, n_ctx: int = 8192, n_threads: int = 2, prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES
+) -> LocalSession:
     """The process-wide session for a local model (loaded on first use)."""
     path = model_path(model)
     key = (str(path), n_ctx, n_threads)
     with _SESSIONS_LOCK:
         if key not in _SESSIONS:
-            _SESSIONS[key] = LocalSession(path, n_ctx=n_ctx, n_threads=n_threads,
-                                          prefix_cache_bytes=prefix_cache_bytes)
+            _SESSIONS[key] = LocalSession(path, n_ctx=n_ctx, n_threads=n_threads, prefix_cache_bytes=prefix_cache_bytes)
         return _SESSIONS[key]
 
 
@@ -337,8 +379,9 @@ class LocalEngine:
     supports_response_schema = True
     supports_function_calling = False
     supports_reasoning = False
-    supported_params = frozenset({"temperature", "max_tokens", "top_p", "stop", "seed", "response_format",
-                                  "logprobs", "top_logprobs"})
+    supported_params = frozenset(
+        {"temperature", "max_tokens", "top_p", "stop", "seed", "response_format", "logprobs", "top_logprobs"}
+    )
 
     def __init__(self, model: str, *, n_ctx: int = 8192, n_threads: int = 2, prefix_reuse: bool | str = True):
         _reuse_mode(prefix_reuse)
@@ -357,15 +400,28 @@ class LocalEngine:
     def complete(self, request) -> Response:
         cfg = request.config
         result = self.session.chat(
-            request_messages(request), max_tokens=cfg.max_tokens or 1024,
-            temperature=0.0 if cfg.temperature is None else cfg.temperature, top_p=cfg.top_p,
-            stop=list(cfg.stop or ()), response_format=cfg.response_format, seed=cfg.seed,
-            prefix_reuse=self.prefix_reuse, logprobs=cfg.logprobs)
-        return Response(id=None, model=self.model, message=Message.assistant([TextPart(result.text)]),
-                        finish_reason="length" if result.finish_reason == "length" else "stop",
-                        usage=Usage(input_tokens=result.prompt_tokens, output_tokens=result.completion_tokens,
-                                    cache_read_tokens=result.reused_tokens),
-                        logprobs=_lm15_logprobs(result.logprobs))
+            request_messages(request),
+            max_tokens=cfg.max_tokens or 1024,
+            temperature=0.0 if cfg.temperature is None else cfg.temperature,
+            top_p=cfg.top_p,
+            stop=list(cfg.stop or ()),
+            response_format=cfg.response_format,
+            seed=cfg.seed,
+            prefix_reuse=self.prefix_reuse,
+            logprobs=cfg.logprobs,
+        )
+        return Response(
+            id=None,
+            model=self.model,
+            message=Message.assistant([TextPart(result.text)]),
+            finish_reason="length" if result.finish_reason == "length" else "stop",
+            usage=Usage(
+                input_tokens=result.prompt_tokens,
+                output_tokens=result.completion_tokens,
+                cache_read_tokens=result.reused_tokens,
+            ),
+            logprobs=_lm15_logprobs(result.logprobs),
+        )
 
     def stream(self, request):
         return response_to_events(self.complete(request))
@@ -384,20 +440,30 @@ class LocalEngine:
         return self
 
     def dump_state(self) -> dict:
-        return {"model": self.model, "n_ctx": self.n_ctx, "n_threads": self.n_threads,
-                "prefix_reuse": self.prefix_reuse}
+        return {
+            "model": self.model,
+            "n_ctx": self.n_ctx,
+            "n_threads": self.n_threads,
+            "prefix_reuse": self.prefix_reuse,
+        }
 
     @classmethod
     def load_state(cls, state: dict) -> LocalEngine:
-        return cls(state["model"], n_ctx=state["n_ctx"], n_threads=state["n_threads"],
-                   prefix_reuse=state.get("prefix_reuse", True))
+        return cls(
+            state["model"],
+            n_ctx=state["n_ctx"],
+            n_threads=state["n_threads"],
+            prefix_reuse=state.get("prefix_reuse", True),
+        )
 
 
 def _lm15_logprobs(steps) -> tuple | None:
     if steps is None:
         return None
-    return tuple(TokenLogprob(token=text, logprob=lp, top=tuple(TopLogprob(token=t, logprob=a) for t, a in alts))
-                 for text, lp, alts in steps)
+    return tuple(
+        TokenLogprob(token=text, logprob=lp, top=tuple(TopLogprob(token=t, logprob=a) for t, a in alts))
+        for text, lp, alts in steps
+    )
 
 
 class AsyncLocalEngine:
@@ -420,4 +486,3 @@ class AsyncLocalEngine:
 
     def __deepcopy__(self, memo: dict) -> AsyncLocalEngine:
         return self
-

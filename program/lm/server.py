@@ -47,18 +47,34 @@ def chat_completion(session: LocalSession, body: dict, *, alias: str = SERVED_AL
     max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 1024
     logprobs = int(body.get("top_logprobs") or 0) if body.get("logprobs") else None
     result = session.chat(
-        _messages(body), max_tokens=int(max_tokens), temperature=float(body.get("temperature") or 0.0),
-        top_p=body.get("top_p"), stop=[stop] if isinstance(stop, str) else list(stop or []),
-        response_format=body.get("response_format"), seed=body.get("seed"), logprobs=logprobs)
+        _messages(body),
+        max_tokens=int(max_tokens),
+        temperature=float(body.get("temperature") or 0.0),
+        top_p=body.get("top_p"),
+        stop=[stop] if isinstance(stop, str) else list(stop or []),
+        response_format=body.get("response_format"),
+        seed=body.get("seed"),
+        logprobs=logprobs,
+    )
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": alias,
-        "choices": [{"index": 0, "finish_reason": result.finish_reason,
-                     "message": {"role": "assistant", "content": result.text},
-                     "logprobs": _openai_logprobs(result.logprobs)}],
-        "usage": {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-                  "total_tokens": result.prompt_tokens + result.completion_tokens,
-                  "prompt_tokens_details": {"cached_tokens": result.reused_tokens}},
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": result.finish_reason,
+                "message": {"role": "assistant", "content": result.text},
+                "logprobs": _openai_logprobs(result.logprobs),
+            }
+        ],
+        "usage": {
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": result.reused_tokens},
+        },
     }
 
 
@@ -89,8 +105,16 @@ def make_handler(session: LocalSession, alias: str = SERVED_ALIAS) -> type[BaseH
             self.wfile.write(data)
 
         def _error(self, status: int, message: str, code: str) -> None:
-            self._send(status, {"error": {"message": message, "type": "invalid_request_error"
-                                          if status < 500 else "server_error", "code": code}})
+            self._send(
+                status,
+                {
+                    "error": {
+                        "message": message,
+                        "type": "invalid_request_error" if status < 500 else "server_error",
+                        "code": code,
+                    }
+                },
+            )
 
         def do_GET(self) -> None:
             path = self.path.rstrip("/")
@@ -121,8 +145,9 @@ def make_handler(session: LocalSession, alias: str = SERVED_ALIAS) -> type[BaseH
     return Handler
 
 
-def make_server(session: LocalSession, host: str = "127.0.0.1", port: int = 8008,
-                alias: str = SERVED_ALIAS) -> ThreadingHTTPServer:
+def make_server(
+    session: LocalSession, host: str = "127.0.0.1", port: int = 8008, alias: str = SERVED_ALIAS
+) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer((host, port), make_handler(session, alias))
     server.daemon_threads = True
     return server

@@ -45,9 +45,7 @@ class LocalModel:
 
 
 def _parts(prefix: str, count: int, version: str) -> tuple[tuple[str, str, str], ...]:
-    return tuple(
-        (f"{prefix}{i}", version, f"{prefix}{i}".replace("-", "_")) for i in range(1, count + 1)
-    )
+    return tuple((f"{prefix}{i}", version, f"{prefix}{i}".replace("-", "_")) for i in range(1, count + 1))
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {
@@ -144,8 +142,9 @@ class LMSpec(StrictConfig):
     def _env_name(cls, v: str | None) -> str | None:
         if v is not None and not _ENV_NAME.match(v):
             # Never echo the value: it may be a key pasted in the wrong place.
-            raise ValueError("api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), "
-                             "not the key itself")
+            raise ValueError(
+                "api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not the key itself"
+            )
         return v
 
     @field_validator("api_base")

@@ -14,8 +14,8 @@ import re
 import shutil
 import tempfile
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -60,7 +60,9 @@ def bm25_document(p: Passage, title_repeat: int) -> str:
     return " ".join([p.title] * title_repeat + [p.text])
 
 
-def build_bm25(passages: Sequence[Passage], out_dir: str | os.PathLike, settings: dict, show_progress: bool = False) -> None:
+def build_bm25(
+    passages: Sequence[Passage], out_dir: str | os.PathLike, settings: dict, show_progress: bool = False
+) -> None:
     """Index ``passages`` and save to ``out_dir`` (replaced atomically: a killed build leaves
     either the old folder or none, never a half-written one)."""
     import bm25s

@@ -49,7 +49,9 @@ class RetrieverConfig(StrictConfig):
     max_seq_length: int = Field(128, ge=16, le=8192, description="Tokens kept per passage/query.")
     embed_batch_size: int = Field(64, ge=1, le=4096, description="Most texts per embedding batch.")
     embed_max_batch_tokens: int = Field(
-        4096, ge=64, le=1_000_000,
+        4096,
+        ge=64,
+        le=1_000_000,
         description="ONNX backends: most padded tokens per batch, so long texts go in smaller batches "
         "(on 2 cores 16 x 256 tokens ran faster than 64 x 256).",
     )
@@ -69,9 +71,14 @@ class RetrieverConfig(StrictConfig):
     bm25_weight: float = Field(1.0, ge=0.0, le=100.0)
     candidate_depth: int = Field(100, ge=1, le=10_000, description="Hits taken from each retriever before fusing.")
     # --- second hop (query-time; program/retrieval/hop.py) ---
-    second_hop: bool = Field(False, description="Search again with the query plus its top passage(s) and give "
-                             "part of k to the new passages found (no LM call).")
-    hop_keep: float = Field(0.6, gt=0.0, le=1.0, description="Share of k kept from the query's own hits (rounded, >= 1).")
+    second_hop: bool = Field(
+        False,
+        description="Search again with the query plus its top passage(s) and give "
+        "part of k to the new passages found (no LM call).",
+    )
+    hop_keep: float = Field(
+        0.6, gt=0.0, le=1.0, description="Share of k kept from the query's own hits (rounded, >= 1)."
+    )
     hop_seeds: int = Field(1, ge=1, le=10, description="Top passages each turned into a second-hop query.")
     hop_seed_chars: int = Field(300, ge=0, le=2000, description="Characters of a seed passage's text in its hop query.")
     hop_depth: int = Field(20, ge=1, le=1000, description="Hits taken per search before combining.")
@@ -84,7 +91,7 @@ class RetrieverConfig(StrictConfig):
         return v.strip()
 
     @model_validator(mode="after")
-    def _weights(self) -> "RetrieverConfig":
+    def _weights(self) -> RetrieverConfig:
         if self.mode == "hybrid" and self.dense_weight + self.bm25_weight <= 0:
             raise ValueError("hybrid mode needs dense_weight + bm25_weight > 0")
         return self

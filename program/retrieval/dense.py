@@ -7,9 +7,10 @@ would try to download a model).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -43,10 +44,8 @@ def delete_collection(index_dir: str | os.PathLike) -> None:
 
     path = Path(index_dir) / CHROMA_DIR
     client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
-    try:
+    with contextlib.suppress(NotFoundError):
         client.delete_collection(COLLECTION)
-    except NotFoundError:
-        pass
 
 
 def stored_ids(collection, page: int = 20_000) -> set[str]:
@@ -103,14 +102,18 @@ class DenseRetriever:
             )
         try:
             res = self._collection.query(
-                query_embeddings=vectors, n_results=min(k, self._count),
+                query_embeddings=vectors,
+                n_results=min(k, self._count),
                 include=["documents", "metadatas", "distances"],
             )
         except Exception as exc:  # chromadb raises its own and builtin types; none is recoverable here
             raise RetrievalError(f"dense query failed: {type(exc).__name__}: {exc}") from exc
         out = []
         for ids, docs, metas, dists in zip(res["ids"], res["documents"], res["metadatas"], res["distances"]):
-            hits = [Passage(i, (m or {}).get("title", ""), d or "", 1.0 - float(dist)) for i, d, m, dist in zip(ids, docs, metas, dists)]
+            hits = [
+                Passage(i, (m or {}).get("title", ""), d or "", 1.0 - float(dist))
+                for i, d, m, dist in zip(ids, docs, metas, dists)
+            ]
             hits.sort(key=lambda p: (-p.score, p.id))
             out.append(hits)
         return out

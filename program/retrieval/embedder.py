@@ -15,8 +15,8 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -84,19 +84,26 @@ class Embedder:
         self._impl: _TorchImpl | _OnnxImpl | None = None
 
     @classmethod
-    def from_config(cls, config: RetrieverConfig) -> "Embedder":
+    def from_config(cls, config: RetrieverConfig) -> Embedder:
         return cls(
-            config.embedding_model, config.backend, config.max_seq_length,
-            config.embed_batch_size, config.onnx_cache_dir, config.embed_max_batch_tokens,
+            config.embedding_model,
+            config.backend,
+            config.max_seq_length,
+            config.embed_batch_size,
+            config.onnx_cache_dir,
+            config.embed_max_batch_tokens,
         )
 
-    def _load(self) -> "_TorchImpl | _OnnxImpl":
+    def _load(self) -> _TorchImpl | _OnnxImpl:
         if self._impl is None:
             if self.backend == "torch":
                 self._impl = _TorchImpl(self.model_name, self.max_seq_length)
             else:
                 self._impl = _OnnxImpl(
-                    self.model_name, self.backend == "onnx-int8", self.max_seq_length, self.onnx_cache_dir,
+                    self.model_name,
+                    self.backend == "onnx-int8",
+                    self.max_seq_length,
+                    self.onnx_cache_dir,
                     self.max_batch_tokens,
                 )
         return self._impl
@@ -150,7 +157,9 @@ class _TorchImpl:
 
 
 class _OnnxImpl:
-    def __init__(self, name: str, int8: bool, max_seq_length: int, cache_dir: str | None, max_batch_tokens: int) -> None:
+    def __init__(
+        self, name: str, int8: bool, max_seq_length: int, cache_dir: str | None, max_batch_tokens: int
+    ) -> None:
         self.max_batch_tokens = max_batch_tokens
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -251,8 +260,14 @@ _SHARED_LOCK = threading.Lock()
 
 def shared_embedder(config: RetrieverConfig) -> Embedder:
     """One Embedder per (model, backend, max length) in this process, so retrievers share weights."""
-    key = (config.embedding_model, config.backend, config.max_seq_length, config.onnx_cache_dir,
-           config.embed_batch_size, config.embed_max_batch_tokens)
+    key = (
+        config.embedding_model,
+        config.backend,
+        config.max_seq_length,
+        config.onnx_cache_dir,
+        config.embed_batch_size,
+        config.embed_max_batch_tokens,
+    )
     with _SHARED_LOCK:
         if key not in _SHARED:
             _SHARED[key] = Embedder.from_config(config)

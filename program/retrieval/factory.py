@@ -49,7 +49,9 @@ def open_retriever(
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
     if manifest is None:
-        raise IndexMissingError(f"no retrieval index at {index_dir}. Build it with: {index_command(index_dir, dataset)}")
+        raise IndexMissingError(
+            f"no retrieval index at {index_dir}. Build it with: {index_command(index_dir, dataset)}"
+        )
     if manifest.get("status") != "complete":
         done = manifest.get("counts", {}).get("dense", "?")
         raise IndexMissingError(
@@ -59,7 +61,8 @@ def open_retriever(
     problems = mismatches(manifest, config.index_settings(), corpus_sha256)
     if problems:
         raise IndexMismatchError(
-            f"the index at {index_dir} does not match what was asked: " + "; ".join(problems)
+            f"the index at {index_dir} does not match what was asked: "
+            + "; ".join(problems)
             + f". Rebuild it with: {index_command(index_dir, dataset, rebuild=True)} "
             "(or use the settings it was built with)"
         )
@@ -85,9 +88,16 @@ def open_retriever(
     elif config.mode == "bm25":
         base = bm25()
     else:
-        base = HybridRetriever(dense(), bm25(), config.dense_weight, config.bm25_weight, config.rrf_k,
-                               config.candidate_depth)
+        base = HybridRetriever(
+            dense(), bm25(), config.dense_weight, config.bm25_weight, config.rrf_k, config.candidate_depth
+        )
     if config.second_hop:
-        return HopRetriever(base, keep=config.hop_keep, seeds=config.hop_seeds, seed_chars=config.hop_seed_chars,
-                            depth=config.hop_depth, rrf_k=config.rrf_k)
+        return HopRetriever(
+            base,
+            keep=config.hop_keep,
+            seeds=config.hop_seeds,
+            seed_chars=config.hop_seed_chars,
+            depth=config.hop_depth,
+            rrf_k=config.rrf_k,
+        )
     return base

@@ -13,7 +13,7 @@ against 0.30 / 0.432 on those 100 (the vanilla-hop arena system).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from program.retrieval.base import MAX_QUERY_CHARS, Retriever, check_query
 from program.retrieval.hybrid import rrf_fuse
@@ -23,7 +23,7 @@ from program.types import Passage
 def hop_query(query: str, seed: Passage, seed_chars: int) -> str:
     """The second-hop query: the query, then the seed passage's title and the start of its text (the
     query cut first when the whole would pass MAX_QUERY_CHARS, so the seed is never cut away)."""
-    tail = f" {seed.title}. {seed.text[:seed_chars]}"[:MAX_QUERY_CHARS // 2]
+    tail = f" {seed.title}. {seed.text[:seed_chars]}"[: MAX_QUERY_CHARS // 2]
     return query[: MAX_QUERY_CHARS - len(tail)] + tail
 
 
@@ -56,8 +56,15 @@ class HopRetriever:
 
     depends_on_k = True  # the top k is not the prefix of the top K: the hop's share of the slots moves with k
 
-    def __init__(self, base: Retriever, keep: float = 0.6, seeds: int = 1, seed_chars: int = 300,
-                 depth: int = 20, rrf_k: float = 5) -> None:
+    def __init__(
+        self,
+        base: Retriever,
+        keep: float = 0.6,
+        seeds: int = 1,
+        seed_chars: int = 300,
+        depth: int = 20,
+        rrf_k: float = 5,
+    ) -> None:
         self.base, self.keep, self.seeds = base, keep, seeds
         self.seed_chars, self.depth, self.rrf_k = seed_chars, depth, rrf_k
 

@@ -6,7 +6,7 @@ Ties are broken by the best (lowest) rank p reached in any list, then by id: det
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from program.errors import ConfigError
 from program.retrieval.base import Retriever, check_query

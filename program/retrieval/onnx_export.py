@@ -104,8 +104,14 @@ def _export(folder: Path, out: Path) -> None:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            LastHidden(model), dummy, str(out), input_names=names, output_names=["last_hidden_state"],
-            dynamic_axes=axes, opset_version=OPSET, dynamo=False,
+            LastHidden(model),
+            dummy,
+            str(out),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
         )
 
 
@@ -115,10 +121,17 @@ def _optimize(raw: Path, out: Path, folder: Path) -> None:
     except ImportError as exc:  # needs the `onnx` package
         raise ModelFileError(f"ONNX optimization needs the 'onnx' package: pip install onnx ({exc})") from exc
     cfg = json.loads((folder / "config.json").read_text())
-    model_type = "bert" if cfg.get("model_type") in ("bert", "roberta", "xlm-roberta", "mpnet") else cfg.get("model_type", "bert")
+    model_type = (
+        "bert"
+        if cfg.get("model_type") in ("bert", "roberta", "xlm-roberta", "mpnet")
+        else cfg.get("model_type", "bert")
+    )
     optimized = optimize_model(
-        str(raw), model_type=model_type, num_heads=int(cfg.get("num_attention_heads", 0)),
-        hidden_size=int(cfg.get("hidden_size", 0)), opt_level=1,
+        str(raw),
+        model_type=model_type,
+        num_heads=int(cfg.get("num_attention_heads", 0)),
+        hidden_size=int(cfg.get("hidden_size", 0)),
+        opt_level=1,
     )
     optimized.save_model_to_file(str(out))
 
@@ -135,7 +148,12 @@ def _quantize(opt: Path, out: Path) -> None:
     root.setLevel(max(level, logging.WARNING))  # the quantizer logs every tensor at INFO on the root logger
     try:
         # The fused graph has contrib ops whose output types shape inference cannot name: say float.
-        quantize_dynamic(str(opt), str(out), weight_type=QuantType.QInt8, per_channel=True,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        quantize_dynamic(
+            str(opt),
+            str(out),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
     finally:
         root.setLevel(level)

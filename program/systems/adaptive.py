@@ -44,20 +44,46 @@ class AdaptiveRAG(SharpRAG):
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config
         with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
-            route, _ = graded(tr, "router", self.router, "complexity", as_choice(ROUTES), cfg.default_route, "route",
-                              {"question": q[:200]}, question=q)
+            route, _ = graded(
+                tr,
+                "router",
+                self.router,
+                "complexity",
+                as_choice(ROUTES),
+                cfg.default_route,
+                "route",
+                {"question": q[:200]},
+                question=q,
+            )
             if route == "no_retrieval":
                 answer = closed_book_answer(self.closed_book, q, tr)
                 return finish(self.SYSTEM, tr, answer=answer, stop_reason="route_no_retrieval")
             if route == "single_step":
                 evidence = retrieve(self.retriever, q, cfg.single_k, tr)
-                answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr,
-                                                     adapter=cfg.generator_adapter)
-                return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited,
-                              sub_queries=[q], queries=[q], stop_reason="route_single_step")
+                answer, cited = answer_from_evidence(
+                    self.generator, q, evidence, cfg.passage_chars, tr, adapter=cfg.generator_adapter
+                )
+                return finish(
+                    self.SYSTEM,
+                    tr,
+                    answer=answer,
+                    passages=evidence,
+                    cited=cited,
+                    sub_queries=[q],
+                    queries=[q],
+                    stop_reason="route_single_step",
+                )
             inner = super().forward(q)  # the SHARP loop, with its own budget; accounted in this tr.ledger too
             offset = len(tr.steps)
             tr.steps.extend([{**s, "step": offset + i} for i, s in enumerate(inner.trace)])
-        return finish(self.SYSTEM, tr, answer=inner.answer, passages=inner.passages, cited=inner.cited_ids,
-                      sub_queries=inner.sub_queries, queries=inner.queries, retries=inner.retries,
-                      stop_reason=inner.stop_reason)
+        return finish(
+            self.SYSTEM,
+            tr,
+            answer=inner.answer,
+            passages=inner.passages,
+            cited=inner.cited_ids,
+            sub_queries=inner.sub_queries,
+            queries=inner.queries,
+            retries=inner.retries,
+            stop_reason=inner.stop_reason,
+        )

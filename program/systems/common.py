@@ -8,32 +8,50 @@ call (recorded too), so a weak model can never crash a question or loop without 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import dspy
 
-from program.retrieval.base import Retriever
 from program.parsing import as_bool, as_choice, as_score, as_text, items  # noqa: F401 - re-exported
+from program.retrieval.base import Retriever
 from program.steps import Tracer
 from program.types import Passage
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
-def finish(system: str, tr: Tracer, *, answer: str, stop_reason: str,
-           passages: Sequence[Passage] = (), cited: Sequence[str] = (), sub_queries: Sequence[str] = (),
-           queries: Sequence[str] = (), retries: int = 0) -> dspy.Prediction:
+def finish(
+    system: str,
+    tr: Tracer,
+    *,
+    answer: str,
+    stop_reason: str,
+    passages: Sequence[Passage] = (),
+    cited: Sequence[str] = (),
+    sub_queries: Sequence[str] = (),
+    queries: Sequence[str] = (),
+    retries: int = 0,
+) -> dspy.Prediction:
     """The prediction every system returns (the same keys as SharpRAG's)."""
     return dspy.Prediction(
-        answer=answer, passages=list(passages), cited_ids=list(cited), trace=tr.steps,
-        cost=tr.ledger.summary(), calls=[r.to_dict() for r in tr.ledger.records],
-        sub_queries=list(sub_queries), queries=list(dict.fromkeys(queries)), retries=retries,
-        stop_reason=stop_reason, system=system,
+        answer=answer,
+        passages=list(passages),
+        cited_ids=list(cited),
+        trace=tr.steps,
+        cost=tr.ledger.summary(),
+        calls=[r.to_dict() for r in tr.ledger.records],
+        sub_queries=list(sub_queries),
+        queries=list(dict.fromkeys(queries)),
+        retries=retries,
+        stop_reason=stop_reason,
+        system=system,
     )
 
 
-def retrieve(retriever: Retriever, query: str, k: int, tr: Tracer, round_no: int = 0,
-             role: str = "retriever", **info: Any) -> list[Passage]:
+def retrieve(
+    retriever: Retriever, query: str, k: int, tr: Tracer, round_no: int = 0, role: str = "retriever", **info: Any
+) -> list[Passage]:
     """One traced retrieval (the step has SharpRAG's retriever keys)."""
     found = retriever.retrieve(query, k)
     ids = [p.id for p in found]
@@ -56,8 +74,17 @@ def split_strips(text: str, max_chars: int = 400) -> list[str]:
     return [s.strip()[:max_chars] for s in _SENTENCE.split(" ".join(text.split())) if s.strip()]
 
 
-def graded(tr: Tracer, role: str, predictor: Callable[..., dspy.Prediction], field: str,
-           parse: Callable[[Any], Any], default: Any, key: str, summary: dict, **inputs: Any) -> tuple[Any, dict]:
+def graded(
+    tr: Tracer,
+    role: str,
+    predictor: Callable[..., dspy.Prediction],
+    field: str,
+    parse: Callable[[Any], Any],
+    default: Any,
+    key: str,
+    summary: dict,
+    **inputs: Any,
+) -> tuple[Any, dict]:
     """Call a grader and read ``field`` with ``parse``; garbage or a spent budget -> ``default``.
 
     The step gets ``key`` (the value used) and ``problem`` (None, or why the default was used).

@@ -12,7 +12,8 @@ from the local evidence.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import dspy
 from pydantic import Field, model_validator
@@ -23,8 +24,16 @@ from program.generation import answer_from_evidence, ints
 from program.retrieval.base import Retriever
 from program.signatures import GenerateAnswer, RewriteQuery, ScoreRelevance, SelectStrips
 from program.steps import Budget, Tracer, traced
-from program.systems.common import (as_score, as_text, finish, graded, passage_text, retrieve, split_strips,
-                                    unique_passages)
+from program.systems.common import (
+    as_score,
+    as_text,
+    finish,
+    graded,
+    passage_text,
+    retrieve,
+    split_strips,
+    unique_passages,
+)
 from program.systems.web import WebSearch
 from program.types import Passage
 
@@ -48,7 +57,7 @@ class CRAGConfig(StrictConfig):
     budget: Budget = Budget(max_lm_calls=20)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CRAGConfig":
+    def _consistent(self) -> CRAGConfig:
         if self.lower > self.upper:
             raise ValueError(f"lower ({self.lower}) must be <= upper ({self.upper})")
         if self.fallback == "web" and not (self.web_url or "").startswith(("http://", "https://")):
@@ -90,8 +99,9 @@ class CorrectiveRAG(dspy.Module):
         """Retrievers the composition root should open besides the main one (keyword -> overrides)."""
         return {"fallback_retriever": {"mode": "bm25"}} if config.fallback == "lexical" else {}
 
-    def __init__(self, retriever: Retriever, config: CRAGConfig | None = None,
-                 fallback_retriever: Retriever | None = None):
+    def __init__(
+        self, retriever: Retriever, config: CRAGConfig | None = None, fallback_retriever: Retriever | None = None
+    ):
         super().__init__()
         self.config = cfg = config or CRAGConfig()
         self.retriever = retriever
@@ -106,9 +116,18 @@ class CorrectiveRAG(dspy.Module):
     def _evaluate(self, q: str, passages: list[Passage], tr: Tracer) -> list[float | None]:
         scores = []
         for p in passages:
-            score, step = graded(tr, "retrieval_evaluator", self.evaluator, "score", as_score, None, "score",
-                                 {"question": q[:200], "passage_id": p.id}, question=q,
-                                 passage=passage_text(p, self.config.passage_chars))
+            score, step = graded(
+                tr,
+                "retrieval_evaluator",
+                self.evaluator,
+                "score",
+                as_score,
+                None,
+                "score",
+                {"question": q[:200], "passage_id": p.id},
+                question=q,
+                passage=passage_text(p, self.config.passage_chars),
+            )
             step["passage_id"] = p.id
             scores.append(score)
         return scores
@@ -119,9 +138,18 @@ class CorrectiveRAG(dspy.Module):
         if not self.config.refine or not strips:
             return passages
         listing = "\n".join(f"[{i}] {p.title}: {s}" for i, (p, s) in enumerate(strips, 1))
-        keep, step = graded(tr, "strip_filter", self.refiner, "relevant_strips", strip_numbers(len(strips)),
-                            list(range(1, len(strips) + 1)), "kept_strips", {"question": q[:200], "n_strips": len(strips)},
-                            question=q, strips=listing)
+        keep, step = graded(
+            tr,
+            "strip_filter",
+            self.refiner,
+            "relevant_strips",
+            strip_numbers(len(strips)),
+            list(range(1, len(strips) + 1)),
+            "kept_strips",
+            {"question": q[:200], "n_strips": len(strips)},
+            question=q,
+            strips=listing,
+        )
         step["n_strips"] = len(strips)
         by_id: dict[str, list[str]] = {}
         for i in keep:
@@ -131,13 +159,30 @@ class CorrectiveRAG(dspy.Module):
 
     def _search_fallback(self, q: str, tr: Tracer) -> tuple[str, list[Passage]]:
         cfg = self.config
-        query, _ = graded(tr, "query_rewriter", self.rewriter, "query", as_text, q, "query",
-                          {"question": q[:200]}, question=q, previous_queries=[q])
+        query, _ = graded(
+            tr,
+            "query_rewriter",
+            self.rewriter,
+            "query",
+            as_text,
+            q,
+            "query",
+            {"question": q[:200]},
+            question=q,
+            previous_queries=[q],
+        )
         if cfg.fallback == "none":
             return query, []
         if cfg.fallback == "lexical":
-            return query, retrieve(self.fallback_retriever or self.retriever, query, cfg.fallback_k, tr, 1,
-                                   role="fallback", source="lexical")
+            return query, retrieve(
+                self.fallback_retriever or self.retriever,
+                query,
+                cfg.fallback_k,
+                tr,
+                1,
+                role="fallback",
+                source="lexical",
+            )
         step = tr.add("fallback", source="web", round=1, k=cfg.fallback_k, queries=[query], error=None)
         try:
             found = self.web.retrieve(query, cfg.fallback_k)
@@ -168,5 +213,14 @@ class CorrectiveRAG(dspy.Module):
                 tr.add("crag", note="no corrected evidence: answering from the retrieved passages")
                 evidence = retrieved[: cfg.evidence_cap]
             answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
-        return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited, sub_queries=[q],
-                      queries=queries, retries=len(queries) - 1, stop_reason=f"crag_{grade}")
+        return finish(
+            self.SYSTEM,
+            tr,
+            answer=answer,
+            passages=evidence,
+            cited=cited,
+            sub_queries=[q],
+            queries=queries,
+            retries=len(queries) - 1,
+            stop_reason=f"crag_{grade}",
+        )

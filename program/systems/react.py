@@ -19,8 +19,14 @@ from program.config import StrictConfig
 from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
 from program.retrieval.base import Retriever
-from program.signatures import (SEARCH_BUDGET_SPENT, SEARCH_EXHAUSTED, SEARCH_REPEATED, SEARCH_TOOL_DESC,
-                                AgentAnswer, GenerateAnswer)
+from program.signatures import (
+    SEARCH_BUDGET_SPENT,
+    SEARCH_EXHAUSTED,
+    SEARCH_REPEATED,
+    SEARCH_TOOL_DESC,
+    AgentAnswer,
+    GenerateAnswer,
+)
 from program.steps import Budget, Tracer, traced
 from program.systems.common import finish, retrieve
 
@@ -30,9 +36,15 @@ class ReActConfig(StrictConfig):
     k: int = Field(3, ge=1, le=20, description="Passages per search.")
     passage_chars: int = Field(400, ge=50, le=5000)
     evidence_cap: int = Field(8, ge=1, le=40)
-    max_answer_words: int = Field(10, ge=1, le=200, description=(
-        "An agent answer longer than this is a sentence, not a span (the 1.5B agent's extract step writes "
-        "'The original mosque built by Muhammad ...'): the generator answers from the agent's evidence instead."))
+    max_answer_words: int = Field(
+        10,
+        ge=1,
+        le=200,
+        description=(
+            "An agent answer longer than this is a sentence, not a span (the 1.5B agent's extract step writes "
+            "'The original mosque built by Muhammad ...'): the generator answers from the agent's evidence instead."
+        ),
+    )
     max_question_chars: int = Field(2000, ge=50)
     budget: Budget = Budget(max_lm_calls=16)
 
@@ -74,8 +86,15 @@ def search(query: str) -> str:
     s.searches += 1
     s.repeated += bool(page)
     new = s.pool.add(query, fresh)
-    s.tracer.add("retriever", round=s.searches - 1, k=k, queries=[query], retrieved_ids=[[p.id for p in fresh]],
-                 new_ids=[p.id for p in new], repeated=bool(page))
+    s.tracer.add(
+        "retriever",
+        round=s.searches - 1,
+        k=k,
+        queries=[query],
+        retrieved_ids=[[p.id for p in fresh]],
+        new_ids=[p.id for p in new],
+        repeated=bool(page),
+    )
     if not page:
         return format_evidence(found, s.chars)
     if not fresh:
@@ -146,19 +165,32 @@ class ReActRAG(dspy.Module):
             session = _Session(self.retriever, tr, EvidencePool(), cfg.k, cfg.passage_chars)
             token = _SESSION.set(session)
             try:
-                pred, step = tr.call("agent", self.agent, {"question": q[:200], "max_iters": cfg.max_iters},
-                                     question=q, max_iters=cfg.max_iters)
+                pred, step = tr.call(
+                    "agent",
+                    self.agent,
+                    {"question": q[:200], "max_iters": cfg.max_iters},
+                    question=q,
+                    max_iters=cfg.max_iters,
+                )
             finally:
                 _SESSION.reset(token)
             trajectory = dict(getattr(pred, "trajectory", None) or {})
             tools = [v for key, v in trajectory.items() if key.startswith("tool_name_")]
             finished = bool(tools) and tools[-1] == "finish"
             stop = "finish" if finished else "step_limit" if len(tools) >= cfg.max_iters else "agent_stopped"
-            errors = sum(str(v).startswith("Execution error") for key, v in trajectory.items()
-                         if key.startswith("observation_"))
-            step.update(tool_calls=len(tools), searches=session.searches, repeated_searches=session.repeated,
-                        tool_errors=errors, repaired_args=session.repaired_args, finished=finished, stop=stop,
-                        thoughts=[str(v)[:200] for key, v in trajectory.items() if key.startswith("thought_")])
+            errors = sum(
+                str(v).startswith("Execution error") for key, v in trajectory.items() if key.startswith("observation_")
+            )
+            step.update(
+                tool_calls=len(tools),
+                searches=session.searches,
+                repeated_searches=session.repeated,
+                tool_errors=errors,
+                repaired_args=session.repaired_args,
+                finished=finished,
+                stop=stop,
+                thoughts=[str(v)[:200] for key, v in trajectory.items() if key.startswith("thought_")],
+            )
             evidence = session.pool.select(cfg.evidence_cap)
             answer = clean_answer(getattr(pred, "answer", ""), q) if pred is not None else ""
             cited: list[str] = []
@@ -171,6 +203,14 @@ class ReActRAG(dspy.Module):
                 answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
                 stop = "agent_not_a_span" if stop == "agent_not_a_span" else "agent_failed"
             step["answer"] = answer
-        return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited, sub_queries=[q],
-                      queries=list(session.pool.by_query) or [q], retries=max(0, session.searches - 1),
-                      stop_reason=stop)
+        return finish(
+            self.SYSTEM,
+            tr,
+            answer=answer,
+            passages=evidence,
+            cited=cited,
+            sub_queries=[q],
+            queries=list(session.pool.by_query) or [q],
+            retries=max(0, session.searches - 1),
+            stop_reason=stop,
+        )

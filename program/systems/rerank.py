@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import dspy
 from pydantic import Field, model_validator
@@ -44,7 +45,7 @@ class RerankBaseConfig(VanillaConfig):
     min_keep: int = Field(1, ge=0, le=50, description="Passages kept even below the threshold (best first).")
 
     @model_validator(mode="after")
-    def _sizes(self) -> "RerankBaseConfig":
+    def _sizes(self) -> RerankBaseConfig:
         if self.candidate_k < self.k:
             raise ValueError(f"candidate_k ({self.candidate_k}) must be >= k ({self.k})")
         if self.min_keep > self.k:
@@ -63,8 +64,9 @@ class LMRerankConfig(RerankBaseConfig):
     budget: Budget = Budget(max_lm_calls=60)
 
 
-def select(passages: Sequence[Passage], scores: Sequence[float | None], k: int, threshold: float,
-           min_keep: int) -> tuple[list[Passage], list[Passage]]:
+def select(
+    passages: Sequence[Passage], scores: Sequence[float | None], k: int, threshold: float, min_keep: int
+) -> tuple[list[Passage], list[Passage]]:
     """(kept, dropped): scored passages >= threshold best first, then unscored ones in retrieval
     order, cut at k; topped up to ``min_keep`` with the best of the rest."""
     order = sorted(range(len(passages)), key=lambda i: (scores[i] is None, -(scores[i] or 0.0), i))
@@ -134,12 +136,27 @@ class _Reranked(dspy.Module):
             t0 = time.perf_counter()
             scores = self._score(q, candidates, tr)
             kept, dropped = select(candidates, scores, cfg.k, cfg.threshold, cfg.min_keep)
-            tr.add("reranker", model=getattr(cfg, "reranker_model", "lm"), threshold=cfg.threshold, seconds=round(time.perf_counter() - t0, 3),
-                   scores={p.id: s for p, s in zip(candidates, scores)}, kept_ids=[p.id for p in kept],
-                   dropped_ids=[p.id for p in dropped], kept_share=len(kept) / len(candidates) if candidates else None)
+            tr.add(
+                "reranker",
+                model=getattr(cfg, "reranker_model", "lm"),
+                threshold=cfg.threshold,
+                seconds=round(time.perf_counter() - t0, 3),
+                scores={p.id: s for p, s in zip(candidates, scores)},
+                kept_ids=[p.id for p in kept],
+                dropped_ids=[p.id for p in dropped],
+                kept_share=len(kept) / len(candidates) if candidates else None,
+            )
             answer, cited = answer_from_evidence(self.generator, q, kept, cfg.passage_chars, tr)
-        return finish(self.SYSTEM, tr, answer=answer, passages=kept, cited=cited, sub_queries=[q],
-                      queries=[q], stop_reason="reranked")
+        return finish(
+            self.SYSTEM,
+            tr,
+            answer=answer,
+            passages=kept,
+            cited=cited,
+            sub_queries=[q],
+            queries=[q],
+            stop_reason="reranked",
+        )
 
 
 class RerankRAG(_Reranked):
@@ -169,8 +186,17 @@ class LMRerankRAG(_Reranked):
     def _score(self, q: str, candidates: list[Passage], tr: Tracer) -> list[float | None]:
         scores = []
         for rank, p in enumerate(candidates):
-            score, step = graded(tr, "lm_reranker", self.scorer, "score", as_score, None, "score",
-                                 {"question": q[:200], "passage_id": p.id, "rank": rank},
-                                 question=q, passage=passage_text(p, self.config.passage_chars))
+            score, step = graded(
+                tr,
+                "lm_reranker",
+                self.scorer,
+                "score",
+                as_score,
+                None,
+                "score",
+                {"question": q[:200], "passage_id": p.id, "rank": rank},
+                question=q,
+                passage=passage_text(p, self.config.passage_chars),
+            )
             scores.append(score)
         return scores

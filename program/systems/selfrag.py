@@ -19,8 +19,15 @@ from program.config import StrictConfig
 from program.evidence import format_evidence
 from program.generation import GENERATOR_ADAPTER, GENERATOR_MAX_TOKENS, answer_from_evidence, ints, salvage
 from program.retrieval.base import Retriever
-from program.signatures import (AnswerClosedBook, CheckSupport, DecideRetrieval, GenerateAnswer, GradeRelevance,
-                                RegenerateAnswer, RewriteQuery)
+from program.signatures import (
+    AnswerClosedBook,
+    CheckSupport,
+    DecideRetrieval,
+    GenerateAnswer,
+    GradeRelevance,
+    RegenerateAnswer,
+    RewriteQuery,
+)
 from program.steps import Budget, Tracer, traced
 from program.systems.closed_book import closed_book_answer
 from program.systems.common import as_bool, as_choice, as_text, finish, graded, passage_text, retrieve
@@ -47,8 +54,14 @@ class SelfRAG(dspy.Module):
     """Predictors: decider, grader, rewriter, generator, regenerator, checker, closed_book."""
 
     SYSTEM = "self-rag"
-    ROLE_MAP = {"decider": "critic", "grader": "critic", "checker": "critic", "rewriter": "planner",
-                "regenerator": "generator", "closed_book": "generator"}
+    ROLE_MAP = {
+        "decider": "critic",
+        "grader": "critic",
+        "checker": "critic",
+        "rewriter": "planner",
+        "regenerator": "generator",
+        "closed_book": "generator",
+    }
 
     def __init__(self, retriever: Retriever, config: SelfRAGConfig | None = None):
         super().__init__()
@@ -75,8 +88,18 @@ class SelfRAG(dspy.Module):
             kept = [p for p in retrieved if self._relevant(q, p, tr, round_no)]
             if kept or round_no == cfg.max_rewrites or tr.exhausted():
                 break
-            new, step = graded(tr, "query_rewriter", self.rewriter, "query", as_text, None, "query",
-                               {"question": q[:200], "previous": len(queries)}, question=q, previous_queries=queries)
+            new, step = graded(
+                tr,
+                "query_rewriter",
+                self.rewriter,
+                "query",
+                as_text,
+                None,
+                "query",
+                {"question": q[:200], "previous": len(queries)},
+                question=q,
+                previous_queries=queries,
+            )
             if new is None or new.lower() in {x.lower() for x in queries}:
                 step["action"] = "stop"
                 break
@@ -85,30 +108,59 @@ class SelfRAG(dspy.Module):
         return kept, retrieved, queries
 
     def _relevant(self, q: str, p: Passage, tr: Tracer, round_no: int) -> bool:
-        relevant, step = graded(tr, "relevance_grader", self.grader, "relevant", as_bool, True, "relevant",
-                                {"question": q[:200], "passage_id": p.id}, question=q,
-                                passage=passage_text(p, self.config.passage_chars))
+        relevant, step = graded(
+            tr,
+            "relevance_grader",
+            self.grader,
+            "relevant",
+            as_bool,
+            True,
+            "relevant",
+            {"question": q[:200], "passage_id": p.id},
+            question=q,
+            passage=passage_text(p, self.config.passage_chars),
+        )
         step.update(round=round_no, passage_id=p.id, passage_title=p.title)
         return relevant
 
     def _supported(self, q: str, answer: str, evidence: list[Passage], tr: Tracer, attempt: int) -> bool:
         cfg = self.config
-        support, step = graded(tr, "support_checker", self.checker, "support", as_choice(SUPPORT), "fully", "support",
-                               {"question": q[:200], "answer": answer[:100]}, question=q, answer=answer,
-                               evidence=format_evidence(evidence, cfg.passage_chars))
+        support, step = graded(
+            tr,
+            "support_checker",
+            self.checker,
+            "support",
+            as_choice(SUPPORT),
+            "fully",
+            "support",
+            {"question": q[:200], "answer": answer[:100]},
+            question=q,
+            answer=answer,
+            evidence=format_evidence(evidence, cfg.passage_chars),
+        )
         ok = support == "fully" or (support == "partially" and cfg.accept_partial)
         step.update(attempt=attempt, accepted=ok)
         return ok
 
     def _regenerate(self, q: str, evidence: list[Passage], rejected: list[str], tr: Tracer) -> tuple[str, list[str]]:
-        pred, step = tr.call("generator", self.regenerator, {"question": q[:200], "rejected": rejected},
-                             adapter=GENERATOR_ADAPTER, config={"max_tokens": GENERATOR_MAX_TOKENS}, question=q, evidence=format_evidence(evidence, self.config.passage_chars),
-                             rejected_answers=rejected)
+        pred, step = tr.call(
+            "generator",
+            self.regenerator,
+            {"question": q[:200], "rejected": rejected},
+            adapter=GENERATOR_ADAPTER,
+            config={"max_tokens": GENERATOR_MAX_TOKENS},
+            question=q,
+            evidence=format_evidence(evidence, self.config.passage_chars),
+            rejected_answers=rejected,
+        )
         if pred is None:
             raw = salvage(step.get("raw_output"))
             answer, numbers = (clean_answer(raw, q) if raw else "unknown"), []
         else:
-            answer, numbers = clean_answer(getattr(pred, "answer", ""), q), getattr(pred, "supporting_passages", None) or []
+            answer, numbers = (
+                clean_answer(getattr(pred, "answer", ""), q),
+                getattr(pred, "supporting_passages", None) or [],
+            )
         cited = [evidence[n - 1].id for n in ints(numbers) if 1 <= n <= len(evidence)]
         step.update(answer=answer, cited_ids=cited, evidence_ids=[p.id for p in evidence], regeneration=True)
         return answer or "unknown", cited
@@ -138,9 +190,17 @@ class SelfRAG(dspy.Module):
         cfg = self.config
         with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
             if not cfg.always_retrieve:
-                decision, _ = graded(tr, "retrieval_decider", self.decider, "decision",
-                                     as_choice(("retrieve", "no_retrieval")), "retrieve", "decision",
-                                     {"question": q[:200]}, question=q)
+                decision, _ = graded(
+                    tr,
+                    "retrieval_decider",
+                    self.decider,
+                    "decision",
+                    as_choice(("retrieve", "no_retrieval")),
+                    "retrieve",
+                    "decision",
+                    {"question": q[:200]},
+                    question=q,
+                )
                 if decision == "no_retrieval":
                     answer = closed_book_answer(self.closed_book, q, tr)
                     return finish(self.SYSTEM, tr, answer=answer, stop_reason="no_retrieval")
@@ -149,5 +209,14 @@ class SelfRAG(dspy.Module):
                 tr.add("self_rag", note="no passage graded relevant: generating from the last retrieved set")
             evidence = kept or retrieved
             answer, cited, stop = self._answer(q, evidence, tr)
-        return finish(self.SYSTEM, tr, answer=answer, passages=evidence, cited=cited, sub_queries=queries[:1],
-                      queries=queries, retries=len(queries) - 1, stop_reason=stop)
+        return finish(
+            self.SYSTEM,
+            tr,
+            answer=answer,
+            passages=evidence,
+            cited=cited,
+            sub_queries=queries[:1],
+            queries=queries,
+            retries=len(queries) - 1,
+            stop_reason=stop,
+        )

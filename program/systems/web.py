@@ -15,7 +15,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from program.errors import RetrievalError
 from program.retrieval.base import check_query
@@ -55,7 +56,7 @@ class WebSearch:
         deadline = time.monotonic() + self.timeout_s
         try:
             req = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "sharp-rag"})
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 - http(s) checked above
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 chunks, size = [], 0
                 while chunk := resp.read(65536):
                     chunks.append(chunk)

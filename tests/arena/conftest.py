@@ -10,17 +10,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-WEB_RESULTS = {"results": [
-    {"title": "Krzysztof Kieslowski (web)", "content": "Kieslowski was a Polish director of Three Colours.",
-     "url": "https://example.org/kieslowski"},
-    {"title": "Empty", "content": "", "url": "https://example.org/empty"},
-]}
+WEB_RESULTS = {
+    "results": [
+        {
+            "title": "Krzysztof Kieslowski (web)",
+            "content": "Kieslowski was a Polish director of Three Colours.",
+            "url": "https://example.org/kieslowski",
+        },
+        {"title": "Empty", "content": "", "url": "https://example.org/empty"},
+    ]
+}
 
 
 class _Handler(BaseHTTPRequestHandler):
     delay = 0.0
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         self.server.requests.append(self.path)
         time.sleep(self.server.delay)
         body = json.dumps(WEB_RESULTS).encode()
@@ -74,15 +79,41 @@ def tiny_cross_encoder(tmp_path_factory) -> str:
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
     folder = tmp_path_factory.mktemp("tiny-ce")
-    words = "the a of is was film director by palme or 1994 french polish american paris capital france won".split()
+    words = [
+        "the",
+        "a",
+        "of",
+        "is",
+        "was",
+        "film",
+        "director",
+        "by",
+        "palme",
+        "or",
+        "1994",
+        "french",
+        "polish",
+        "american",
+        "paris",
+        "capital",
+        "france",
+        "won",
+    ]
     letters = "abcdefghijklmnopqrstuvwxyz0123456789"
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, *letters, *(f"##{c}" for c in letters)]
     (folder / "vocab.txt").write_text("\n".join(vocab))
     tok = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, num_labels=1, max_position_embeddings=128,
-                     initializer_range=0.5)  # large random weights spread the sigmoid scores over (0, 1)
+    cfg = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=1,
+        max_position_embeddings=128,
+        initializer_range=0.5,
+    )  # large random weights spread the sigmoid scores over (0, 1)
     model = BertForSequenceClassification(cfg)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)

@@ -14,12 +14,15 @@ Q = "What nationality is the director of Pulp Fiction?"
 def adaptive(route, config=None, garbage_router=False):
     retriever = KeywordRetriever()
     prog = AdaptiveRAG(retriever, config or AdaptiveConfig())
-    lms = {"router": GarbageLM("planner") if garbage_router else ScriptedLM("planner", [{"complexity": route}]),
-           "closed_book": ScriptedLM("generator", [{"answer": "French"}]),
-           "planner": ScriptedLM("planner", [{"sub_queries": ["Pulp Fiction director"]}]),
-           "critic": ScriptedLM("critic", [{"verdict": "sufficient", "confidence": 0.9, "missing_information": [],
-                                            "suggested_queries": []}]),
-           "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}])}
+    lms = {
+        "router": GarbageLM("planner") if garbage_router else ScriptedLM("planner", [{"complexity": route}]),
+        "closed_book": ScriptedLM("generator", [{"answer": "French"}]),
+        "planner": ScriptedLM("planner", [{"sub_queries": ["Pulp Fiction director"]}]),
+        "critic": ScriptedLM(
+            "critic", [{"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}]
+        ),
+        "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}]),
+    }
     assign(prog, lms)
     return prog(question=Q), lms, retriever
 
@@ -85,7 +88,9 @@ def test_react_stops_at_the_step_limit():
 
 
 def test_react_finishes_early():
-    pred, agent, _, retriever = react([react_step(), react_step(None, "finish"), {"reasoning": "r", "answer": "American"}])
+    pred, agent, _, retriever = react(
+        [react_step(), react_step(None, "finish"), {"reasoning": "r", "answer": "American"}]
+    )
     assert pred.stop_reason == "finish" and len(retriever.queries) == 1 and pred.answer == "American"
 
 
@@ -101,13 +106,16 @@ def test_search_tool_outside_forward_is_an_error():
         search("x")
 
 
-@pytest.mark.parametrize("args, expected", [
-    ({"query": {"type": "string", "value": "Pulp Fiction director"}}, {"query": "Pulp Fiction director"}),
-    ({"query": {"query": "Pulp Fiction director"}}, {"query": "Pulp Fiction director"}),
-    ({"q": "Pulp Fiction director"}, {"query": "Pulp Fiction director"}),
-    ({"query": ["Pulp", "Fiction director"]}, {"query": "Pulp Fiction director"}),
-    ({"query": 1994}, {"query": "1994"}),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        ({"query": {"type": "string", "value": "Pulp Fiction director"}}, {"query": "Pulp Fiction director"}),
+        ({"query": {"query": "Pulp Fiction director"}}, {"query": "Pulp Fiction director"}),
+        ({"q": "Pulp Fiction director"}, {"query": "Pulp Fiction director"}),
+        ({"query": ["Pulp", "Fiction director"]}, {"query": "Pulp Fiction director"}),
+        ({"query": 1994}, {"query": "1994"}),
+    ],
+)
 def test_repair_args_unwraps_what_a_small_model_writes(args, expected):
     from program.systems.react import repair_args
 
@@ -124,10 +132,14 @@ def test_repair_args_leaves_good_and_hopeless_arguments_alone():
 
 
 def test_react_searches_when_the_agent_echoes_the_tool_schema():
-    echo = {"next_thought": "look it up", "next_tool_name": "search",
-            "next_tool_args": {"query": {"type": "string", "value": "Pulp Fiction director"}}}
-    pred, agent, gen, retriever = react([echo, react_step(tool="finish", query=None),
-                                         {"reasoning": "r", "answer": "Quentin Tarantino"}])
+    echo = {
+        "next_thought": "look it up",
+        "next_tool_name": "search",
+        "next_tool_args": {"query": {"type": "string", "value": "Pulp Fiction director"}},
+    }
+    pred, agent, gen, retriever = react(
+        [echo, react_step(tool="finish", query=None), {"reasoning": "r", "answer": "Quentin Tarantino"}]
+    )
     assert retriever.queries == [("Pulp Fiction director", 3)]
     step = [t for t in pred.trace if t["role"] == "agent"][0]
     assert step["searches"] == 1 and step["repaired_args"] == 1 and step["tool_errors"] == 0
@@ -149,6 +161,7 @@ def test_a_repeated_search_shows_the_next_results_then_says_there_are_none():
     class Ranked:
         def retrieve(self, query, k):
             from program.types import Passage
+
             return [Passage(id=str(i), title=f"T{i}", text=f"text {i}") for i in range(min(k, 5))]
 
     with traced("Who voiced Naruto?", 2000, Budget()) as (_, tr):
@@ -170,8 +183,10 @@ def test_a_repeated_search_shows_the_next_results_then_says_there_are_none():
 
 def test_a_sentence_from_the_agent_is_replaced_by_the_generators_span():
     sentence = "Quentin Tarantino, an American film director born in Knoxville, directed the film Pulp Fiction"
-    pred, agent, gen, retriever = react([react_step(), react_step(tool="finish", query=None),
-                                         {"reasoning": "r", "answer": sentence}], fallback=("Quentin Tarantino",))
+    pred, agent, gen, retriever = react(
+        [react_step(), react_step(tool="finish", query=None), {"reasoning": "r", "answer": sentence}],
+        fallback=("Quentin Tarantino",),
+    )
     step = [t for t in pred.trace if t["role"] == "agent"][0]
     assert pred.answer == "Quentin Tarantino" and pred.stop_reason == "agent_not_a_span"
     assert step["agent_answer"] == sentence and len(retriever.queries) == 1  # the agent's evidence, no new search

@@ -16,9 +16,17 @@ from program.registry import UnknownSystemError, build_system
 
 def examples(n=6):
     qs = [("What nationality is the director of Pulp Fiction?", "American"), ("Is Paris the capital of France?", "yes")]
-    return [dspy.Example(id=f"q{i}", question=qs[i % 2][0] + f" ({i})", answer=qs[i % 2][1], answer_aliases=[],
-                         gold_titles=["Pulp Fiction"], type="bridge" if i % 2 == 0 else "comparison").with_inputs("question")
-            for i in range(n)]
+    return [
+        dspy.Example(
+            id=f"q{i}",
+            question=qs[i % 2][0] + f" ({i})",
+            answer=qs[i % 2][1],
+            answer_aliases=[],
+            gold_titles=["Pulp Fiction"],
+            type="bridge" if i % 2 == 0 else "comparison",
+        ).with_inputs("question")
+        for i in range(n)
+    ]
 
 
 class LMSummary:
@@ -107,6 +115,7 @@ class NoRerankerRuntime(FakeRuntime):
     def system(self, name, config=None, retriever=None):
         if name == "vanilla-rerank":
             from program.systems.rerank import RerankerUnavailableError
+
             raise RerankerUnavailableError("reranker 'BAAI/bge-reranker-v2-m3' cannot be loaded")
         return super().system(name, config, retriever)
 
@@ -145,8 +154,12 @@ def test_an_interrupted_system_continues_where_it_stopped(tmp_path):
 def test_changed_settings_are_refused_with_a_hint(tmp_path):
     run_arena(FakeRuntime(tmp_path), ArenaSpec(systems=("vanilla",), limit=2), track=False, progress=False)
     with pytest.raises(Exception, match="another --name"):
-        run_arena(FakeRuntime(tmp_path), ArenaSpec(systems=("vanilla",), limit=2, configs={"vanilla": {"k": 3}}),
-                  track=False, progress=False)
+        run_arena(
+            FakeRuntime(tmp_path),
+            ArenaSpec(systems=("vanilla",), limit=2, configs={"vanilla": {"k": 3}}),
+            track=False,
+            progress=False,
+        )
 
 
 def test_judge_columns_and_mlflow_parent_with_nested_runs(tmp_path):
@@ -157,7 +170,9 @@ def test_judge_columns_and_mlflow_parent_with_nested_runs(tmp_path):
 
     judge = Judge()
     for _, pred in judge.named_predictors():
-        pred.lm = ScriptedLM("judge", {"rating": {"rating": 4}, "claims": {"claims": ["x"]}, "supported": {"supported": True}})
+        pred.lm = ScriptedLM(
+            "judge", {"rating": {"rating": 4}, "claims": {"claims": ["x"]}, "supported": {"supported": True}}
+        )
     uri = tracking.configure(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path, experiment="arena-test")
     spec = ArenaSpec(systems=("vanilla", "closed-book"), limit=2, judge=True)
     res = run_arena(FakeRuntime(tmp_path), spec, track=True, progress=False, judge=judge)
@@ -185,8 +200,9 @@ def test_cli_unknown_system_and_a_full_run(tmp_path, monkeypatch):
     assert bad.exit_code == 2 and "valid systems" in bad.output and "self-rag" in bad.output
     monkeypatch.setattr(options, "runtime", lambda *a, **k: FakeRuntime(tmp_path))
     monkeypatch.setattr(options, "lm_config", lambda *a, **k: LMSummary())
-    ok = runner.invoke(app, ["arena", "--systems", "vanilla,crag", "--limit", "2", "--set", "crag.k=2",
-                             "--no-tracking", "--json"])
+    ok = runner.invoke(
+        app, ["arena", "--systems", "vanilla,crag", "--limit", "2", "--set", "crag.k=2", "--no-tracking", "--json"]
+    )
     assert ok.exit_code == 0, ok.output
     out = json.loads(ok.output.strip().splitlines()[-1])
     assert out["ran"] == ["vanilla", "crag"] and Path(out["report"]).exists()
@@ -208,6 +224,7 @@ class CallLog(FakeRuntime):
                 raise KeyboardInterrupt
             calls.append((name, kw["question"].rsplit("(", 1)[1].rstrip(")")))
             return module(**kw)
+
         return run
 
 
@@ -216,13 +233,21 @@ def test_step_interleaves_systems_so_a_stopped_arena_has_a_common_prefix(tmp_pat
     rt = CallLog(tmp_path, stop_after=7)
     with pytest.raises(KeyboardInterrupt):
         run_arena(rt, spec, track=False, progress=False)
-    assert rt.calls == [("vanilla", "0"), ("vanilla", "1"), ("closed-book", "0"), ("closed-book", "1"),
-                        ("crag", "0"), ("crag", "1"), ("vanilla", "2")]
+    assert rt.calls == [
+        ("vanilla", "0"),
+        ("vanilla", "1"),
+        ("closed-book", "0"),
+        ("closed-book", "1"),
+        ("crag", "0"),
+        ("crag", "1"),
+        ("vanilla", "2"),
+    ]
     staged = (tmp_path / "reports" / "arena-hotpotqa-dev-6-s0" / "summary.md").read_text()
     assert "partial: vanilla 2 of 6, closed-book 2 of 6, crag 2 of 6" in staged  # written after the first stage
 
-    partial = run_arena(CallLog(tmp_path), ArenaSpec(systems=spec.systems, limit=6, report_only=True),
-                        track=False, progress=False)
+    partial = run_arena(
+        CallLog(tmp_path), ArenaSpec(systems=spec.systems, limit=6, report_only=True), track=False, progress=False
+    )
     assert partial.ran == [] and sorted(partial.reused) == ["closed-book", "crag", "vanilla"]
     ms = {s: e["metrics"]["n"] for s, e in partial.summary["systems"].items()}
     assert ms == {"vanilla": 3, "closed-book": 2, "crag": 2}
@@ -272,6 +297,7 @@ class ProgramRuntime(CallLog):
         def run(**kw):
             calls.append((Path(path).stem, kw["question"].rsplit("(", 1)[1].rstrip(")")))
             return module(**kw)
+
         return run, saved
 
 

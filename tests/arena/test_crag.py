@@ -8,21 +8,30 @@ import pytest
 from doubles import CORPUS, GarbageLM, KeywordRetriever, ScriptedLM, assign
 
 from program.errors import ConfigError
-from program.types import Passage
 from program.systems.crag import CorrectiveRAG, CRAGConfig, crag_grade
 from program.systems.web import WebSearch, WebSearchError
+from program.types import Passage
 
 Q = "Which film by Krzysztof Kieslowski came out in 1994?"
 
 
-def run(scores, config=None, strips=([1],), rewrite="Kieslowski Three Colours", fallback_retriever=None, garbage=(),
-        retriever=None):
+def run(
+    scores,
+    config=None,
+    strips=([1],),
+    rewrite="Kieslowski Three Colours",
+    fallback_retriever=None,
+    garbage=(),
+    retriever=None,
+):
     retriever = retriever or KeywordRetriever()
     prog = CorrectiveRAG(retriever, config or CRAGConfig(k=3), fallback_retriever=fallback_retriever)
-    lms = {"evaluator": ScriptedLM("critic", [{"score": s} for s in scores]),
-           "refiner": ScriptedLM("critic", [{"relevant_strips": list(s)} for s in strips]),
-           "rewriter": ScriptedLM("planner", [{"query": rewrite}]),
-           "generator": ScriptedLM("generator", [{"answer": "Three Colours: Red", "supporting_passages": [1]}])}
+    lms = {
+        "evaluator": ScriptedLM("critic", [{"score": s} for s in scores]),
+        "refiner": ScriptedLM("critic", [{"relevant_strips": list(s)} for s in strips]),
+        "rewriter": ScriptedLM("planner", [{"query": rewrite}]),
+        "generator": ScriptedLM("generator", [{"answer": "Three Colours: Red", "supporting_passages": [1]}]),
+    }
     for name in garbage:
         lms[name] = GarbageLM(name)
     assign(prog, lms)
@@ -33,23 +42,35 @@ def grade_of(pred):
     return next(s for s in pred.trace if s["role"] == "crag" and "grade" in s)["grade"]
 
 
-@pytest.mark.parametrize("scores,expected", [
-    ([0.9, None, 0.0], "correct"), ([0.1, 0.0], "incorrect"), ([0.3, 0.1], "ambiguous"),
-    ([0.1, None], "ambiguous"), ([None, None], "ambiguous"), ([], "incorrect")])
+@pytest.mark.parametrize(
+    "scores,expected",
+    [
+        ([0.9, None, 0.0], "correct"),
+        ([0.1, 0.0], "incorrect"),
+        ([0.3, 0.1], "ambiguous"),
+        ([0.1, None], "ambiguous"),
+        ([None, None], "ambiguous"),
+        ([], "incorrect"),
+    ],
+)
 def test_grade_thresholds(scores, expected):
     assert crag_grade(scores, upper=0.6, lower=0.2) == expected
 
 
 def test_correct_refines_passages_into_relevant_strips_without_fallback():
-    long = Passage("m1", "Three Colours: Red", "Three Colours: Red is a 1994 film by Krzysztof Kieslowski. "
-                   "It stars Irene Jacob. It was shot in Geneva.")
+    long = Passage(
+        "m1",
+        "Three Colours: Red",
+        "Three Colours: Red is a 1994 film by Krzysztof Kieslowski. It stars Irene Jacob. It was shot in Geneva.",
+    )
     pred, lms, retriever = run([0.9, 0.1, 0.0], strips=([1, 3],), retriever=KeywordRetriever([long, *CORPUS]))
     assert grade_of(pred) == "correct" and pred.stop_reason == "crag_correct"
     assert lms["rewriter"].calls == 0 and len(retriever.queries) == 1
     strip_step = next(s for s in pred.trace if s["role"] == "strip_filter")
     assert strip_step["kept_strips"] == [1, 3] and strip_step["n_strips"] == 3
     assert [(p.id, p.text) for p in pred.passages] == [
-        ("m1", "Three Colours: Red is a 1994 film by Krzysztof Kieslowski. It was shot in Geneva.")]
+        ("m1", "Three Colours: Red is a 1994 film by Krzysztof Kieslowski. It was shot in Geneva.")
+    ]
 
 
 def test_incorrect_rewrites_and_searches_the_lexical_fallback():

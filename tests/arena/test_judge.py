@@ -24,8 +24,10 @@ def test_normalization_takes_exactly_five_values():
     assert normalize_ratings([4, None]) == 1.0 and normalize_ratings([None, 3]) is None
 
 
-@pytest.mark.parametrize("raw,expected", [(4, 4), ("2", 2), ("4/4", 4), ("Rating: 0", 0), ("3", None),
-                                          ("great", None), (None, None), (4.0, 4)])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [(4, 4), ("2", 2), ("4/4", 4), ("Rating: 0", 0), ("3", None), ("great", None), (None, None), (4.0, 4)],
+)
 def test_parse_rating(raw, expected):
     assert parse_rating(raw) == expected
 
@@ -38,8 +40,14 @@ def judge_with(lms):
 
 def test_answer_accuracy_rates_twice_with_roles_swapped():
     rater = ScriptedLM("judge", [{"rating": 4}, {"rating": 2}])
-    judge = judge_with({"accuracy": rater, "faithfulness": ScriptedLM("judge", [{"claims": ["Tarantino directed Pulp Fiction."]},
-                                                                                {"supported": True}])})
+    judge = judge_with(
+        {
+            "accuracy": rater,
+            "faithfulness": ScriptedLM(
+                "judge", [{"claims": ["Tarantino directed Pulp Fiction."]}, {"supported": True}]
+            ),
+        }
+    )
     out = judge(example=EX, prediction=pred())
     assert out["judge_ratings"] == [4, 2] and out["judge_accuracy"] == 0.75
     first, second = (h["messages"][-1]["content"] for h in rater.history[-2:])
@@ -73,8 +81,12 @@ def test_garbage_judge_gives_none_and_records_problems():
 
 
 def test_judged_row_adds_the_fields():
-    judge = judge_with({"accuracy": ScriptedLM("judge", [{"rating": 0}, {"rating": 0}]),
-                        "faithfulness": ScriptedLM("judge", [{"claims": ["x"]}, {"supported": False}])})
+    judge = judge_with(
+        {
+            "accuracy": ScriptedLM("judge", [{"rating": 0}, {"rating": 0}]),
+            "faithfulness": ScriptedLM("judge", [{"claims": ["x"]}, {"supported": False}]),
+        }
+    )
     row = judged_row(lambda ex, p: {"id": ex.id}, judge)(EX, pred())
     assert row["id"] == "q1" and row["judge_accuracy"] == 0.0 and row["judge_faithfulness"] == 0.0
 

@@ -7,8 +7,15 @@ import pytest
 from doubles import KeywordRetriever, ScriptedLM, assign
 
 from program.errors import ConfigError
-from program.systems.rerank import (CrossEncoderScorer, LMRerankConfig, LMRerankRAG, RerankConfig, RerankRAG,
-                                    RerankerUnavailableError, select)
+from program.systems.rerank import (
+    CrossEncoderScorer,
+    LMRerankConfig,
+    LMRerankRAG,
+    RerankConfig,
+    RerankerUnavailableError,
+    RerankRAG,
+    select,
+)
 from program.types import Passage
 
 Q = "Which film won the Palme d'Or in 1994?"

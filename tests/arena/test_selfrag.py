@@ -15,17 +15,28 @@ def rel(*flags):
     return [{"relevant": f} for f in flags]
 
 
-def run(config=None, decide="retrieve", grades=(), rewrites=(), answers=("American",), regen=(), support=("fully",),
-        closed=("Paris",), garbage=()):
+def run(
+    config=None,
+    decide="retrieve",
+    grades=(),
+    rewrites=(),
+    answers=("American",),
+    regen=(),
+    support=("fully",),
+    closed=("Paris",),
+    garbage=(),
+):
     retriever = KeywordRetriever()
     prog = SelfRAG(retriever, config or SelfRAGConfig(k=2))
-    lms = {"decider": ScriptedLM("critic", [{"decision": decide}]),
-           "grader": ScriptedLM("critic", list(grades)),
-           "rewriter": ScriptedLM("planner", [{"query": q} for q in rewrites]),
-           "generator": ScriptedLM("generator", [{"answer": a, "supporting_passages": [1]} for a in answers]),
-           "regenerator": ScriptedLM("generator", [{"answer": a, "supporting_passages": [1]} for a in regen]),
-           "checker": ScriptedLM("critic", [{"support": s} for s in support]),
-           "closed_book": ScriptedLM("generator", [{"answer": a} for a in closed])}
+    lms = {
+        "decider": ScriptedLM("critic", [{"decision": decide}]),
+        "grader": ScriptedLM("critic", list(grades)),
+        "rewriter": ScriptedLM("planner", [{"query": q} for q in rewrites]),
+        "generator": ScriptedLM("generator", [{"answer": a, "supporting_passages": [1]} for a in answers]),
+        "regenerator": ScriptedLM("generator", [{"answer": a, "supporting_passages": [1]} for a in regen]),
+        "checker": ScriptedLM("critic", [{"support": s} for s in support]),
+        "closed_book": ScriptedLM("generator", [{"answer": a} for a in closed]),
+    }
     for name in garbage:
         lms[name] = GarbageLM(name)
     assign(prog, lms)
@@ -85,8 +96,12 @@ def test_still_unsupported_abstains_within_max_generations():
     cfg = SelfRAGConfig(k=2, max_generations=3)
     pred, lms, _ = run(cfg, grades=rel(True, True), support=("no", "no", "partially"), regen=["French", "Polish"])
     assert pred.stop_reason == "supported_after_regeneration" and pred.answer == "Polish"
-    pred, lms, _ = run(SelfRAGConfig(k=2, max_generations=2, accept_partial=False), grades=rel(True, True),
-                       support=("no", "partially", "fully"), regen=["French"])
+    pred, lms, _ = run(
+        SelfRAGConfig(k=2, max_generations=2, accept_partial=False),
+        grades=rel(True, True),
+        support=("no", "partially", "fully"),
+        regen=["French"],
+    )
     assert pred.answer == "unknown" and pred.stop_reason == "unsupported_abstain" and pred.cited_ids == []
     assert lms["checker"].calls == 2 and lms["regenerator"].calls == 1
     assert steps(pred, "self_rag")[-1]["rejected_answers"] == ["American", "French"]

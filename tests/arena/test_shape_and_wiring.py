@@ -10,9 +10,30 @@ from program.registry import UnknownSystemError, build_system, config_for, syste
 from program.sharp import SharpRAG
 from program.systems.closed_book import ClosedBook
 
-SHARP_KEYS = {"answer", "passages", "cited_ids", "trace", "cost", "calls", "sub_queries", "queries", "retries",
-              "stop_reason", "system"}
-ARENA = ["closed-book", "vanilla-dense", "vanilla-hybrid", "vanilla-hop", "vanilla-lmrerank", "self-rag", "crag", "adaptive", "react"]
+SHARP_KEYS = {
+    "answer",
+    "passages",
+    "cited_ids",
+    "trace",
+    "cost",
+    "calls",
+    "sub_queries",
+    "queries",
+    "retries",
+    "stop_reason",
+    "system",
+}
+ARENA = [
+    "closed-book",
+    "vanilla-dense",
+    "vanilla-hybrid",
+    "vanilla-hop",
+    "vanilla-lmrerank",
+    "self-rag",
+    "crag",
+    "adaptive",
+    "react",
+]
 
 
 def garbage_everywhere(module):

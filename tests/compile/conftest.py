@@ -5,8 +5,9 @@ reloaded program and an exported model see exactly what a live run sees, in any 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import dspy
 import pytest
@@ -47,22 +48,54 @@ class Case:
 
 
 CASES = [
-    Case("What nationality is the director of Pulp Fiction?", "American", ("Pulp Fiction", "Quentin Tarantino"),
-         ("Pulp Fiction director",)),
-    Case("Which country is the director of Three Colours Red from?", "Poland",
-         ("Three Colours Red", "Krzysztof Kieslowski"), ("Three Colours Red film",), overconfident=True),
+    Case(
+        "What nationality is the director of Pulp Fiction?",
+        "American",
+        ("Pulp Fiction", "Quentin Tarantino"),
+        ("Pulp Fiction director",),
+    ),
+    Case(
+        "Which country is the director of Three Colours Red from?",
+        "Poland",
+        ("Three Colours Red", "Krzysztof Kieslowski"),
+        ("Three Colours Red film",),
+        overconfident=True,
+    ),
     Case("Which river flows through the city where the Louvre is?", "Seine", ("Louvre", "Paris"), ("Louvre museum",)),
-    Case("Are Pulp Fiction and Three Colours Red both from 1994?", "yes", ("Pulp Fiction", "Three Colours Red"),
-         ("Pulp Fiction", "Three Colours Red"), qtype="comparison"),
+    Case(
+        "Are Pulp Fiction and Three Colours Red both from 1994?",
+        "yes",
+        ("Pulp Fiction", "Three Colours Red"),
+        ("Pulp Fiction", "Three Colours Red"),
+        qtype="comparison",
+    ),
     Case("Who founded the company that makes the iPhone?", "Steve Jobs", ("iPhone", "Apple Inc."), ("iPhone maker",)),
-    Case("What is the capital of the country where Krzysztof Kieslowski was born?", "Warsaw",
-         ("Krzysztof Kieslowski", "Poland"), ("Krzysztof Kieslowski birthplace",)),
-    Case("Which festival awards the prize that Pulp Fiction won?", "Cannes Film Festival",
-         ("Pulp Fiction", "Cannes Film Festival"), ("Pulp Fiction prize",), overconfident=True),
-    Case("What language is spoken in the country whose capital is Warsaw?", "Polish", ("Warsaw", "Poland"),
-         ("capital Warsaw",)),
-    Case("Who co-wrote the screenplay of Pulp Fiction?", "Roger Avary", ("Pulp Fiction", "Roger Avary"),
-         ("Pulp Fiction screenplay",), rotating=True),
+    Case(
+        "What is the capital of the country where Krzysztof Kieslowski was born?",
+        "Warsaw",
+        ("Krzysztof Kieslowski", "Poland"),
+        ("Krzysztof Kieslowski birthplace",),
+    ),
+    Case(
+        "Which festival awards the prize that Pulp Fiction won?",
+        "Cannes Film Festival",
+        ("Pulp Fiction", "Cannes Film Festival"),
+        ("Pulp Fiction prize",),
+        overconfident=True,
+    ),
+    Case(
+        "What language is spoken in the country whose capital is Warsaw?",
+        "Polish",
+        ("Warsaw", "Poland"),
+        ("capital Warsaw",),
+    ),
+    Case(
+        "Who co-wrote the screenplay of Pulp Fiction?",
+        "Roger Avary",
+        ("Pulp Fiction", "Roger Avary"),
+        ("Pulp Fiction screenplay",),
+        rotating=True,
+    ),
 ]
 BY_QUESTION = {c.question: c for c in CASES}
 
@@ -91,13 +124,21 @@ def critic_rule(f: dict) -> dict:
     missing = [t for t in case.gold if t not in titles]
     n = len(titles)
     if not missing:
-        return {"verdict": "sufficient", "confidence": 0.9 if n <= 3 else 0.75,
-                "missing_information": [], "suggested_queries": []}
+        return {
+            "verdict": "sufficient",
+            "confidence": 0.9 if n <= 3 else 0.75,
+            "missing_information": [],
+            "suggested_queries": [],
+        }
     if case.overconfident and len(missing) == 1:
         return {"verdict": "sufficient", "confidence": 0.6, "missing_information": [], "suggested_queries": []}
     query = f"{missing[0]} facts" + (f" {n}" if case.rotating else "")
-    return {"verdict": "insufficient", "confidence": 0.8 if n % 2 else 0.65,
-            "missing_information": [f"facts about {missing[0]}"], "suggested_queries": [query]}
+    return {
+        "verdict": "insufficient",
+        "confidence": 0.8 if n % 2 else 0.65,
+        "missing_information": [f"facts about {missing[0]}"],
+        "suggested_queries": [query],
+    }
 
 
 def generator_rule(f: dict) -> dict:
@@ -114,8 +155,13 @@ class RuleEngine(DummyEngine):
     def _complete_messages(self, messages):
         out = self.owner.rule(fields_of(messages[-1]["content"]))
         text = self.owner._format_answer_fields(out)
-        return Response(id=None, model="dummy", message=Message.assistant([TextPart(text)]), finish_reason="stop",
-                        usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0))
+        return Response(
+            id=None,
+            model="dummy",
+            message=Message.assistant([TextPart(text)]),
+            finish_reason="stop",
+            usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0),
+        )
 
 
 class RuleLM(ScriptedLM):
@@ -154,9 +200,18 @@ def assign_rules(program: dspy.Module, lms: dict[str, Any] | None = None) -> dic
 
 
 def make_examples(cases=CASES) -> list[dspy.Example]:
-    return [dspy.Example(id=f"q{i}", question=c.question, answer=c.answer, answer_aliases=[], type=c.qtype,
-                         gold_titles=list(c.gold), dataset="toy").with_inputs("question")
-            for i, c in enumerate(cases)]
+    return [
+        dspy.Example(
+            id=f"q{i}",
+            question=c.question,
+            answer=c.answer,
+            answer_aliases=[],
+            type=c.qtype,
+            gold_titles=list(c.gold),
+            dataset="toy",
+        ).with_inputs("question")
+        for i, c in enumerate(cases)
+    ]
 
 
 SMALL = SharpConfig(k_schedule=(1, 2, 2, 2), evidence_cap=4, max_retries=3, confidence_threshold=0.7)

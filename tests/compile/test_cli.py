@@ -22,16 +22,19 @@ def test_commands_are_registered(cli):
         assert cli(command, "--help").exit_code == 0
 
 
-@pytest.mark.parametrize("args,message", [
-    (("compile", "--optimizer", "miprov3"), "unknown optimizer 'miprov3'"),
-    (("compile", "--optimizer", "mipro", "--n-train", "3"), "needs at least 8 training examples, got 3"),
-    (("compile", "--n-val", "0"), "--n-val must be at least 1"),
-    (("compile", "--metric", "rouge"), "unknown metric 'rouge'"),
-    (("compile", "--target", "planner"), "unknown target 'planner'"),
-    (("tune", "--objective", "bleu"), "unknown objective 'bleu'"),
-    (("tune", "--system", "vanilla"), "has none"),
-    (("tune", "--fix", "treshold=0.5"), "unknown parameter"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("compile", "--optimizer", "miprov3"), "unknown optimizer 'miprov3'"),
+        (("compile", "--optimizer", "mipro", "--n-train", "3"), "needs at least 8 training examples, got 3"),
+        (("compile", "--n-val", "0"), "--n-val must be at least 1"),
+        (("compile", "--metric", "rouge"), "unknown metric 'rouge'"),
+        (("compile", "--target", "planner"), "unknown target 'planner'"),
+        (("tune", "--objective", "bleu"), "unknown objective 'bleu'"),
+        (("tune", "--system", "vanilla"), "has none"),
+        (("tune", "--fix", "treshold=0.5"), "unknown parameter"),
+    ],
+)
 def test_bad_input_fails_fast_with_a_message(cli, args, message):
     result = cli(*args)
     assert result.exit_code == 2
@@ -41,7 +44,5 @@ def test_bad_input_fails_fast_with_a_message(cli, args, message):
 def test_export_of_a_missing_run_and_a_down_tracking_server(cli, tmp_path, mlflow_store):
     result = cli("export", "nope", "--name", "x", "--workspace", str(tmp_path), "--tracking-uri", mlflow_store.uri)
     assert result.exit_code == 2 and "no run 'nope'" in result.output
-    result = cli("export", "nope", "--name", "x", "--workspace", str(tmp_path),
-                 "--tracking-uri", "http://127.0.0.1:9")
+    result = cli("export", "nope", "--name", "x", "--workspace", str(tmp_path), "--tracking-uri", "http://127.0.0.1:9")
     assert result.exit_code == 2 and "not reachable" in result.output
-

@@ -9,9 +9,9 @@ import pytest
 
 import experiments.compile as ec
 from experiments.compile import CompileJob, SaveInfo, run_compile
+from experiments.export import load_saved
 from optimize.compile import TrainSetTooSmallError
 from program.errors import ConfigError
-from experiments.export import load_saved
 from program.saved import read_program
 
 
@@ -29,10 +29,21 @@ def strip(trace):
 
 def compile_toy(world, tmp_path, job=None, train=slice(0, 6), val=slice(3, 9), **kw):
     examples = world.examples()
-    return run_compile(job or CompileJob(optimizer="bootstrap"), world.program(), examples[train], examples[val],
-                       out_dir=tmp_path / "compile", programs_dir=tmp_path / "programs",
-                       save=SaveInfo(retriever={"mode": "bm25"}, lm={"default": {"model": "openai/x"}},
-                                     index_manifest={"corpus": "toy"}, meta={"dataset": "toy"}), **kw)
+    return run_compile(
+        job or CompileJob(optimizer="bootstrap"),
+        world.program(),
+        examples[train],
+        examples[val],
+        out_dir=tmp_path / "compile",
+        programs_dir=tmp_path / "programs",
+        save=SaveInfo(
+            retriever={"mode": "bm25"},
+            lm={"default": {"model": "openai/x"}},
+            index_manifest={"corpus": "toy"},
+            meta={"dataset": "toy"},
+        ),
+        **kw,
+    )
 
 
 def test_bootstrap_compile_saves_a_program_that_answers_identically(world, tmp_path, tracked):
@@ -55,12 +66,25 @@ def test_bootstrap_compile_saves_a_program_that_answers_identically(world, tmp_p
     p, m = run.data.params, run.data.metrics
     assert p["optimizer"] == "bootstrap" and p["n_train"] == "6" and p["n_val"] == "6" and len(p["data_hash"]) == 16
     assert p["opt_used.max_bootstrapped_demos"] == "2" and p["config.evidence_cap"] == "4"
-    assert {"before.f1", "after.f1", "before.em", "gain.f1", "compile.lm_calls", "compile.seconds",
-            "compile.by_role.critic.lm_calls"} <= set(m)
+    assert {
+        "before.f1",
+        "after.f1",
+        "before.em",
+        "gain.f1",
+        "compile.lm_calls",
+        "compile.seconds",
+        "compile.by_role.critic.lm_calls",
+    } <= set(m)
     files = artifacts(out.run_id)
     assert f"program/{out.path.name}" in files
-    assert {"prompts.md", "prompts.json", "optimizer.json", "lm_config.json", "before.questions.json",
-            "after.questions.json"} <= set(files)
+    assert {
+        "prompts.md",
+        "prompts.json",
+        "optimizer.json",
+        "lm_config.json",
+        "before.questions.json",
+        "after.questions.json",
+    } <= set(files)
     prompts = json.loads(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/prompts.json"))
     assert set(prompts) == {"planner", "critic", "generator"}
 
@@ -72,8 +96,12 @@ def test_critic_target_compiles_the_critic_and_installs_it(world, tmp_path, trac
     saved = read_program(out.path)
     assert saved.state["critic"]["demos"] and not saved.state["generator"]["demos"]
     m = mlflow.get_run(out.run_id).data.metrics
-    assert {"critic.before.score", "critic.after.brier", "critic.harvest.cases",
-            "compile.by_role.critic.lm_calls"} <= set(m)
+    assert {
+        "critic.before.score",
+        "critic.after.brier",
+        "critic.harvest.cases",
+        "compile.by_role.critic.lm_calls",
+    } <= set(m)
     assert "compile.by_role.generator.lm_calls" not in m  # only the critic was compiled
     assert m["compile.harvest.lm_calls"] > 0  # the runs that produced the critique states are counted
     params = mlflow.get_run(out.run_id).data.params
@@ -106,9 +134,8 @@ def test_a_terminated_command_ends_its_run_killed_not_running(tracked):
     previous = signal.getsignal(signal.SIGTERM)
     try:
         interrupt_on_sigterm()
-        with pytest.raises(KeyboardInterrupt, match="signal"):
-            with tracking.run("terminated"):
-                os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt, match="signal"), tracking.run("terminated"):
+            os.kill(os.getpid(), signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, previous)
     (run,) = tracked.runs()

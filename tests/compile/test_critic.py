@@ -6,8 +6,19 @@ import dspy
 import pytest
 
 from optimize.compile import compile_program
-from optimize.critic import (CriticProgram, critic_feedback, critic_score, critic_student, critique_cases,
-                             evaluate_critic, harvest, install_critic, label_counts, read_verdict, split_cases)
+from optimize.critic import (
+    CriticProgram,
+    critic_feedback,
+    critic_score,
+    critic_student,
+    critique_cases,
+    evaluate_critic,
+    harvest,
+    install_critic,
+    label_counts,
+    read_verdict,
+    split_cases,
+)
 from program.evidence import format_evidence
 from program.types import Passage
 
@@ -17,8 +28,9 @@ def case(sufficient, gold=("A", "B"), seen=("A", "B")):
 
 
 def pred(verdict, confidence, missing=(), suggested=()):
-    return dspy.Prediction(verdict=verdict, confidence=confidence, missing_information=list(missing),
-                           suggested_queries=list(suggested))
+    return dspy.Prediction(
+        verdict=verdict, confidence=confidence, missing_information=list(missing), suggested_queries=list(suggested)
+    )
 
 
 def test_metric_rewards_right_and_calibrated_verdicts():
@@ -51,16 +63,29 @@ def test_feedback_names_over_and_under_triggering():
 
 
 def test_cases_from_a_trace_rebuild_what_the_critic_saw():
-    passages = {p.id: p for p in [Passage("a", "A", "alpha text"), Passage("b", "B", "beta text"),
-                                  Passage("c", "C", "gamma")]}
+    passages = {
+        p.id: p for p in [Passage("a", "A", "alpha text"), Passage("b", "B", "beta text"), Passage("c", "C", "gamma")]
+    }
     trace = [
         {"role": "planner"},
         {"role": "retriever", "queries": ["q", "sub 1"]},
-        {"role": "critic", "round": 0, "verdict": "insufficient", "confidence": 0.8,
-         "evidence_ids": ["a", "c"], "evidence_titles": ["A", "C"]},
+        {
+            "role": "critic",
+            "round": 0,
+            "verdict": "insufficient",
+            "confidence": 0.8,
+            "evidence_ids": ["a", "c"],
+            "evidence_titles": ["A", "C"],
+        },
         {"role": "retriever", "queries": ["find B"]},
-        {"role": "critic", "round": 1, "verdict": "sufficient", "confidence": 0.9,
-         "evidence_ids": ["a", "c", "b"], "evidence_titles": ["A", "C", "B"]},
+        {
+            "role": "critic",
+            "round": 1,
+            "verdict": "sufficient",
+            "confidence": 0.9,
+            "evidence_ids": ["a", "c", "b"],
+            "evidence_titles": ["A", "C", "B"],
+        },
         {"role": "critic", "round": 2, "verdict": None},  # a critique that never produced a verdict
         {"role": "generator"},
     ]
@@ -75,8 +100,10 @@ def test_cases_from_a_trace_rebuild_what_the_critic_saw():
     assert cases[1].evidence == format_evidence([passages["a"], passages["c"], passages["b"]], 600)
     assert cases[0].question == "What is A?" and cases[0].id == "x1#0"
     assert set(cases[0].inputs().keys()) == {"question", "sub_queries", "evidence"}
-    assert critique_cases(dspy.Example(id="y", question="q", gold_titles=[]), dspy.Prediction(trace=trace),
-                          passages, 600) == []
+    assert (
+        critique_cases(dspy.Example(id="y", question="q", gold_titles=[]), dspy.Prediction(trace=trace), passages, 600)
+        == []
+    )
 
 
 def test_harvest_reproduces_the_critic_inputs_exactly(world):
@@ -113,18 +140,28 @@ def test_compiled_critic_goes_back_into_the_program(world):
 
 
 def labelled(i, verdict):
-    return dspy.Example(id=f"q{i}#0", question=f"q{i}", sub_queries=[f"q{i}"], evidence="[1] A: a",
-                        verdict=verdict, confidence=0.9, missing_information=[] if verdict == "sufficient" else ["B"],
-                        suggested_queries=[] if verdict == "sufficient" else ["B"], sufficient=verdict == "sufficient",
-                        gold_titles=["A", "B"]).with_inputs("question", "sub_queries", "evidence")
+    return dspy.Example(
+        id=f"q{i}#0",
+        question=f"q{i}",
+        sub_queries=[f"q{i}"],
+        evidence="[1] A: a",
+        verdict=verdict,
+        confidence=0.9,
+        missing_information=[] if verdict == "sufficient" else ["B"],
+        suggested_queries=[] if verdict == "sufficient" else ["B"],
+        sufficient=verdict == "sufficient",
+        gold_titles=["A", "B"],
+    ).with_inputs("question", "sub_queries", "evidence")
 
 
 def test_balance_adds_the_missing_verdict_and_interleaves(world):
     from optimize.critic import balance_demos
 
     critic = critic_student(world.program())
-    one_sided = [dspy.Example(question="d1", verdict="sufficient", confidence=0.9),
-                 dspy.Example(question="d2", verdict="sufficient", confidence=0.9)]
+    one_sided = [
+        dspy.Example(question="d1", verdict="sufficient", confidence=0.9),
+        dspy.Example(question="d2", verdict="sufficient", confidence=0.9),
+    ]
     preds = [p for _, p in critic.named_predictors()]
     for p in preds:
         p.demos = list(one_sided)
@@ -133,7 +170,7 @@ def test_balance_adds_the_missing_verdict_and_interleaves(world):
     demos = preds[0].demos
     assert [d.verdict for d in demos] == ["sufficient", "insufficient", "sufficient"]
     added = demos[1]
-    assert added.question == "q1" and added.suggested_queries == ["B"] and "sufficient" not in added.keys()
+    assert added.question == "q1" and added.suggested_queries == ["B"] and "sufficient" not in added
     # already balanced, or no case of the missing label: nothing changes
     assert balance_demos(critic, cases) == []
     for p in preds:
@@ -149,18 +186,25 @@ def test_critic_metric_scores_token_probabilities_when_the_prediction_carries_th
     from optimize.critic import critic_score, read_p_sufficient
 
     def pred(p_suff, logprobs=True):
-        tokens = [{"token": '{"verdict": "', "logprob": 0.0, "top_logprobs": []},
-                  {"token": "ins", "logprob": math.log(1 - p_suff),
-                   "top_logprobs": [{"token": "ins", "logprob": math.log(1 - p_suff)},
-                                    {"token": "s", "logprob": math.log(p_suff)}]}]
+        tokens = [
+            {"token": '{"verdict": "', "logprob": 0.0, "top_logprobs": []},
+            {
+                "token": "ins",
+                "logprob": math.log(1 - p_suff),
+                "top_logprobs": [
+                    {"token": "ins", "logprob": math.log(1 - p_suff)},
+                    {"token": "s", "logprob": math.log(p_suff)},
+                ],
+            },
+        ]
         fields = dict(verdict="insufficient", confidence=0.0, missing_information=["x"], suggested_queries=["x"])
         return dspy.Prediction(**fields, **({"logprobs": {"content": tokens}} if logprobs else {}))
 
     complete = dspy.Example(sufficient=True)
     assert read_p_sufficient(pred(0.8)) == (pytest.approx(0.8), "token")
     # "insufficient, 0.0" in words is P(sufficient) = 1.0 verbally; 0.8 in tokens, and the call is right
-    assert critic_score(complete, pred(0.8)) == pytest.approx(0.5 + 0.5 * (1 - 0.2 ** 2))
-    assert critic_score(complete, pred(0.3)) == pytest.approx(0.5 * (1 - 0.7 ** 2))
+    assert critic_score(complete, pred(0.8)) == pytest.approx(0.5 + 0.5 * (1 - 0.2**2))
+    assert critic_score(complete, pred(0.3)) == pytest.approx(0.5 * (1 - 0.7**2))
     assert read_p_sufficient(pred(0.8, logprobs=False)) == (1.0, "verbal")
     # a critique SHARP discards (here: an invalid verdict) is unknown, whatever its logprobs say
     garbage = pred(0.8)
@@ -171,12 +215,24 @@ def test_critic_metric_scores_token_probabilities_when_the_prediction_carries_th
 def token_pred(p_suff, verdict="insufficient"):
     import math
 
-    tokens = [{"token": '{"verdict": "', "logprob": 0.0, "top_logprobs": []},
-              {"token": "ins", "logprob": math.log(1 - p_suff),
-               "top_logprobs": [{"token": "ins", "logprob": math.log(1 - p_suff)},
-                                {"token": "s", "logprob": math.log(p_suff)}]}]
-    return dspy.Prediction(verdict=verdict, confidence=0.0, missing_information=["x"], suggested_queries=["x"],
-                           logprobs={"content": tokens})
+    tokens = [
+        {"token": '{"verdict": "', "logprob": 0.0, "top_logprobs": []},
+        {
+            "token": "ins",
+            "logprob": math.log(1 - p_suff),
+            "top_logprobs": [
+                {"token": "ins", "logprob": math.log(1 - p_suff)},
+                {"token": "s", "logprob": math.log(p_suff)},
+            ],
+        },
+    ]
+    return dspy.Prediction(
+        verdict=verdict,
+        confidence=0.0,
+        missing_information=["x"],
+        suggested_queries=["x"],
+        logprobs={"content": tokens},
+    )
 
 
 def test_the_critic_is_scored_on_the_call_the_program_makes_at_its_threshold():
@@ -188,10 +244,10 @@ def test_the_critic_is_scored_on_the_call_the_program_makes_at_its_threshold():
     crit = read_critique_of(token_pred(0.4))
     assert crit["confidence_source"] == "token"
     assert critic_stops(crit, 0.35) and not critic_stops(crit, 0.5)
-    brier_part = 0.5 * (1 - 0.6 ** 2)
+    brier_part = 0.5 * (1 - 0.6**2)
     assert CriticScore(0.35)(complete, token_pred(0.4)) == pytest.approx(0.5 + brier_part)
     assert CriticScore(0.5)(complete, token_pred(0.4)) == pytest.approx(brier_part)
-    assert CriticScore(0.35)(incomplete, token_pred(0.4)) == pytest.approx(0.5 * (1 - 0.4 ** 2))
+    assert CriticScore(0.35)(incomplete, token_pred(0.4)) == pytest.approx(0.5 * (1 - 0.4**2))
     assert "Under-triggered" in CriticScore(0.35).feedback(case(False, seen=("A",)), token_pred(0.4)).feedback
     assert "Over-triggered" in CriticScore(0.5).feedback(case(True), token_pred(0.4)).feedback
 
@@ -207,7 +263,7 @@ def test_evaluate_critic_reports_the_calls_at_the_given_threshold():
     # at 0.35 it stops on both: right on the complete case, under-triggers on the incomplete one
     assert (low["verdict_accuracy"], low["over_trigger"], low["under_trigger"]) == (0.5, 0.0, 1.0)
     assert (high["verdict_accuracy"], high["over_trigger"], high["under_trigger"]) == (0.5, 1.0, 0.0)
-    assert low["brier"] == high["brier"] == pytest.approx((0.6 ** 2 + 0.4 ** 2) / 2)
+    assert low["brier"] == high["brier"] == pytest.approx((0.6**2 + 0.4**2) / 2)
     assert low["insufficient_rate"] == 0.0 and high["insufficient_rate"] == 1.0
 
 
@@ -217,8 +273,9 @@ def test_the_program_and_the_critic_metric_discard_the_same_critiques():
     assert critique_problem({}, parsed=False) == "unparseable"
     assert critique_problem({"verdict": "maybe", "confidence": 0.9}).startswith("invalid fields")
     assert critique_problem({"verdict": "sufficient", "confidence": "high"}).startswith("invalid fields")
-    assert critique_problem({"verdict": "sufficient", "confidence": 0.9, "missing_information": ["x"],
-                             "suggested_queries": ["find x"]}).startswith("inconsistent")
+    assert critique_problem(
+        {"verdict": "sufficient", "confidence": 0.9, "missing_information": ["x"], "suggested_queries": ["find x"]}
+    ).startswith("inconsistent")
     assert critique_problem({"verdict": "sufficient", "confidence": 0.9, "missing_information": ["x"]}) is None
     for fields in ({"verdict": "maybe", "confidence": 0.9}, {"verdict": "insufficient", "confidence": 0.7}):
         discarded = critique_problem(fields) is not None
@@ -241,11 +298,22 @@ def test_the_compiled_critic_is_called_exactly_as_the_program_calls_it():
     reply = {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
     prog = SharpRAG(KeywordRetriever(), SharpConfig(critic_max_tokens=200))
     critic_lm = Recording("critic", [reply, reply])
-    assign(prog, {"planner": ScriptedLM("planner", [{"sub_queries": ["Pulp Fiction director"]}]),
-                  "critic": critic_lm,
-                  "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}])})
-    cases = harvest(prog, [dspy.Example(id="q", question="Who directed Pulp Fiction?", answer="Quentin Tarantino",
-                                        gold_titles=["Pulp Fiction"]).with_inputs("question")])
+    assign(
+        prog,
+        {
+            "planner": ScriptedLM("planner", [{"sub_queries": ["Pulp Fiction director"]}]),
+            "critic": critic_lm,
+            "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}]),
+        },
+    )
+    cases = harvest(
+        prog,
+        [
+            dspy.Example(
+                id="q", question="Who directed Pulp Fiction?", answer="Quentin Tarantino", gold_titles=["Pulp Fiction"]
+            ).with_inputs("question")
+        ],
+    )
     assert len(cases) == 1 and len(critic_lm.requests) == 1
     student = critic_student(prog)
     assert student.adapter == "json"

@@ -25,11 +25,20 @@ def compiled(world, tmp_path, tracked, monkeypatch):
     index.mkdir()
     (index / "manifest.json").write_text(json.dumps({"corpus_sha": "toy", "built_at": "today"}))
     examples = world.examples()
-    out = run_compile(CompileJob(optimizer="bootstrap", name="toy"), world.program(), examples[:6], examples[3:],
-                      out_dir=tmp_path / "compile", programs_dir=tmp_path / "programs",
-                      save=SaveInfo(retriever={"mode": "bm25"}, lm={"default": {"model": "openai/x"}},
-                                    index_manifest={"corpus_sha": "toy", "built_at": "yesterday"},
-                                    meta={"dataset": "toy", "index_dir": str(index)}))
+    out = run_compile(
+        CompileJob(optimizer="bootstrap", name="toy"),
+        world.program(),
+        examples[:6],
+        examples[3:],
+        out_dir=tmp_path / "compile",
+        programs_dir=tmp_path / "programs",
+        save=SaveInfo(
+            retriever={"mode": "bm25"},
+            lm={"default": {"model": "openai/x"}},
+            index_manifest={"corpus_sha": "toy", "built_at": "yesterday"},
+            meta={"dataset": "toy", "index_dir": str(index)},
+        ),
+    )
     opened = []
 
     def open_retriever(index_dir, settings):

@@ -8,13 +8,23 @@ import pytest
 from optimize.feedback import answer_feedback_metric
 from program.types import Passage
 
-EX = dspy.Example(id="q", question="What nationality is the director of Pulp Fiction?", answer="American",
-                  answer_aliases=[], type="bridge", gold_titles=["Pulp Fiction", "Quentin Tarantino"])
+EX = dspy.Example(
+    id="q",
+    question="What nationality is the director of Pulp Fiction?",
+    answer="American",
+    answer_aliases=[],
+    type="bridge",
+    gold_titles=["Pulp Fiction", "Quentin Tarantino"],
+)
 
 
 def prediction(answer, titles, queries, critics=()):
-    return dspy.Prediction(answer=answer, passages=[Passage(t, t, "") for t in titles], queries=list(queries),
-                           trace=[{"role": "critic", **c} for c in critics])
+    return dspy.Prediction(
+        answer=answer,
+        passages=[Passage(t, t, "") for t in titles],
+        queries=list(queries),
+        trace=[{"role": "critic", **c} for c in critics],
+    )
 
 
 def crit(verdict, confidence, titles, action):
@@ -23,8 +33,12 @@ def crit(verdict, confidence, titles, action):
 
 def test_wrong_bridge_entity_and_missing_paragraph():
     fb = answer_feedback_metric("f1")
-    pred = prediction("British", ["Pulp Fiction", "Film"], ["Pulp Fiction director", "Uma Thurman"],
-                      [crit("sufficient", 0.9, ["Pulp Fiction", "Film"], "stop")])
+    pred = prediction(
+        "British",
+        ["Pulp Fiction", "Film"],
+        ["Pulp Fiction director", "Uma Thurman"],
+        [crit("sufficient", 0.9, ["Pulp Fiction", "Film"], "stop")],
+    )
     out = fb(EX, pred)
     assert out.score == 0.0
     assert "never retrieved the gold paragraph(s) 'Quentin Tarantino'" in out.feedback
@@ -37,8 +51,12 @@ def test_wrong_bridge_entity_and_missing_paragraph():
 def test_over_triggered_critic_and_a_wrong_span_from_complete_evidence():
     fb = answer_feedback_metric("em")
     titles = ["Pulp Fiction", "Quentin Tarantino"]
-    pred = prediction("an American director", titles, ["Pulp Fiction", "Quentin Tarantino"],
-                      [crit("insufficient", 0.8, titles, "retry"), crit("sufficient", 0.9, titles, "stop")])
+    pred = prediction(
+        "an American director",
+        titles,
+        ["Pulp Fiction", "Quentin Tarantino"],
+        [crit("insufficient", 0.8, titles, "retry"), crit("sufficient", 0.9, titles, "stop")],
+    )
     out = fb(EX, pred, None, "critic", None)
     assert out.score == 0.0 and "Critic over-triggered" in out.feedback
     gen = fb(EX, pred, None, "generator", None).feedback

@@ -5,8 +5,17 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from optimize.compile import (OPTIMIZERS, OptimizerContext, TrainSetTooSmallError, UnknownOptimizerError,
-                              build_optimizer, check_sizes, compile_program, describe_program, render_prompts)
+from optimize.compile import (
+    OPTIMIZERS,
+    OptimizerContext,
+    TrainSetTooSmallError,
+    UnknownOptimizerError,
+    build_optimizer,
+    check_sizes,
+    compile_program,
+    describe_program,
+    render_prompts,
+)
 from optimize.feedback import answer_feedback_metric
 from optimize.metrics import answer_f1
 from program.errors import ConfigError
@@ -17,8 +26,9 @@ def ctx(**kw):
 
 
 def test_unknown_optimizer_lists_the_valid_ones():
-    with pytest.raises(UnknownOptimizerError,
-                       match="unknown optimizer 'miprov3'.*bootstrap, bootstrap-rs, mipro, simba, gepa"):
+    with pytest.raises(
+        UnknownOptimizerError, match="unknown optimizer 'miprov3'.*bootstrap, bootstrap-rs, mipro, simba, gepa"
+    ):
         check_sizes("miprov3", 10, 10)
 
 
@@ -70,8 +80,9 @@ def test_simba_refuses_different_lms_per_role(world):
     with pytest.raises(ConfigError, match="one LM"):
         # the rule LMs are three objects but look alike; give the critic a distinguishable one
         prog.critic.lm = type("Other", (), {"model": "other/model"})()
-        compile_program(prog, "simba", world.examples()[:6], metric=answer_f1,
-                        proposer_lm=world.rule_lm("proposer", lambda f: {}))
+        compile_program(
+            prog, "simba", world.examples()[:6], metric=answer_f1, proposer_lm=world.rule_lm("proposer", lambda f: {})
+        )
 
 
 def test_bootstrap_compiles_every_predictor_and_accounts_the_cost(world):
@@ -112,37 +123,58 @@ def test_mipro_takes_a_small_explicit_budget_at_compile_time(world):
 
 def proposer_rule(fields: dict) -> dict:
     """Every output field MIPROv2's grounded proposer asks for, answered plainly."""
-    return {"observations": "short factual questions", "summary": "trivia questions over passages",
-            "program_description": "plans, retrieves, critiques, answers", "module_description": "one step",
-            "proposed_instruction": "Answer with the exact entity name from the evidence."}
+    return {
+        "observations": "short factual questions",
+        "summary": "trivia questions over passages",
+        "program_description": "plans, retrieves, critiques, answers",
+        "module_description": "one step",
+        "proposed_instruction": "Answer with the exact entity name from the evidence.",
+    }
 
 
 def test_mipro_compiles_the_whole_program_on_a_small_budget(world):
     prog = world.program()
     examples = world.examples()
     proposer = world.rule_lm("proposer", proposer_rule)
-    res = compile_program(prog, "mipro", examples[:8], examples[:2], metric=answer_f1, proposer_lm=proposer,
-                          task_lm=dict(prog.named_predictors())["generator"].lm,
-                          overrides={"num_candidates": 2, "num_trials": 2, "minibatch": False}, metric_threshold=0.6)
+    res = compile_program(
+        prog,
+        "mipro",
+        examples[:8],
+        examples[:2],
+        metric=answer_f1,
+        proposer_lm=proposer,
+        task_lm=dict(prog.named_predictors())["generator"].lm,
+        overrides={"num_candidates": 2, "num_trials": 2, "minibatch": False},
+        metric_threshold=0.6,
+    )
     assert res.settings["num_trials"] == 2 and res.settings["auto"] is None
     assert res.cost["by_role"]["proposer"]["lm_calls"] > 0  # instructions were proposed...
     assert res.cost["by_role"]["generator"]["lm_calls"] >= 2 * 3  # ...and default + 2 trials scored on 2 val q
     # each role kept its own LM through the search
-    assert {n.split(".")[0]: p.lm.role for n, p in res.program.named_predictors()} == \
-        {"planner": "planner", "critic": "critic", "generator": "generator"}
+    assert {n.split(".")[0]: p.lm.role for n, p in res.program.named_predictors()} == {
+        "planner": "planner",
+        "critic": "critic",
+        "generator": "generator",
+    }
     assert res.program(question=examples[0].question).answer == "American"
 
 
 def test_frozen_roles_keep_their_demos_and_instructions(world):
     prog = world.program()
     critic = dict(prog.named_predictors())["critic"]
-    gold = dspy.Example(question="q", sub_queries=["q"], evidence="[1] A: a", verdict="sufficient", confidence=0.9,
-                        missing_information=[], suggested_queries=[])
+    gold = dspy.Example(
+        question="q",
+        sub_queries=["q"],
+        evidence="[1] A: a",
+        verdict="sufficient",
+        confidence=0.9,
+        missing_information=[],
+        suggested_queries=[],
+    )
     critic.demos = [gold]
     critic.signature = critic.signature.with_instructions("A compiled critic's instructions.")
     examples = world.examples()
-    res = compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, metric_threshold=0.6,
-                          freeze=["critic"])
+    res = compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, metric_threshold=0.6, freeze=["critic"])
     out = dict(res.program.named_predictors())
     assert [d["verdict"] for d in out["critic"].demos] == ["sufficient"] and len(out["critic"].demos) == 1
     assert out["critic"].signature.instructions == "A compiled critic's instructions."

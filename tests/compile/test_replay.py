@@ -10,8 +10,22 @@ from optimize.evaluate import evaluate
 from optimize.replay import Policy, ReplayError, record, replay, score
 from program.steps import Budget
 
-COMPARED = ("answer", "em", "f1", "recall", "precision", "all_gold", "retries", "stop_reason", "lm_calls",
-            "prompt_tokens", "completion_tokens", "cached_calls", "critic_points", "passage_ids")
+COMPARED = (
+    "answer",
+    "em",
+    "f1",
+    "recall",
+    "precision",
+    "all_gold",
+    "retries",
+    "stop_reason",
+    "lm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_calls",
+    "critic_points",
+    "passage_ids",
+)
 
 POLICIES = [
     (0.5, 0, Budget()),
@@ -57,8 +71,14 @@ def test_the_policies_cover_every_stop_reason(world, recorded):
     for t, r, b in POLICIES:
         config = world.small.replace(confidence_threshold=t, max_retries=r, budget=b)
         reasons |= {row["stop_reason"] for row in score(recs, examples, Policy.of(config)).rows}
-    assert reasons == {"sufficient", "max_retries", "no_new_queries", "no_new_passages", "budget_lm_calls",
-                       "budget_tokens"}
+    assert reasons == {
+        "sufficient",
+        "max_retries",
+        "no_new_queries",
+        "no_new_passages",
+        "budget_lm_calls",
+        "budget_tokens",
+    }
 
 
 def test_replay_needs_no_model_calls(world, recorded):

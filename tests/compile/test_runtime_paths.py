@@ -46,8 +46,9 @@ class FakeRuntime:
 
 def test_compile_from_runtime_samples_disjoint_splits_and_records_the_setup(world, tmp_path, tracked):
     rt = FakeRuntime(world, tmp_path)
-    out = compile_from_runtime(rt, CompileJob(optimizer="bootstrap", name="rt"), n_train=5, n_val=4,
-                               system_config={"max_retries": 2})
+    out = compile_from_runtime(
+        rt, CompileJob(optimizer="bootstrap", name="rt"), n_train=5, n_val=4, system_config={"max_retries": 2}
+    )
     saved = read_program(out.path)
     assert out.path == tmp_path / "programs" / "rt.json"
     assert saved.config["max_retries"] == 2 and saved.index_manifest == {"corpus_sha256": "toy"}
@@ -72,8 +73,9 @@ def test_tune_from_runtime_opens_one_retriever_per_mode(world, tmp_path, tracked
     assert mlflow.get_run(out.run_id).data.params["lm.critic"] == "openai/toy-critic"
 
 
-def test_an_optimizer_that_selects_gets_held_out_train_questions_not_the_reported_ones(world, tmp_path, tracked,
-                                                                                        monkeypatch):
+def test_an_optimizer_that_selects_gets_held_out_train_questions_not_the_reported_ones(
+    world, tmp_path, tracked, monkeypatch
+):
     import experiments.compile as ec
 
     seen = {}
@@ -85,8 +87,13 @@ def test_an_optimizer_that_selects_gets_held_out_train_questions_not_the_reporte
 
     monkeypatch.setattr(ec, "compile_program", spy)
     rt = FakeRuntime(world, tmp_path)
-    out = compile_from_runtime(rt, CompileJob(optimizer="bootstrap-rs", name="rs", optimizer_settings={
-        "num_candidate_programs": 1}), n_train=4, n_val=3, n_select=2)
+    out = compile_from_runtime(
+        rt,
+        CompileJob(optimizer="bootstrap-rs", name="rs", optimizer_settings={"num_candidate_programs": 1}),
+        n_train=4,
+        n_val=3,
+        n_select=2,
+    )
     ids = [e.id for e in world.examples()]
     assert seen["train"] == ids[:4] and seen["select"] == ids[4:6]
     params = mlflow.get_run(out.run_id).data.params

@@ -8,8 +8,16 @@ import pytest
 
 import experiments.tune as et
 from experiments.tune import TuneJob, load_space, run_tune
-from optimize.tune import (SearchSpace, Tuner, apply_params, finished_trials, get_objective, open_study,
-                           recording_params, run_study)
+from optimize.tune import (
+    SearchSpace,
+    Tuner,
+    apply_params,
+    finished_trials,
+    get_objective,
+    open_study,
+    recording_params,
+    run_study,
+)
 from program.errors import ConfigError
 from program.saved import read_program
 from program.sharp import SharpConfig
@@ -20,13 +28,17 @@ TOY_SPACE = SearchSpace(max_retries=(0, 1, 2, 3), k_start=(1, 2), k_step=(0, 1),
 
 
 def test_params_become_a_config_and_retriever_overrides():
-    config, retriever = apply_params(SharpConfig(), {"confidence_threshold": 0.8, "max_retries": 2, "k_start": 3,
-                                                     "k_step": 2, "evidence_cap": 2, "mode": "bm25"})
+    config, retriever = apply_params(
+        SharpConfig(),
+        {"confidence_threshold": 0.8, "max_retries": 2, "k_start": 3, "k_step": 2, "evidence_cap": 2, "mode": "bm25"},
+    )
     assert config.k_schedule == (3, 5, 7) and config.max_retries == 2 and config.confidence_threshold == 0.8
     assert config.evidence_cap == 3  # raised to the first k
     assert retriever == {"mode": "bm25"}
-    rec = recording_params({"confidence_threshold": 0.8, "max_retries": 1, "k_start": 3, "k_step": 2,
-                            "evidence_cap": 6, "mode": "bm25"}, SearchSpace())
+    rec = recording_params(
+        {"confidence_threshold": 0.8, "max_retries": 1, "k_start": 3, "k_step": 2, "evidence_cap": 6, "mode": "bm25"},
+        SearchSpace(),
+    )
     assert rec == {"k_start": 3, "k_step": 2, "evidence_cap": 6, "mode": "bm25", "max_retries": 3}
 
 
@@ -45,8 +57,11 @@ def test_space_validation_and_files(tmp_path):
 
 
 def fake_score(params):
-    return {"f1": params["confidence_threshold"] - 0.1 * params["max_retries"], "em": 0.0,
-            "lm_calls_per_q": 3.0 + params["max_retries"]}, False
+    return {
+        "f1": params["confidence_threshold"] - 0.1 * params["max_retries"],
+        "em": 0.0,
+        "lm_calls_per_q": 3.0 + params["max_retries"],
+    }, False
 
 
 def test_study_resumes_in_sqlite_after_an_interruption(tmp_path):
@@ -88,10 +103,15 @@ def artifact_paths(run_id, path=""):
 
 
 def test_tune_tracks_every_trial_and_saves_the_best_program(world, tmp_path, tracked):
-    job = TuneJob(objective="f1", n_trials=8, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE,
-                  verify=True)
-    out = run_tune(job, world.program(), world.examples(), retriever_for=lambda o: world.retriever(),
-                   workspace=tmp_path, study_name="toy")
+    job = TuneJob(objective="f1", n_trials=8, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE, verify=True)
+    out = run_tune(
+        job,
+        world.program(),
+        world.examples(),
+        retriever_for=lambda o: world.retriever(),
+        workspace=tmp_path,
+        study_name="toy",
+    )
     assert out.trials_run == 8
     # retrieval settings: k_start x k_step = 4 at most; every other trial was replayed without the model
     assert 1 <= out.speedup["recordings"] <= 4 and out.speedup["live_seconds_estimate"] > 0
@@ -112,16 +132,28 @@ def test_tune_tracks_every_trial_and_saves_the_best_program(world, tmp_path, tra
 
     # resuming to 10 trials runs 2 more, reusing the recordings on disk
     job.n_trials, job.verify = 10, False
-    again = run_tune(job, world.program(), world.examples(), retriever_for=lambda o: world.retriever(),
-                     workspace=tmp_path, study_name="toy")
+    again = run_tune(
+        job,
+        world.program(),
+        world.examples(),
+        retriever_for=lambda o: world.retriever(),
+        workspace=tmp_path,
+        study_name="toy",
+    )
     assert again.trials_run == 2 and len(nested_runs(again.run_id)) == 2
     assert again.speedup["recordings"] == 0  # every retrieval setting it met was recorded before
 
 
 def test_multi_objective_plots_the_pareto_front(world, tmp_path, tracked):
     job = TuneJob(objective="f1-cost", n_trials=6, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE)
-    out = run_tune(job, world.program(), world.examples(), retriever_for=lambda o: world.retriever(),
-                   workspace=tmp_path, study_name="pareto")
+    out = run_tune(
+        job,
+        world.program(),
+        world.examples(),
+        retriever_for=lambda o: world.retriever(),
+        workspace=tmp_path,
+        study_name="pareto",
+    )
     assert len(out.best_values) == 2
     files = artifact_paths(out.run_id)
     assert {"plots/pareto_front.png", "plots/history_f1.png", "plots/history_lm_calls_per_q.png"} <= set(files)
@@ -164,8 +196,14 @@ def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
     from optimize.tune import baseline_trial, enqueue_baseline, in_space, params_of
 
     default = params_of(SharpConfig(), "hybrid")
-    assert default == {"confidence_threshold": 0.35, "max_retries": 2, "k_start": 3, "k_step": 2,
-                       "evidence_cap": 6, "mode": "hybrid"}
+    assert default == {
+        "confidence_threshold": 0.35,
+        "max_retries": 2,
+        "k_start": 3,
+        "k_step": 2,
+        "evidence_cap": 6,
+        "mode": "hybrid",
+    }
     assert apply_params(SharpConfig(), default)[0] == SharpConfig()  # the point reproduces the config
     assert params_of(SharpConfig(k_schedule=(1, 2, 2)), "bm25") is None  # not arithmetic
     assert in_space(default, SearchSpace()) and not in_space(default, SearchSpace(mode=("bm25",)))
@@ -188,11 +226,24 @@ def test_tune_reports_the_defaults_next_to_the_best(world, tmp_path, tracked):
 
     start = SharpConfig(k_schedule=(1, 2, 3, 4), evidence_cap=4, max_retries=3, confidence_threshold=0.7)
     job = TuneJob(objective="f1", n_trials=4, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE)
-    out = run_tune(job, world.program(start), world.examples(), retriever_for=lambda o: world.retriever(),
-                   workspace=tmp_path, study_name="with-defaults", save=SaveInfo(retriever={"mode": "bm25"}))
+    out = run_tune(
+        job,
+        world.program(start),
+        world.examples(),
+        retriever_for=lambda o: world.retriever(),
+        workspace=tmp_path,
+        study_name="with-defaults",
+        save=SaveInfo(retriever={"mode": "bm25"}),
+    )
     assert out.baseline["number"] == 0
-    assert out.baseline["params"] == {"confidence_threshold": 0.7, "max_retries": 3, "k_start": 1, "k_step": 1,
-                                      "evidence_cap": 4, "mode": "bm25"}
+    assert out.baseline["params"] == {
+        "confidence_threshold": 0.7,
+        "max_retries": 3,
+        "k_start": 1,
+        "k_step": 1,
+        "evidence_cap": 4,
+        "mode": "bm25",
+    }
     assert "f1" in out.baseline["metrics"] and out.best_values[0] >= out.baseline["metrics"]["f1"]
     assert out.best_metrics["f1"] == pytest.approx(out.best_values[0]) and "lm_calls_per_q" in out.best_metrics
     assert mlflow.get_run(out.run_id).data.metrics["default.f1"] == pytest.approx(out.baseline["metrics"]["f1"])
@@ -207,9 +258,15 @@ def test_a_tie_on_the_objective_goes_to_the_policy_with_fewer_lm_calls():
     study = optuna.create_study(direction="maximize")
     dist = {"confidence_threshold": FloatDistribution(0.05, 0.95)}
     for value, calls, thr in [(0.41, 3.08, 0.35), (0.30, 1.0, 0.9), (0.41, 2.0, 0.6), (0.41, 2.0, 0.7)]:
-        study.add_trial(create_trial(value=value, params={"confidence_threshold": thr}, distributions=dist,
-                                     user_attrs={"metrics": {"f1": value, "lm_calls_per_q": calls}}))
-    assert study.best_trial.number == 0           # Optuna alone keeps the first of the tied trials
+        study.add_trial(
+            create_trial(
+                value=value,
+                params={"confidence_threshold": thr},
+                distributions=dist,
+                user_attrs={"metrics": {"f1": value, "lm_calls_per_q": calls}},
+            )
+        )
+    assert study.best_trial.number == 0  # Optuna alone keeps the first of the tied trials
     best = best_trial(study, get_objective("f1"))
-    assert best.number == 2                        # equal F1, fewer calls; the earlier of two equal
+    assert best.number == 2  # equal F1, fewer calls; the earlier of two equal
     assert best.params["confidence_threshold"] == 0.6

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -12,22 +13,32 @@ import pytest
 def hotpot_rows() -> list[dict[str, Any]]:
     return [
         {
-            "_id": "h1", "question": "Which film did the director of Alpha make?", "answer": "Beta",
-            "type": "bridge", "level": "hard",
+            "_id": "h1",
+            "question": "Which film did the director of Alpha make?",
+            "answer": "Beta",
+            "type": "bridge",
+            "level": "hard",
             "supporting_facts": [["Alpha", 0], ["Beta", 1], ["Alpha", 1]],
-            "context": [["Alpha", ["Alpha is a film.", " It was directed by Ann."]],
-                        ["Beta", ["Beta is a film.", " Ann made it."]]],
+            "context": [
+                ["Alpha", ["Alpha is a film.", " It was directed by Ann."]],
+                ["Beta", ["Beta is a film.", " Ann made it."]],
+            ],
         },
-        {   # IRCoT-style row: type null, sentence ids unknown
-            "_id": "h2", "question": "Are Alpha and Gamma both films?", "answer": "yes",
-            "type": None, "level": "hard",
+        {  # IRCoT-style row: type null, sentence ids unknown
+            "_id": "h2",
+            "question": "Are Alpha and Gamma both films?",
+            "answer": "yes",
+            "type": None,
+            "level": "hard",
             "supporting_facts": [["Alpha", None], ["Gamma", None]],
-            "context": [["Alpha", ["Alpha is a film.", "It was directed by Ann."]],
-                        ["Gamma", ["Gamma is a  film."]]],
+            "context": [["Alpha", ["Alpha is a film.", "It was directed by Ann."]], ["Gamma", ["Gamma is a  film."]]],
         },
         {
-            "_id": "h3", "question": "Is Delta older than Beta?", "answer": "no",
-            "type": "comparison", "level": "medium",
+            "_id": "h3",
+            "question": "Is Delta older than Beta?",
+            "answer": "no",
+            "type": "comparison",
+            "level": "medium",
             "supporting_facts": [["Delta", 0], ["Beta", 0]],
             "context": [["Delta", ["Delta is a film from 1990."]], ["Beta", ["Beta is a film.", " Ann made it."]]],
         },
@@ -46,25 +57,31 @@ def hf_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
             {"title": [t for t, _ in r["supporting_facts"]], "sent_id": [s or 0 for _, s in r["supporting_facts"]]}
             for r in rows
         ],
-        "context": [
-            {"title": [t for t, _ in r["context"]], "sentences": [s for _, s in r["context"]]} for r in rows
-        ],
+        "context": [{"title": [t for t, _ in r["context"]], "sentences": [s for _, s in r["context"]]} for r in rows],
     }
 
 
 def twowiki_rows() -> list[dict[str, Any]]:
     return [
         {
-            "_id": "w1", "type": "compositional", "question": "Where was the father of Kim buried?",
+            "_id": "w1",
+            "type": "compositional",
+            "question": "Where was the father of Kim buried?",
             "answer": "Cork",
             "supporting_facts": [["Kim", 2], ["Lee", 1]],
             "evidences": [["Kim", "father", "Lee"], ["Lee", "place of burial", "Cork"]],
-            "context": [["Kim", ["Kim was born.", "Kim sang.", "Kim's father was Lee."]],
-                        ["Lee", ["Lee lived.", "Lee is buried in Cork."]]],
+            "context": [
+                ["Kim", ["Kim was born.", "Kim sang.", "Kim's father was Lee."]],
+                ["Lee", ["Lee lived.", "Lee is buried in Cork."]],
+            ],
         },
         {
-            "_id": "w2", "type": "comparison", "question": "Who was born first, Kim or Lee?", "answer": "Lee",
-            "supporting_facts": [["Kim", 0], ["Lee", 0]], "evidences": [],
+            "_id": "w2",
+            "type": "comparison",
+            "question": "Who was born first, Kim or Lee?",
+            "answer": "Lee",
+            "supporting_facts": [["Kim", 0], ["Lee", 0]],
+            "evidences": [],
             "context": [["Kim", ["Kim was born.", "Kim sang.", "Kim's father was Lee."]]],
         },
     ]
@@ -72,11 +89,20 @@ def twowiki_rows() -> list[dict[str, Any]]:
 
 def twowiki_open_rows() -> list[dict[str, Any]]:
     return [
-        {"_id": "o1", "question": "Where did the singer of Song die?", "answer": "Detroit",
-         "answer_aliases": ["Detroit, Michigan", "Detroit", "Motor City"],
-         "supporting_facts": [["Aretha", None], ["Song", None]]},
-        {"_id": "o2", "question": "Who wrote Book?", "answer": "Ann",
-         "answer_aliases": [], "supporting_facts": [["Book", None]]},
+        {
+            "_id": "o1",
+            "question": "Where did the singer of Song die?",
+            "answer": "Detroit",
+            "answer_aliases": ["Detroit, Michigan", "Detroit", "Motor City"],
+            "supporting_facts": [["Aretha", None], ["Song", None]],
+        },
+        {
+            "_id": "o2",
+            "question": "Who wrote Book?",
+            "answer": "Ann",
+            "answer_aliases": [],
+            "supporting_facts": [["Book", None]],
+        },
     ]
 
 
@@ -92,15 +118,33 @@ def musique_rows() -> list[dict[str, Any]]:
         {"id": 2, "question": "#1 q2", "answer": "a2", "paragraph_support_idx": 1},
     ]
     return [
-        {"id": "2hop__1_2", "question": "What is the second hop of the first?", "answer": "a2",
-         "answer_aliases": ["A2"], "paragraphs": paragraphs, "question_decomposition": decomposition,
-         "answerable": True},
-        {"id": "3hop1__1_2_3", "question": "A three-hop question?", "answer": "x",
-         "answer_aliases": [], "paragraphs": paragraphs, "question_decomposition": decomposition,
-         "answerable": True},
-        {"id": "2hop__9_9", "question": "An unanswerable question?", "answer": "y",
-         "answer_aliases": [], "paragraphs": paragraphs[:1], "question_decomposition": [],
-         "answerable": False},
+        {
+            "id": "2hop__1_2",
+            "question": "What is the second hop of the first?",
+            "answer": "a2",
+            "answer_aliases": ["A2"],
+            "paragraphs": paragraphs,
+            "question_decomposition": decomposition,
+            "answerable": True,
+        },
+        {
+            "id": "3hop1__1_2_3",
+            "question": "A three-hop question?",
+            "answer": "x",
+            "answer_aliases": [],
+            "paragraphs": paragraphs,
+            "question_decomposition": decomposition,
+            "answerable": True,
+        },
+        {
+            "id": "2hop__9_9",
+            "question": "An unanswerable question?",
+            "answer": "y",
+            "answer_aliases": [],
+            "paragraphs": paragraphs[:1],
+            "question_decomposition": [],
+            "answerable": False,
+        },
     ]
 
 
@@ -136,8 +180,7 @@ def data_dir(tmp_path: Path, write_json: Callable[..., Path]) -> Path:
 @pytest.fixture
 def rows() -> dict[str, list[dict[str, Any]]]:
     """Fresh raw rows by layout: hotpot, twowiki, open (2Wiki open-retrieval), musique."""
-    return {"hotpot": hotpot_rows(), "twowiki": twowiki_rows(), "open": twowiki_open_rows(),
-            "musique": musique_rows()}
+    return {"hotpot": hotpot_rows(), "twowiki": twowiki_rows(), "open": twowiki_open_rows(), "musique": musique_rows()}
 
 
 @pytest.fixture

@@ -20,11 +20,14 @@ from program.types import Passage
 
 
 def test_load_corpus_joins_sentences_and_keeps_ids(write_json):
-    path = write_json([
-        {"id": 5, "title": "A", "text": ["First sentence.", " Second  one.\n"]},
-        {"id": "x", "title": "B", "text": "Plain string text."},
-        {"title": "C", "text": ["No id here."]},
-    ], "corpus.jsonl")
+    path = write_json(
+        [
+            {"id": 5, "title": "A", "text": ["First sentence.", " Second  one.\n"]},
+            {"id": "x", "title": "B", "text": "Plain string text."},
+            {"title": "C", "text": ["No id here."]},
+        ],
+        "corpus.jsonl",
+    )
     passages = load_corpus(path)
     assert passages[0] == Passage("5", "A", "First sentence. Second one.")
     assert passages[1] == Passage("x", "B", "Plain string text.")
@@ -37,11 +40,14 @@ def test_passage_id_is_stable():
 
 
 def test_dedup_passage_keeps_same_title_with_other_text(write_json, caplog):
-    path = write_json([
-        {"id": 0, "title": "A", "text": ["One."]},
-        {"id": 1, "title": "A", "text": ["One."]},
-        {"id": 2, "title": "A", "text": ["Another paragraph of A."]},
-    ], "corpus.jsonl")
+    path = write_json(
+        [
+            {"id": 0, "title": "A", "text": ["One."]},
+            {"id": 1, "title": "A", "text": ["One."]},
+            {"id": 2, "title": "A", "text": ["Another paragraph of A."]},
+        ],
+        "corpus.jsonl",
+    )
     with caplog.at_level(logging.INFO, logger="data.corpus"):
         passages = load_corpus(path)
     assert [p.id for p in passages] == ["0", "2"]
@@ -68,18 +74,22 @@ def test_iter_corpus_streams(write_json):
     assert len(list(stream)) == 2
 
 
-@pytest.mark.parametrize("rows_, message", [
-    ([], "is empty"),
-    ([{"id": 1, "title": "A", "text": "  "}], "corpus is empty"),
-])
+@pytest.mark.parametrize(
+    "rows_, message",
+    [
+        ([], "is empty"),
+        ([{"id": 1, "title": "A", "text": "  "}], "corpus is empty"),
+    ],
+)
 def test_empty_corpus_is_an_error(write_json, rows_, message):
     path = write_json(rows_, "c.jsonl")
     with pytest.raises(DatasetError, match=message):
         load_corpus(path)
 
 
-@pytest.mark.parametrize("row, field", [({"id": 1, "text": "x"}, "title"),
-                                        ({"id": 1, "title": "A", "text": 3}, "text")])
+@pytest.mark.parametrize(
+    "row, field", [({"id": 1, "text": "x"}, "title"), ({"id": 1, "title": "A", "text": 3}, "text")]
+)
 def test_bad_corpus_row_names_line_and_field(write_json, row, field):
     path = write_json([{"id": 0, "title": "ok", "text": "fine"}, row], "c.jsonl")
     with pytest.raises(DatasetError) as err:

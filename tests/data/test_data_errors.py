@@ -70,16 +70,19 @@ def test_malformed_jsonl_line_names_line(tmp_path):
     assert str(path) in message and "line 2" in message and "invalid JSON" in message
 
 
-@pytest.mark.parametrize("change, field, problem", [
-    ({"question": None}, "question", "missing"),
-    ({"answer": None}, "answer", "missing"),
-    ({"answer": 42}, "answer", "must be a string, got int"),
-    ({"question": "   "}, "question", "empty"),
-    ({"type": 3}, "type", "string or null"),
-    ({"answer_aliases": "x"}, "answer_aliases", "list of strings"),
-    ({"supporting_facts": [["A"]]}, "supporting_facts", "[title, sent_id]"),
-    ({"supporting_facts": [["A", "zero"]]}, "supporting_facts", "bad sentence id"),
-])
+@pytest.mark.parametrize(
+    "change, field, problem",
+    [
+        ({"question": None}, "question", "missing"),
+        ({"answer": None}, "answer", "missing"),
+        ({"answer": 42}, "answer", "must be a string, got int"),
+        ({"question": "   "}, "question", "empty"),
+        ({"type": 3}, "type", "string or null"),
+        ({"answer_aliases": "x"}, "answer_aliases", "list of strings"),
+        ({"supporting_facts": [["A"]]}, "supporting_facts", "[title, sent_id]"),
+        ({"supporting_facts": [["A", "zero"]]}, "supporting_facts", "bad sentence id"),
+    ],
+)
 def test_bad_row_names_file_row_and_field(rows, write_json, change, field, problem):
     bad = {k: v for k, v in {**rows["hotpot"][1], **change}.items() if v is not None or k == "type"}
     path = write_json([rows["hotpot"][0], bad], "bad.json")

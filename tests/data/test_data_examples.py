@@ -13,9 +13,15 @@ from data.examples import EXAMPLE_FIELDS, example_from_dict, example_to_dict, ma
 
 def build() -> dspy.Example:
     return make_example(
-        id="q1", question=" Who? ", answer="Ann ", dataset="hotpotqa",
-        answer_aliases=["Ann", "Annie", "Annie", ""], type="bridge", level="hard",
-        gold_titles=["B", "A", "B"], gold_sentences=[("B", 0), ["A", None]],
+        id="q1",
+        question=" Who? ",
+        answer="Ann ",
+        dataset="hotpotqa",
+        answer_aliases=["Ann", "Annie", "Annie", ""],
+        type="bridge",
+        level="hard",
+        gold_titles=["B", "A", "B"],
+        gold_sentences=[("B", 0), ["A", None]],
     )
 
 
@@ -41,8 +47,13 @@ def test_round_trip_of_minimal_dict():
     assert back.type is None and back.gold_titles == [] and back.gold_sentences == []
 
 
-@pytest.mark.parametrize("bad, word", [({"id": "x", "question": "q", "answer": "a"}, "dataset"),
-                                       ({"id": "x", "question": "q", "answer": "a", "dataset": "d", "foo": 1}, "foo")])
+@pytest.mark.parametrize(
+    "bad, word",
+    [
+        ({"id": "x", "question": "q", "answer": "a"}, "dataset"),
+        ({"id": "x", "question": "q", "answer": "a", "dataset": "d", "foo": 1}, "foo"),
+    ],
+)
 def test_from_dict_rejects_bad_keys(bad, word):
     with pytest.raises(DatasetError, match=word):
         example_from_dict(bad)

@@ -50,10 +50,15 @@ def test_musique_types_gold_order_and_unanswerable(data_dir):
     assert got["2hop__1_2"].gold_sentences == [] and got["2hop__1_2"].answer_aliases == ["A2"]
 
 
-@pytest.mark.parametrize("layout, name, dataset", [("hotpot", "h.json", "hotpotqa"),
-                                                   ("twowiki", "w.jsonl", "2wikimultihopqa"),
-                                                   ("open", "o.json", "2wikimultihopqa"),
-                                                   ("musique", "m.jsonl", "musique")])
+@pytest.mark.parametrize(
+    "layout, name, dataset",
+    [
+        ("hotpot", "h.json", "hotpotqa"),
+        ("twowiki", "w.jsonl", "2wikimultihopqa"),
+        ("open", "o.json", "2wikimultihopqa"),
+        ("musique", "m.jsonl", "musique"),
+    ],
+)
 def test_path_autodetects_layout(rows, write_json, layout, name, dataset):
     path = write_json(rows[layout], name)
     examples, report = load_examples_report(path, "ignored")

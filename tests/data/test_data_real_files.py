@@ -12,12 +12,19 @@ from data.corpus import corpus_path, load_corpus
 from data.loaders import load_examples_report
 
 REAL = Path(os.environ.get("SHARP_DATA") or Path(__file__).resolve().parents[3] / "shared" / "datasets")
-COUNTS = {("hotpotqa", "train"): 598, ("hotpotqa", "dev"): 666, ("2wikimultihopqa", "train"): 464,
-          ("2wikimultihopqa", "dev"): 826, ("musique", "train"): 100, ("musique", "dev"): 100}
+COUNTS = {
+    ("hotpotqa", "train"): 598,
+    ("hotpotqa", "dev"): 666,
+    ("2wikimultihopqa", "train"): 464,
+    ("2wikimultihopqa", "dev"): 826,
+    ("musique", "train"): 100,
+    ("musique", "dev"): 100,
+}
 CORPUS_SIZES = {"hotpotqa": 22826, "2wikimultihopqa": 8651, "musique": 3722}
 
-pytestmark = pytest.mark.skipif(not (REAL / "hotpotqa" / "dev.json").is_file(),
-                                reason=f"shared datasets not found at {REAL}")
+pytestmark = pytest.mark.skipif(
+    not (REAL / "hotpotqa" / "dev.json").is_file(), reason=f"shared datasets not found at {REAL}"
+)
 
 
 @pytest.mark.parametrize("dataset, split", sorted(COUNTS))

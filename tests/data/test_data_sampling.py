@@ -19,8 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def pool(n: int = 40) -> list:
     types = ["bridge", "comparison", None, "bridge"]
-    return [make_example(id=f"q{i}", question=f"question {i}?", answer="a", dataset="t", type=types[i % 4])
-            for i in range(n)]
+    return [
+        make_example(id=f"q{i}", question=f"question {i}?", answer="a", dataset="t", type=types[i % 4])
+        for i in range(n)
+    ]
 
 
 def ids(examples) -> list[str]:
@@ -76,8 +78,14 @@ def test_same_sample_in_another_python_process():
         "      for i in range(40)]\n"
         "print(json.dumps([[e.id for e in sample(ex, 10, seed=7)], [e.id for e in sample(ex, 10, 7, True)]]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONHASHSEED": "123"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "123"},
+    )
     plain, balanced = json.loads(out.stdout)
     assert plain == ids(sample(pool(), 10, seed=7))
     assert balanced == ids(sample(pool(), 10, seed=7, balanced=True))

@@ -11,17 +11,45 @@ from experiments.report import write_report
 
 
 def rows(em_pattern, calls, seconds=1.0, tokens=100):
-    return [{"id": f"q{i}", "question": f"question {i}", "type": "bridge", "gold": "g", "answer": "g" if em else "x",
-             "em": float(em), "f1": float(em), "recall": 1.0, "precision": 0.5, "all_gold": 1.0, "retries": 0,
-             "stop_reason": "done", "lm_calls": calls, "prompt_tokens": tokens, "completion_tokens": 10,
-             "lm_seconds": 0.1, "seconds": seconds, "cached_calls": 0, "cost_by_role": {}, "critic_points": [],
-             "passage_ids": [], "trace": [], "error": None} for i, em in enumerate(em_pattern)]
+    return [
+        {
+            "id": f"q{i}",
+            "question": f"question {i}",
+            "type": "bridge",
+            "gold": "g",
+            "answer": "g" if em else "x",
+            "em": float(em),
+            "f1": float(em),
+            "recall": 1.0,
+            "precision": 0.5,
+            "all_gold": 1.0,
+            "retries": 0,
+            "stop_reason": "done",
+            "lm_calls": calls,
+            "prompt_tokens": tokens,
+            "completion_tokens": 10,
+            "lm_seconds": 0.1,
+            "seconds": seconds,
+            "cached_calls": 0,
+            "cost_by_role": {},
+            "critic_points": [],
+            "passage_ids": [],
+            "trace": [],
+            "error": None,
+        }
+        for i, em in enumerate(em_pattern)
+    ]
 
 
 def test_table_rows_follow_the_summary(tmp_path, capsys):
-    _, summary = write_report(tmp_path, {"vanilla": rows([1, 0, 0, 1], calls=1, tokens=900),
-                                         "sharp": rows([1, 1, 0, 1], calls=3, seconds=4.0, tokens=2900)},
-                              baseline="vanilla")
+    _, summary = write_report(
+        tmp_path,
+        {
+            "vanilla": rows([1, 0, 0, 1], calls=1, tokens=900),
+            "sharp": rows([1, 1, 0, 1], calls=3, seconds=4.0, tokens=2900),
+        },
+        baseline="vanilla",
+    )
     assert arena_table.main([str(tmp_path / "summary.json")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("| system | n | EM | F1 | all-gold | ΔEM vs vanilla")

@@ -14,13 +14,27 @@ from experiments import runtime as rt_mod
 from experiments.cli import app
 
 ROWS = [
-    {"_id": "a1", "question": "What nationality is the director of Pulp Fiction?", "answer": "American",
-     "type": "bridge", "level": "hard", "supporting_facts": [["Pulp Fiction", 0], ["Quentin Tarantino", 0]],
-     "context": [["Pulp Fiction", ["Pulp Fiction is a 1994 film directed by Quentin Tarantino."]],
-                 ["Quentin Tarantino", ["Quentin Tarantino is an American film director."]]]},
-    {"_id": "a2", "question": "Which country was Krzysztof Kieslowski from?", "answer": "Poland",
-     "type": "bridge", "level": "hard", "supporting_facts": [["Krzysztof Kieslowski", 0]],
-     "context": [["Krzysztof Kieslowski", ["Krzysztof Kieslowski was a Polish film director."]]]},
+    {
+        "_id": "a1",
+        "question": "What nationality is the director of Pulp Fiction?",
+        "answer": "American",
+        "type": "bridge",
+        "level": "hard",
+        "supporting_facts": [["Pulp Fiction", 0], ["Quentin Tarantino", 0]],
+        "context": [
+            ["Pulp Fiction", ["Pulp Fiction is a 1994 film directed by Quentin Tarantino."]],
+            ["Quentin Tarantino", ["Quentin Tarantino is an American film director."]],
+        ],
+    },
+    {
+        "_id": "a2",
+        "question": "Which country was Krzysztof Kieslowski from?",
+        "answer": "Poland",
+        "type": "bridge",
+        "level": "hard",
+        "supporting_facts": [["Krzysztof Kieslowski", 0]],
+        "context": [["Krzysztof Kieslowski", ["Krzysztof Kieslowski was a Polish film director."]]],
+    },
 ]
 
 
@@ -32,12 +46,14 @@ class Scripted:
 
     def assign(self, module, lm_config):
         lms = {
-            "planner": ScriptedLM("planner", []), "critic": ScriptedLM("critic", []),
+            "planner": ScriptedLM("planner", []),
+            "critic": ScriptedLM("critic", []),
             "generator": ScriptedLM("generator", []),
         }
         lms["planner"].answers = itertools.repeat({"sub_queries": ["film director"]})
-        lms["critic"].answers = itertools.repeat({"verdict": "sufficient", "confidence": 0.9,
-                                                  "missing_information": [], "suggested_queries": []})
+        lms["critic"].answers = itertools.repeat(
+            {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
+        )
         lms["generator"].answers = itertools.repeat({"answer": "American", "supporting_passages": [1]})
         self.lms += lms.values()
         assign(module, lms)

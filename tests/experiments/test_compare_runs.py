@@ -11,15 +11,34 @@ from optimize.evaluate import cold_figures
 
 
 def row(qid, em, seconds, cached=0):
-    return {"id": qid, "type": "bridge", "em": em, "f1": em, "seconds": seconds, "cached_calls": cached,
-            "lm_calls": 1, "prompt_tokens": 10, "completion_tokens": 1, "all_gold": 1.0, "recall": 1.0,
-            "precision": 0.5, "retries": 0, "error": None, "critic_points": []}
+    return {
+        "id": qid,
+        "type": "bridge",
+        "em": em,
+        "f1": em,
+        "seconds": seconds,
+        "cached_calls": cached,
+        "lm_calls": 1,
+        "prompt_tokens": 10,
+        "completion_tokens": 1,
+        "all_gold": 1.0,
+        "recall": 1.0,
+        "precision": 0.5,
+        "retries": 0,
+        "error": None,
+        "critic_points": [],
+    }
 
 
 def test_cold_figures_ignore_questions_answered_from_the_cache():
     rows = [row("a", 1, 10.0), row("b", 0, 0.1, cached=2), row("c", 0, 30.0), row("d", 1, 20.0)]
-    assert cold_figures(rows) == {"cold_n": 3, "cold_seconds_per_q": 20.0, "cold_seconds_median": 20.0,
-                                  "cold_prompt_tokens_per_q": 10.0, "cold_completion_tokens_per_q": 1.0}
+    assert cold_figures(rows) == {
+        "cold_n": 3,
+        "cold_seconds_per_q": 20.0,
+        "cold_seconds_median": 20.0,
+        "cold_prompt_tokens_per_q": 10.0,
+        "cold_completion_tokens_per_q": 1.0,
+    }
     assert cold_figures([row("b", 0, 0.1, cached=1)])["cold_seconds_per_q"] is None
 
 

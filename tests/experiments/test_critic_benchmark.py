@@ -27,8 +27,10 @@ def test_pairs_differ_by_exactly_one_gold_paragraph_and_keep_the_cap():
 
 
 def test_summary_separates_token_and_verbal_discrimination():
-    pts = [{"label": True, "verdict": "insufficient", "p_token": 0.6, "p_verbal": 1.0, "seconds": 1.0},
-           {"label": False, "verdict": "insufficient", "p_token": 0.3, "p_verbal": 1.0, "seconds": 1.0}]
+    pts = [
+        {"label": True, "verdict": "insufficient", "p_token": 0.6, "p_verbal": 1.0, "seconds": 1.0},
+        {"label": False, "verdict": "insufficient", "p_token": 0.3, "p_verbal": 1.0, "seconds": 1.0},
+    ]
     s = summarize(pts)
     assert s["auroc_token"] == 1.0 and s["auroc_verbal"] == 0.5  # the written confidence ties
     assert s["verdict_accuracy"] == 0.5 and s["sufficient_rate"] == 0.0

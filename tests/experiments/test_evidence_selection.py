@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from experiments.benchmarks.evidence_selection import pooled, question_first, round_robin, rrf, score
 
-TRACE = [{"role": "retriever", "queries": ["q", "a"], "retrieved_ids": [["1", "2", "3"], ["4", "2", "5"]]},
-         {"role": "critic"},
-         {"role": "retriever", "queries": ["b"], "retrieved_ids": [["6", "2"]]}]
+TRACE = [
+    {"role": "retriever", "queries": ["q", "a"], "retrieved_ids": [["1", "2", "3"], ["4", "2", "5"]]},
+    {"role": "critic"},
+    {"role": "retriever", "queries": ["b"], "retrieved_ids": [["6", "2"]]},
+]
 
 
 def test_rules_on_a_pooled_trace():
     pool = pooled(TRACE)
     assert round_robin(pool, 4) == ["1", "4", "6", "2"]
-    assert rrf(pool, 2) == ["2", "1"]          # found by all three queries
+    assert rrf(pool, 2) == ["2", "1"]  # found by all three queries
     assert question_first(pool, 4) == ["1", "2", "4", "6"]
 
 

@@ -15,8 +15,14 @@ def ex(q: str, gold: list[str]) -> dspy.Example:
     return dspy.Example(question=q, gold_titles=gold, type="bridge")
 
 
-RANKED = {"q1": ["a", "b", "c", "d", "e", "f"], "q2": ["m", "n", "o", "p", "r", "s"],
-          "q1 A.": ["a", "x", "y"], "q1 B.": ["z", "x"], "q2 M.": ["m", "n"], "q2 N.": ["w"]}
+RANKED = {
+    "q1": ["a", "b", "c", "d", "e", "f"],
+    "q2": ["m", "n", "o", "p", "r", "s"],
+    "q1 A.": ["a", "x", "y"],
+    "q1 B.": ["z", "x"],
+    "q2 M.": ["m", "n"],
+    "q2 N.": ["w"],
+}
 EXAMPLES = [ex("q1", ["A", "X"]), ex("q2", ["M", "W"])]
 
 

@@ -52,12 +52,23 @@ class FakeOpenAI:
                     self._json(200, b"{this is not json")
                 else:
                     n = len(fake.requests)
-                    self._json(200, {
-                        "id": f"c{n}", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": f"reply {n}"}}],
-                        "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
-                    })
+                    self._json(
+                        200,
+                        {
+                            "id": f"c{n}",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body.get("model"),
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": f"reply {n}"},
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+                        },
+                    )
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

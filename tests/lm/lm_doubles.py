@@ -19,10 +19,15 @@ class ScriptedEngine:
     def complete(self, request):
         self.requests.append(request)
         text = self.answer(request.messages[-1].text or "")
-        return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]),
-                        finish_reason="stop",
-                        usage=Usage(input_tokens=self.prompt_tokens, output_tokens=self.completion_tokens,
-                                    cache_read_tokens=self.reused))
+        return Response(
+            id=None,
+            model="scripted",
+            message=Message.assistant([TextPart(text)]),
+            finish_reason="stop",
+            usage=Usage(
+                input_tokens=self.prompt_tokens, output_tokens=self.completion_tokens, cache_read_tokens=self.reused
+            ),
+        )
 
     def close(self):
         pass

@@ -47,8 +47,9 @@ def test_sums_per_role_through_a_program():
             return self.generator(question=question, plan=plan)
 
     prog = Two()
-    prog.planner.lm = scripted("planner", "[[ ## plan ## ]]\nlook it up\n\n[[ ## completed ## ]]",
-                               prompt_tokens=100, completion_tokens=10)
+    prog.planner.lm = scripted(
+        "planner", "[[ ## plan ## ]]\nlook it up\n\n[[ ## completed ## ]]", prompt_tokens=100, completion_tokens=10
+    )
     prog.generator.lm = scripted("generator", prompt_tokens=200, completion_tokens=20)
     with recording() as outer:
         for q in ("q1?", "q2?", "q3?"):
@@ -94,8 +95,11 @@ def test_cache_off_per_spec_and_cold_cache():
 
 
 def test_lm_kwargs_reach_the_engine():
-    lm = SharpLM(LMSpec(model="openai/scripted", temperature=0.3, max_tokens=77), "judge",
-                 engine=ScriptedEngine(lambda _: "[[ ## answer ## ]]\nx\n\n[[ ## completed ## ]]"))
+    lm = SharpLM(
+        LMSpec(model="openai/scripted", temperature=0.3, max_tokens=77),
+        "judge",
+        engine=ScriptedEngine(lambda _: "[[ ## answer ## ]]\nx\n\n[[ ## completed ## ]]"),
+    )
     dspy.Predict("question -> answer")(question="?", lm=lm)
     cfg = lm.engine.requests[0].config
     assert (cfg.temperature, cfg.max_tokens) == (0.3, 77)
@@ -113,8 +117,9 @@ def test_json_adapter_sends_a_schema_to_a_schema_capable_engine():
 
 def test_deepcopy_shares_the_engine_and_saved_state_has_no_secrets(monkeypatch):
     monkeypatch.setenv("SOME_KEY", "sk-secret-abcdef123456")
-    lm = SharpLM(LMSpec(model="openai/scripted", api_key_env="SOME_KEY"), "planner",
-                 engine=ScriptedEngine(lambda _: "x"))
+    lm = SharpLM(
+        LMSpec(model="openai/scripted", api_key_env="SOME_KEY"), "planner", engine=ScriptedEngine(lambda _: "x")
+    )
     prog = dspy.Predict("question -> answer")
     prog.lm = lm
     clone = copy.deepcopy(prog)

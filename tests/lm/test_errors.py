@@ -19,8 +19,16 @@ def key_env(monkeypatch):
 
 
 def make_lm(base: str, key_env: str, **spec):
-    spec = {"model": "openai/test-model", "api_base": base, "api_key_env": key_env, "cache": False,
-            "timeout_s": 0.5, "num_retries": 2, "retry_backoff_s": 0.01, **spec}
+    spec = {
+        "model": "openai/test-model",
+        "api_base": base,
+        "api_key_env": key_env,
+        "cache": False,
+        "timeout_s": 0.5,
+        "num_retries": 2,
+        "retry_backoff_s": 0.01,
+        **spec,
+    }
     return build_lm(LMSpec(**spec), "critic")
 
 
@@ -54,12 +62,15 @@ def test_server_errors_are_retried_with_backoff_then_reported(fake_openai, key_e
     assert_clean(exc, records, caplog)
 
 
-@pytest.mark.parametrize("mode, words", [
-    ("429", "rate limited"),
-    ("401", "refused the credentials"),
-    ("404", "does not know this model"),
-    ("garbage", "garbled"),
-])
+@pytest.mark.parametrize(
+    "mode, words",
+    [
+        ("429", "rate limited"),
+        ("401", "refused the credentials"),
+        ("404", "does not know this model"),
+        ("garbage", "garbled"),
+    ],
+)
 def test_provider_refusals_fail_once_and_clearly(fake_openai, key_env, caplog, mode, words):
     fake_openai.mode = mode
     _, exc, records = call(make_lm(fake_openai.base, key_env))

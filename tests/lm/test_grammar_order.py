@@ -14,11 +14,20 @@ from program.lm.local import LocalSession  # noqa: E402
 
 def test_properties_reach_the_grammar_in_schema_order(monkeypatch):
     seen = []
-    monkeypatch.setattr(llama_grammar.LlamaGrammar, "from_json_schema",
-                        classmethod(lambda cls, text, verbose=False: seen.append(text) or "G"))
-    schema = {"type": "object", "properties": {"verdict": {"type": "string"}, "confidence": {"type": "number"},
-                                               "missing_information": {"type": "array", "items": {"type": "string"}}},
-              "required": ["verdict", "confidence", "missing_information"]}
+    monkeypatch.setattr(
+        llama_grammar.LlamaGrammar,
+        "from_json_schema",
+        classmethod(lambda cls, text, verbose=False: seen.append(text) or "G"),
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string"},
+            "confidence": {"type": "number"},
+            "missing_information": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["verdict", "confidence", "missing_information"],
+    }
     session = types.SimpleNamespace(_grammars={})
     grammar = LocalSession._grammar(session, {"type": "json_schema", "json_schema": {"schema": schema}})
     assert grammar == "G"

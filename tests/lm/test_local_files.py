@@ -32,11 +32,13 @@ def make_part(site, index: int, data: bytes, prefix: str = "fakemodel_part") -> 
     pkg = site / f"{prefix}{index}"
     (pkg / "data").mkdir(parents=True)
     (pkg / "data" / f"part{index:02d}.bin").write_bytes(data)
-    (pkg / "__init__.py").write_text(textwrap.dedent(f"""
+    (pkg / "__init__.py").write_text(
+        textwrap.dedent(f"""
         import os
         def get_part_path():
             return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "part{index:02d}.bin")
-    """))
+    """)
+    )
 
 
 def fake_model(sha: str, n: int = 3, prefix: str = "fakemodel-part") -> LocalModel:
@@ -110,12 +112,22 @@ def test_a_whole_file_model_with_wrong_bytes_is_refused(fake_site):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("raise ImportError('must not be imported')\n")
     (pkg / "model.gguf").write_bytes(b"not the pinned model")
-    model = LocalModel(name="whole", title="w", sha256="1" * 64, filename="model.gguf",
-                       resource=("fakewhole", "0.1", "fakewhole", "model.gguf"))
+    model = LocalModel(
+        name="whole",
+        title="w",
+        sha256="1" * 64,
+        filename="model.gguf",
+        resource=("fakewhole", "0.1", "fakewhole", "model.gguf"),
+    )
     with pytest.raises(ModelFileError, match="pinned sha256"):
         model_path(model)
-    good = LocalModel(name="whole", title="w", sha256=hashlib.sha256(b"not the pinned model").hexdigest(),
-                      filename="model.gguf", resource=("fakewhole", "0.1", "fakewhole", "model.gguf"))
+    good = LocalModel(
+        name="whole",
+        title="w",
+        sha256=hashlib.sha256(b"not the pinned model").hexdigest(),
+        filename="model.gguf",
+        resource=("fakewhole", "0.1", "fakewhole", "model.gguf"),
+    )
     assert model_path(good) == pkg / "model.gguf"
     status = model_status(good)
     assert status["packages_ok"] and status["verified"] and status["path"].endswith("model.gguf")

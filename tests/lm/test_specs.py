@@ -21,13 +21,16 @@ from program.lm import (
 )
 
 
-@pytest.mark.parametrize("model, provider, name", [
-    ("openai/gpt-4o-mini", "openai", "gpt-4o-mini"),
-    ("groq/llama-3.1-8b-instant", "groq", "llama-3.1-8b-instant"),
-    ("ollama_chat/qwen2.5:1.5b", "ollama_chat", "qwen2.5:1.5b"),
-    ("openai/local", "openai", "local"),
-    ("local/qwen2.5-coder-0.5b", "local", "qwen2.5-coder-0.5b"),
-])
+@pytest.mark.parametrize(
+    "model, provider, name",
+    [
+        ("openai/gpt-4o-mini", "openai", "gpt-4o-mini"),
+        ("groq/llama-3.1-8b-instant", "groq", "llama-3.1-8b-instant"),
+        ("ollama_chat/qwen2.5:1.5b", "ollama_chat", "qwen2.5:1.5b"),
+        ("openai/local", "openai", "local"),
+        ("local/qwen2.5-coder-0.5b", "local", "qwen2.5-coder-0.5b"),
+    ],
+)
 def test_parse_model_string(model, provider, name):
     ref = parse_model_string(model)
     assert (ref.provider, ref.name, str(ref)) == (provider, name, model)
@@ -69,11 +72,13 @@ def test_api_key_env_takes_a_name_and_never_echoes_a_key():
 
 
 def test_resolve_merges_partial_role_overrides():
-    cfg = LMConfig.from_mapping({
-        "default": {"model": "openai/gpt-4o-mini", "max_tokens": 300, "api_key_env": "OPENAI_API_KEY"},
-        "critic": {"temperature": 0.7},
-        "generator": "groq/llama-3.1-8b-instant",  # shorthand for {model: ...}
-    })
+    cfg = LMConfig.from_mapping(
+        {
+            "default": {"model": "openai/gpt-4o-mini", "max_tokens": 300, "api_key_env": "OPENAI_API_KEY"},
+            "critic": {"temperature": 0.7},
+            "generator": "groq/llama-3.1-8b-instant",  # shorthand for {model: ...}
+        }
+    )
     critic = cfg.resolve("critic")
     assert (critic.model, critic.temperature, critic.max_tokens) == ("openai/gpt-4o-mini", 0.7, 300)
     assert critic.api_key_env == "OPENAI_API_KEY"  # same model: connection inherited
@@ -92,8 +97,9 @@ def test_role_override_with_a_bad_value_names_the_role():
 
 
 def test_cli_overrides():
-    cfg = LMConfig().with_overrides(lm="openai/local", api_base="http://127.0.0.1:8008/v1",
-                                    critic_lm="openai/gpt-4o-mini", proposer_lm=None)
+    cfg = LMConfig().with_overrides(
+        lm="openai/local", api_base="http://127.0.0.1:8008/v1", critic_lm="openai/gpt-4o-mini", proposer_lm=None
+    )
     assert cfg.resolve("planner").api_base == "http://127.0.0.1:8008/v1"
     assert cfg.resolve("critic").model == "openai/gpt-4o-mini" and cfg.resolve("critic").api_base is None
     assert cfg.summary()["proposer"] == "openai/local"
@@ -131,11 +137,20 @@ def test_role_of():
 
 def test_assign_lms_sets_each_predictor_by_role(fake_openai):
     p = Pipeline()
-    cfg = LMConfig.from_mapping({"default": {"model": "openai/base", "api_base": fake_openai.base},
-                                 "critic": {"model": "openai/crit", "api_base": fake_openai.base}})
+    cfg = LMConfig.from_mapping(
+        {
+            "default": {"model": "openai/base", "api_base": fake_openai.base},
+            "critic": {"model": "openai/crit", "api_base": fake_openai.base},
+        }
+    )
     roles = assign_lms(p, cfg)
-    assert roles == {"planner": "planner", "critic.predict": "critic", "hop": "planner",
-                     "verify": "critic", "answerer": "generator"}
+    assert roles == {
+        "planner": "planner",
+        "critic.predict": "critic",
+        "hop": "planner",
+        "verify": "critic",
+        "answerer": "generator",
+    }
     preds = dict(p.named_predictors())
     assert all(isinstance(pr.lm, SharpLM) for pr in preds.values())
     assert preds["critic.predict"].lm.model == "openai/crit" and preds["critic.predict"].lm.role == "critic"

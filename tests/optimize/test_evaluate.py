@@ -12,9 +12,17 @@ from program.types import Passage
 
 
 def examples(n=6):
-    return [dspy.Example(id=f"q{i}", question=f"question {i}?", answer=f"a{i}", answer_aliases=[],
-                         gold_titles=[f"T{i}"], type="bridge" if i % 2 else "comparison").with_inputs("question")
-            for i in range(n)]
+    return [
+        dspy.Example(
+            id=f"q{i}",
+            question=f"question {i}?",
+            answer=f"a{i}",
+            answer_aliases=[],
+            gold_titles=[f"T{i}"],
+            type="bridge" if i % 2 else "comparison",
+        ).with_inputs("question")
+        for i in range(n)
+    ]
 
 
 class EchoSystem:
@@ -28,8 +36,14 @@ class EchoSystem:
         i = int(question.split()[1].rstrip("?"))
         if i == 3:
             raise RuntimeError("boom")
-        return dspy.Prediction(answer=f"a{i}" if i % 2 == 0 else "nope", passages=[Passage("x", f"T{i}", "t")],
-                               trace=[], cost={"lm_calls": 2}, retries=0, stop_reason="single_shot")
+        return dspy.Prediction(
+            answer=f"a{i}" if i % 2 == 0 else "nope",
+            passages=[Passage("x", f"T{i}", "t")],
+            trace=[],
+            cost={"lm_calls": 2},
+            retries=0,
+            stop_reason="single_shot",
+        )
 
 
 def test_rows_aggregates_and_errors_recorded(tmp_path):
@@ -72,8 +86,7 @@ def test_by_type_groups_unlabelled_questions_as_unknown():
     """184 of the 666 HotpotQA dev rows here carry "type": null; they must not show up as "None"."""
     from optimize.evaluate import by_type
 
-    rows = [{"type": "bridge", "em": 1.0, "f1": 1.0}, {"type": None, "em": 0.0, "f1": 0.5},
-            {"em": 1.0, "f1": 1.0}]
+    rows = [{"type": "bridge", "em": 1.0, "f1": 1.0}, {"type": None, "em": 0.0, "f1": 0.5}, {"em": 1.0, "f1": 1.0}]
     out = by_type(rows)
     assert sorted(out) == ["bridge", "unknown"]
     assert out["unknown"]["n"] == 2 and out["unknown"]["em"] == 0.5

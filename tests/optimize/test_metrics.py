@@ -5,33 +5,56 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from optimize.metrics import (answer_em, answer_f1, calibration, critic_points, normalize_answer,
-                              question_row, retrieval_scores)
+from optimize.metrics import (
+    answer_em,
+    answer_f1,
+    calibration,
+    critic_points,
+    normalize_answer,
+    question_row,
+    retrieval_scores,
+)
 from optimize.stats import bootstrap_ci, paired_bootstrap
 from program.types import Passage
 
 
 def ex(answer="Quentin Tarantino", aliases=(), gold=("A", "B"), type_="bridge"):
-    return dspy.Example(id="q1", question="Who?", answer=answer, answer_aliases=list(aliases),
-                        gold_titles=list(gold), type=type_).with_inputs("question")
+    return dspy.Example(
+        id="q1", question="Who?", answer=answer, answer_aliases=list(aliases), gold_titles=list(gold), type=type_
+    ).with_inputs("question")
 
 
 def pred(answer, titles=("A", "C"), trace=()):
-    return dspy.Prediction(answer=answer, passages=[Passage(t, t, "x") for t in titles], trace=list(trace),
-                           cost={"lm_calls": 3, "prompt_tokens": 30, "completion_tokens": 3, "lm_seconds": 1.0,
-                                 "cached_calls": 1, "by_role": {}}, retries=1, stop_reason="sufficient")
+    return dspy.Prediction(
+        answer=answer,
+        passages=[Passage(t, t, "x") for t in titles],
+        trace=list(trace),
+        cost={
+            "lm_calls": 3,
+            "prompt_tokens": 30,
+            "completion_tokens": 3,
+            "lm_seconds": 1.0,
+            "cached_calls": 1,
+            "by_role": {},
+        },
+        retries=1,
+        stop_reason="sufficient",
+    )
 
 
 def test_official_normalization():
     assert normalize_answer("The  Quentin, Tarantino!") == "quentin tarantino"
 
 
-@pytest.mark.parametrize("answer,em,f1", [
-    ("Quentin Tarantino", 1.0, 1.0),
-    ("the quentin tarantino.", 1.0, 1.0),
-    ("Tarantino", 0.0, 2 * (1 * 0.5) / 1.5),
-    ("Steven Spielberg", 0.0, 0.0),
-])
+@pytest.mark.parametrize(
+    "answer,em,f1",
+    [
+        ("Quentin Tarantino", 1.0, 1.0),
+        ("the quentin tarantino.", 1.0, 1.0),
+        ("Tarantino", 0.0, 2 * (1 * 0.5) / 1.5),
+        ("Steven Spielberg", 0.0, 0.0),
+    ],
+)
 def test_em_f1(answer, em, f1):
     assert answer_em(ex(), pred(answer)) == em
     assert answer_f1(ex(), pred(answer)) == pytest.approx(f1)
@@ -55,16 +78,18 @@ def crit_step(verdict, conf, titles, action):
 
 
 def test_calibration_hand_checked():
-    trace = [crit_step("insufficient", 0.8, ["A", "B"], "retry"),   # complete but retried: over-trigger
-             crit_step("sufficient", 0.9, ["A"], "stop"),           # incomplete but stopped: under-trigger
-             crit_step("insufficient", 0.6, ["A"], "retry"),        # correct
-             crit_step("sufficient", 1.0, ["A", "B", "C"], "stop")]  # correct
+    trace = [
+        crit_step("insufficient", 0.8, ["A", "B"], "retry"),  # complete but retried: over-trigger
+        crit_step("sufficient", 0.9, ["A"], "stop"),  # incomplete but stopped: under-trigger
+        crit_step("insufficient", 0.6, ["A"], "retry"),  # correct
+        crit_step("sufficient", 1.0, ["A", "B", "C"], "stop"),
+    ]  # correct
     pts = critic_points(ex(), pred("x", trace=trace))
     assert [p["label"] for p in pts] == [True, False, False, True]
     assert [p["p_sufficient"] for p in pts] == pytest.approx([0.2, 0.9, 0.4, 1.0])
     cal = calibration(pts)
     assert cal["verdict_accuracy"] == 0.5
-    assert cal["brier"] == pytest.approx(((0.2 - 1) ** 2 + 0.9 ** 2 + 0.4 ** 2 + 0) / 4)
+    assert cal["brier"] == pytest.approx(((0.2 - 1) ** 2 + 0.9**2 + 0.4**2 + 0) / 4)
     assert cal["over_trigger"] == 0.5 and cal["under_trigger"] == 0.5
     assert cal["insufficient_rate"] == 0.5
     # bins: 0.2 (label 1), 0.4 (0), 0.9 (0), 1.0 (1) -> |0.2-1| + |0.4-0| + |0.9-0| + |1-1| over 4
@@ -113,17 +138,25 @@ def test_bootstrap_intervals_cover_the_mean_and_are_seeded():
 def test_calibration_judges_the_call_the_program_made_not_the_written_verdict():
     # the 1.5B critic writes "insufficient" while its tokens say P(sufficient) 0.8: SHARP stops
     def token_step(p, titles, stop):
-        return {**crit_step("insufficient", 0.2, titles, "stop" if stop else "retry"), "p_sufficient": p,
-                "confidence_source": "token", "critic_stop": stop}
+        return {
+            **crit_step("insufficient", 0.2, titles, "stop" if stop else "retry"),
+            "p_sufficient": p,
+            "confidence_source": "token",
+            "critic_stop": stop,
+        }
 
-    trace = [token_step(0.8, ["A", "B"], True),   # complete, stopped: right
-             token_step(0.6, ["A"], True),        # incomplete, stopped: under-trigger
-             token_step(0.1, ["A"], False)]       # incomplete, searched again: right
+    trace = [
+        token_step(0.8, ["A", "B"], True),  # complete, stopped: right
+        token_step(0.6, ["A"], True),  # incomplete, stopped: under-trigger
+        token_step(0.1, ["A"], False),
+    ]  # incomplete, searched again: right
     cal = calibration(critic_points(ex(), pred("x", trace=trace)))
     assert cal["verdict_accuracy"] == pytest.approx(2 / 3)
     assert cal["under_trigger"] == 0.5 and cal["over_trigger"] == 0.0
     assert cal["insufficient_rate"] == pytest.approx(1 / 3)
     # a token point recorded before the call was stored: read at the default threshold (0.35)
-    legacy = [{k: v for k, v in token_step(0.4, ["A", "B"], True).items() if k != "critic_stop"},
-              {k: v for k, v in token_step(0.3, ["A", "B"], False).items() if k != "critic_stop"}]
+    legacy = [
+        {k: v for k, v in token_step(0.4, ["A", "B"], True).items() if k != "critic_stop"},
+        {k: v for k, v in token_step(0.3, ["A", "B"], False).items() if k != "critic_stop"},
+    ]
     assert calibration(critic_points(ex(), pred("x", trace=legacy)))["over_trigger"] == 0.5

@@ -20,31 +20,45 @@ def lp(p):
 
 
 # the 1.5B critic's real first tokens (seen on a Palme d'Or question): '{"' 'ver' 'dict' '":' ' "' 'ins' ...
-JSON_REPLY = [tok('{"'), tok("ver"), tok("dict"), tok('":'), tok(' "'),
-              tok("ins", lp(0.5), [("ins", lp(0.5)), ("s", lp(0.3)), ("contr", lp(0.1)), ("conf", lp(0.05)),
-                                   ("In", lp(0.05))]),
-              tok("ufficient"), tok('",'), tok(' "confidence": 0.0}')]
+JSON_REPLY = [
+    tok('{"'),
+    tok("ver"),
+    tok("dict"),
+    tok('":'),
+    tok(' "'),
+    tok("ins", lp(0.5), [("ins", lp(0.5)), ("s", lp(0.3)), ("contr", lp(0.1)), ("conf", lp(0.05)), ("In", lp(0.05))]),
+    tok("ufficient"),
+    tok('",'),
+    tok(' "confidence": 0.0}'),
+]
 
 
 def test_json_layout_renormalises_over_the_choices():
     probs = choice_probabilities({"content": JSON_REPLY}, "verdict", VERDICTS)
     # 'conf' is no prefix of a choice; 'In' is a case variant of a prefix of 'insufficient'
     total = 0.5 + 0.3 + 0.1 + 0.05
-    assert probs == pytest.approx({"sufficient": 0.3 / total, "insufficient": 0.55 / total,
-                                   "contradictory": 0.1 / total})
+    assert probs == pytest.approx(
+        {"sufficient": 0.3 / total, "insufficient": 0.55 / total, "contradictory": 0.1 / total}
+    )
 
 
 def test_a_token_that_starts_before_the_value_is_matched_after_its_shared_lead():
-    reply = [tok('{"verdict":'), tok(' "s', lp(0.7), [(' "s', lp(0.7)), (' "ins', lp(0.2)), (" 'x", lp(0.1))]),
-             tok('ufficient"}')]
+    reply = [
+        tok('{"verdict":'),
+        tok(' "s', lp(0.7), [(' "s', lp(0.7)), (' "ins', lp(0.2)), (" 'x", lp(0.1))]),
+        tok('ufficient"}'),
+    ]
     probs = choice_probabilities({"content": reply}, "verdict", VERDICTS)
     assert probs["sufficient"] == pytest.approx(0.7 / 0.9)
     assert probs["insufficient"] == pytest.approx(0.2 / 0.9)
 
 
 def test_chat_adapter_layout():
-    reply = [tok("[[ ## verdict ## ]]\n"), tok("sufficient", lp(0.6), [("sufficient", lp(0.6)), ("ins", lp(0.4))]),
-             tok("\n\n[[ ## confidence ## ]]\n0.9")]
+    reply = [
+        tok("[[ ## verdict ## ]]\n"),
+        tok("sufficient", lp(0.6), [("sufficient", lp(0.6)), ("ins", lp(0.4))]),
+        tok("\n\n[[ ## confidence ## ]]\n0.9"),
+    ]
     probs = choice_probabilities({"content": reply}, "verdict", VERDICTS)
     assert probs["sufficient"] == pytest.approx(0.6) and probs["contradictory"] == 0.0
 
@@ -55,11 +69,16 @@ def test_choices_sharing_a_first_token_split_its_mass():
     assert probs == pytest.approx({"single": 0.4, "simple": 0.4, "multi": 0.2})
 
 
-@pytest.mark.parametrize("logprobs", [
-    None, {}, {"content": []},
-    {"content": [tok('{"answer": "Paris"}')]},                        # no such field
-    {"content": [tok('{"verdict": "')]},                               # cut before the value
-    {"content": [tok('{"verdict": "'), tok("maybe", -0.1, [("maybe", -0.1), ("perhaps", -2.0)])]},  # no choice
-])
+@pytest.mark.parametrize(
+    "logprobs",
+    [
+        None,
+        {},
+        {"content": []},
+        {"content": [tok('{"answer": "Paris"}')]},  # no such field
+        {"content": [tok('{"verdict": "')]},  # cut before the value
+        {"content": [tok('{"verdict": "'), tok("maybe", -0.1, [("maybe", -0.1), ("perhaps", -2.0)])]},  # no choice
+    ],
+)
 def test_unreadable_logprobs_give_none(logprobs):
     assert choice_probabilities(logprobs, "verdict", VERDICTS) is None

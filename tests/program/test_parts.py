@@ -13,19 +13,22 @@ from program.evidence import EvidencePool, format_evidence
 from program.types import Passage
 
 
-@pytest.mark.parametrize("raw,question,expected", [
-    ("Answer: Paris.", "What is the capital?", "Paris"),
-    ("\"Quentin Tarantino\"", "Who?", "Quentin Tarantino"),
-    ("Yes, both are American.", "Are both directors American?", "yes"),
-    ("no", "Was he born in Paris?", "no"),
-    ("Washington, D.C.", "Where?", "Washington, D.C."),
-    ("1994\nBecause the film...", "When?", "1994"),
-    ("Nobody", "Is it?", "Nobody"),
-    ("False", "Are both bands from Canada?", "no"),
-    ("True.", "Was he born in Paris?", "yes"),
-    ("True Romance", "Which film did Tony Scott direct?", "True Romance"),
-    (None, "Who?", ""),
-])
+@pytest.mark.parametrize(
+    "raw,question,expected",
+    [
+        ("Answer: Paris.", "What is the capital?", "Paris"),
+        ('"Quentin Tarantino"', "Who?", "Quentin Tarantino"),
+        ("Yes, both are American.", "Are both directors American?", "yes"),
+        ("no", "Was he born in Paris?", "no"),
+        ("Washington, D.C.", "Where?", "Washington, D.C."),
+        ("1994\nBecause the film...", "When?", "1994"),
+        ("Nobody", "Is it?", "Nobody"),
+        ("False", "Are both bands from Canada?", "no"),
+        ("True.", "Was he born in Paris?", "yes"),
+        ("True Romance", "Which film did Tony Scott direct?", "True Romance"),
+        (None, "Who?", ""),
+    ],
+)
 def test_clean_answer(raw, question, expected):
     assert clean_answer(raw, question) == expected
 
@@ -78,18 +81,22 @@ def test_generator_prompt_does_not_prime_yes_or_no():
     0.20 -> 0.31 on the first 13 once removed). Yes/no questions are handled by clean_answer."""
     from program.signatures import GenerateAnswer
 
-    texts = [GenerateAnswer.instructions] + [f.json_schema_extra.get("desc", "")
-                                             for f in GenerateAnswer.output_fields.values()]
+    texts = [GenerateAnswer.instructions] + [
+        f.json_schema_extra.get("desc", "") for f in GenerateAnswer.output_fields.values()
+    ]
     assert not any(re.search(r"\byes\b", t, re.I) for t in texts)
 
 
-@pytest.mark.parametrize("raw,expected", [
-    ('{"answer": "Quentin Tarantino", "supporting_passages": [1]}', "Quentin Tarantino"),
-    ('{"answer": "Quentin Taran', "Quentin Taran"),           # cut by max_tokens inside the string
-    ('{\n  "nonsense": "@@@"\n}', ""),                        # JSON without the field: nothing to salvage
-    ("[[ ## answer ## ]]\nParis\n\n[[ ## supporting_passages ## ]]\n[1]", "Paris"),
-    ("Paris", "Paris"),
-])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ('{"answer": "Quentin Tarantino", "supporting_passages": [1]}', "Quentin Tarantino"),
+        ('{"answer": "Quentin Taran', "Quentin Taran"),  # cut by max_tokens inside the string
+        ('{\n  "nonsense": "@@@"\n}', ""),  # JSON without the field: nothing to salvage
+        ("[[ ## answer ## ]]\nParis\n\n[[ ## supporting_passages ## ]]\n[1]", "Paris"),
+        ("Paris", "Paris"),
+    ],
+)
 def test_salvage_reads_json_and_chat_replies(raw, expected):
     from program.generation import salvage
 

@@ -18,8 +18,14 @@ def compiled(retriever):
     prog = SharpRAG(retriever, SharpConfig(confidence_threshold=0.55, k_schedule=(2, 4)))
     prog.critic.signature = prog.critic.signature.with_instructions("Only say sufficient when both hops are there.")
     prog.generator.demos = [dspy.Example(question="q?", evidence="[1] T: t", answer="a", supporting_passages=[1])]
-    assign(prog, {"planner": ScriptedLM("planner", []), "critic": ScriptedLM("critic", []),
-                  "generator": ScriptedLM("generator", [])})
+    assign(
+        prog,
+        {
+            "planner": ScriptedLM("planner", []),
+            "critic": ScriptedLM("critic", []),
+            "generator": ScriptedLM("generator", []),
+        },
+    )
     return prog
 
 

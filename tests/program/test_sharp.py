@@ -12,16 +12,22 @@ Q = "What nationality is the director of the film that won the Palme d'Or in 199
 
 
 def crit(verdict="sufficient", confidence=0.9, missing=(), suggested=()):
-    return {"verdict": verdict, "confidence": confidence, "missing_information": list(missing),
-            "suggested_queries": list(suggested)}
+    return {
+        "verdict": verdict,
+        "confidence": confidence,
+        "missing_information": list(missing),
+        "suggested_queries": list(suggested),
+    }
 
 
 def run(critic_answers, config=None, plan=("Palme d'Or 1994 film",), answer="American", retriever=None):
     retriever = retriever or KeywordRetriever()
     prog = SharpRAG(retriever, config or SharpConfig())
-    lms = {"planner": ScriptedLM("planner", [{"sub_queries": list(plan)}]),
-           "critic": ScriptedLM("critic", list(critic_answers)),
-           "generator": ScriptedLM("generator", [{"answer": answer, "supporting_passages": [1]}])}
+    lms = {
+        "planner": ScriptedLM("planner", [{"sub_queries": list(plan)}]),
+        "critic": ScriptedLM("critic", list(critic_answers)),
+        "generator": ScriptedLM("generator", [{"answer": answer, "supporting_passages": [1]}]),
+    }
     assign(prog, lms)
     return prog(question=Q), lms, retriever
 
@@ -38,8 +44,12 @@ def test_sufficient_first_round_stops_without_retry():
 
 
 def test_insufficient_retries_with_suggested_query_at_next_k():
-    pred, lms, retriever = run([crit("insufficient", 0.8, ["nationality of the director"], ["Quentin Tarantino nationality"]),
-                                crit("sufficient", 0.95)])
+    pred, lms, retriever = run(
+        [
+            crit("insufficient", 0.8, ["nationality of the director"], ["Quentin Tarantino nationality"]),
+            crit("sufficient", 0.95),
+        ]
+    )
     assert pred.retries == 1 and pred.stop_reason == "sufficient"
     assert ("Quentin Tarantino nationality", 5) in retriever.queries
     critic_steps = [s for s in pred.trace if s["role"] == "critic"]
@@ -49,8 +59,10 @@ def test_insufficient_retries_with_suggested_query_at_next_k():
 
 
 def test_low_confidence_sufficient_is_below_threshold_and_retries():
-    pred, _, _ = run([crit("sufficient", 0.4, suggested=["Quentin Tarantino"]), crit("sufficient", 0.9)],
-                     config=SharpConfig(confidence_threshold=0.7))
+    pred, _, _ = run(
+        [crit("sufficient", 0.4, suggested=["Quentin Tarantino"]), crit("sufficient", 0.9)],
+        config=SharpConfig(confidence_threshold=0.7),
+    )
     assert pred.retries == 1
 
 
@@ -73,8 +85,11 @@ def test_repeated_suggestion_stops_the_loop():
 
 def test_no_new_passages_stops_the_loop():
     tiny = KeywordRetriever(KeywordRetriever().passages[:2])
-    pred, _, _ = run([crit("insufficient", 0.9, suggested=["something else entirely"])], retriever=tiny,
-                     config=SharpConfig(k_schedule=(2, 2, 2), evidence_cap=4))
+    pred, _, _ = run(
+        [crit("insufficient", 0.9, suggested=["something else entirely"])],
+        retriever=tiny,
+        config=SharpConfig(k_schedule=(2, 2, 2), evidence_cap=4),
+    )
     assert pred.stop_reason == "no_new_passages" and pred.retries == 1
 
 
@@ -125,9 +140,14 @@ def test_very_long_question_is_truncated_and_noted():
     prog_q = "Palme d'Or " * 1000  # 11,000 characters
     retriever = KeywordRetriever()
     prog = SharpRAG(retriever)
-    assign(prog, {"planner": ScriptedLM("planner", [{"sub_queries": []}]),
-                  "critic": ScriptedLM("critic", [crit()]),
-                  "generator": ScriptedLM("generator", [{"answer": "x", "supporting_passages": []}])})
+    assign(
+        prog,
+        {
+            "planner": ScriptedLM("planner", [{"sub_queries": []}]),
+            "critic": ScriptedLM("critic", [crit()]),
+            "generator": ScriptedLM("generator", [{"answer": "x", "supporting_passages": []}]),
+        },
+    )
     pred = prog(question=prog_q)
     assert pred.trace[0]["role"] == "input" and "truncated" in pred.trace[0]["note"]
     assert all(len(q) <= 2000 for q, _ in retriever.queries)
@@ -169,12 +189,19 @@ def test_cut_json_from_a_looping_critic_is_salvaged(retriever):
             if self.calls == 0:
                 self.calls += 1
                 raise dspy.utils.exceptions.AdapterParseError(
-                    adapter_name="JSONAdapter", signature=prog.critic.signature, lm_response=cut)
+                    adapter_name="JSONAdapter", signature=prog.critic.signature, lm_response=cut
+                )
             return super().forward(prompt=prompt, messages=messages, **kwargs)
 
     critic = Cut("critic", [crit(), crit()])
-    assign(prog, {"planner": ScriptedLM("planner", [{"sub_queries": ["Palme d'Or 1994"]}]), "critic": critic,
-                  "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}])})
+    assign(
+        prog,
+        {
+            "planner": ScriptedLM("planner", [{"sub_queries": ["Palme d'Or 1994"]}]),
+            "critic": critic,
+            "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}]),
+        },
+    )
     pred = prog(question=Q)
     first = next(s for s in pred.trace if s["role"] == "critic")
     assert first["salvaged"] and first["verdict"] == "insufficient" and first["confidence"] == 0.8
@@ -196,10 +223,17 @@ def test_looping_planner_is_capped_and_its_cut_json_salvaged(retriever):
             seen.append(kwargs)
             self.calls += 1
             raise dspy.utils.exceptions.AdapterParseError(
-                adapter_name="JSONAdapter", signature=prog.planner.signature, lm_response=cut)
+                adapter_name="JSONAdapter", signature=prog.planner.signature, lm_response=cut
+            )
 
-    assign(prog, {"planner": Looping("planner", []), "critic": ScriptedLM("critic", [crit()]),
-                  "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}])})
+    assign(
+        prog,
+        {
+            "planner": Looping("planner", []),
+            "critic": ScriptedLM("critic", [crit()]),
+            "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}]),
+        },
+    )
     pred = prog(question=Q)
     plan = next(s for s in pred.trace if s["role"] == "planner")
     assert seen and all(kw.get("max_tokens") == 48 for kw in seen)
@@ -213,8 +247,11 @@ def run_token_critic(replies, config=None):
 
     critic, engine = logprob_lm(replies)
     prog = SharpRAG(KeywordRetriever(), config or SharpConfig())
-    lms = {"planner": ScriptedLM("planner", [{"sub_queries": ["Palme d'Or 1994 film"]}]), "critic": critic,
-           "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}])}
+    lms = {
+        "planner": ScriptedLM("planner", [{"sub_queries": ["Palme d'Or 1994 film"]}]),
+        "critic": critic,
+        "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}]),
+    }
     assign(prog, lms)
     return prog(question=Q), engine
 
@@ -225,8 +262,9 @@ def critiques(pred):
 
 def test_token_probability_of_sufficient_stops_even_against_the_written_verdict():
     # the model writes "insufficient, 0.0" but puts 80% of its mass on "sufficient"
-    pred, engine = run_token_critic([(crit("insufficient", 0.0, suggested=["Tarantino"]),
-                                      {"sufficient": 0.8, "insufficient": 0.2})])
+    pred, engine = run_token_critic(
+        [(crit("insufficient", 0.0, suggested=["Tarantino"]), {"sufficient": 0.8, "insufficient": 0.2})]
+    )
     (c,) = critiques(pred)
     assert pred.stop_reason == "sufficient" and pred.retries == 0
     assert c["confidence_source"] == "token" and c["p_sufficient"] == pytest.approx(0.8)
@@ -235,10 +273,16 @@ def test_token_probability_of_sufficient_stops_even_against_the_written_verdict(
 
 
 def test_token_probability_below_the_threshold_retries_until_it_is_reached():
-    pred, _ = run_token_critic([(crit("insufficient", 0.0, suggested=["Quentin Tarantino nationality"]),
-                                 {"sufficient": 0.6, "insufficient": 0.4}),
-                                (crit("sufficient", 0.9), {"sufficient": 0.95, "insufficient": 0.05})],
-                               SharpConfig(confidence_threshold=0.7))
+    pred, _ = run_token_critic(
+        [
+            (
+                crit("insufficient", 0.0, suggested=["Quentin Tarantino nationality"]),
+                {"sufficient": 0.6, "insufficient": 0.4},
+            ),
+            (crit("sufficient", 0.9), {"sufficient": 0.95, "insufficient": 0.05}),
+        ],
+        SharpConfig(confidence_threshold=0.7),
+    )
     first, second = critiques(pred)
     assert (first["p_sufficient"], first["action"]) == (pytest.approx(0.6), "retry")
     assert (second["p_sufficient"], second["action"]) == (pytest.approx(0.95), "stop")
@@ -247,16 +291,20 @@ def test_token_probability_below_the_threshold_retries_until_it_is_reached():
 
 def test_written_sufficient_below_the_threshold_in_probability_does_not_stop_as_sufficient():
     # "sufficient, 0.9" in words but 0.6 in probability, and no query to retry with
-    pred, _ = run_token_critic([(crit("sufficient", 0.9), {"sufficient": 0.6, "insufficient": 0.4})],
-                               SharpConfig(confidence_threshold=0.7))
+    pred, _ = run_token_critic(
+        [(crit("sufficient", 0.9), {"sufficient": 0.6, "insufficient": 0.4})], SharpConfig(confidence_threshold=0.7)
+    )
     assert pred.stop_reason == "no_new_queries" and pred.retries == 0
 
 
 def test_verbal_mode_does_not_ask_for_logprobs_and_uses_the_written_confidence():
-    pred, engine = run_token_critic([(crit("insufficient", 0.0, suggested=["Tarantino"]),
-                                      {"sufficient": 0.8, "insufficient": 0.2}),
-                                     (crit("sufficient", 0.9), {"sufficient": 0.9, "insufficient": 0.1})],
-                                    SharpConfig(critic_confidence="verbal"))
+    pred, engine = run_token_critic(
+        [
+            (crit("insufficient", 0.0, suggested=["Tarantino"]), {"sufficient": 0.8, "insufficient": 0.2}),
+            (crit("sufficient", 0.9), {"sufficient": 0.9, "insufficient": 0.1}),
+        ],
+        SharpConfig(critic_confidence="verbal"),
+    )
     first, second = critiques(pred)
     assert engine.requests[0].logprobs is None
     assert first["confidence_source"] == "verbal" and first["action"] == "retry"
@@ -270,6 +318,10 @@ def test_an_lm_without_logprobs_falls_back_to_the_written_confidence():
 
 
 def test_repeated_suggestions_fall_back_to_the_missing_facts():
-    pred, _, retriever = run([crit("insufficient", 0.9, missing=["Kieslowski nationality"],
-                                   suggested=["Palme d'Or 1994 film"]), crit("sufficient", 0.95)])
+    pred, _, retriever = run(
+        [
+            crit("insufficient", 0.9, missing=["Kieslowski nationality"], suggested=["Palme d'Or 1994 film"]),
+            crit("sufficient", 0.95),
+        ]
+    )
     assert pred.retries == 1 and ("Kieslowski nationality", 5) in retriever.queries

@@ -13,10 +13,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
-from program.types import Passage  # noqa: E402
+from program.types import Passage
 
 TINY = [
-    ("Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France, designed by Gustave Eiffel's company."),
+    (
+        "Eiffel Tower",
+        "The Eiffel Tower is a wrought-iron lattice tower in Paris, France, designed by Gustave Eiffel's company.",
+    ),
     ("Gustave Eiffel", "Gustave Eiffel was a French civil engineer born in Dijon in 1832."),
     ("Dijon", "Dijon is a city in eastern France, capital of the Cote-d'Or department, famous for its mustard."),
     ("Great Wall of China", "The Great Wall of China is a series of fortifications built across northern China."),
@@ -79,10 +82,27 @@ def fake_embedder() -> HashEmbedder:
 
 QUESTIONS = [
     ("q1", "Where was the designer of the Eiffel Tower born?", "Dijon", "bridge", ["Eiffel Tower", "Gustave Eiffel"]),
-    ("q2", "Who created the programming language Python?", "Guido van Rossum", "bridge", ["Python (programming language)"]),
-    ("q3", "Which composer was born in the city that was capital of West Germany?", "Beethoven", "comparison",
-     ["Beethoven", "Bonn"]),
-    ("q4", "Who first climbed the highest mountain on Earth?", "Edmund Hillary", "bridge", ["Mount Everest", "Edmund Hillary"]),
+    (
+        "q2",
+        "Who created the programming language Python?",
+        "Guido van Rossum",
+        "bridge",
+        ["Python (programming language)"],
+    ),
+    (
+        "q3",
+        "Which composer was born in the city that was capital of West Germany?",
+        "Beethoven",
+        "comparison",
+        ["Beethoven", "Bonn"],
+    ),
+    (
+        "q4",
+        "Who first climbed the highest mountain on Earth?",
+        "Edmund Hillary",
+        "bridge",
+        ["Mount Everest", "Edmund Hillary"],
+    ),
 ]
 
 
@@ -98,8 +118,15 @@ def tiny_dataset(tmp_path_factory):
             f.write(json.dumps({"id": p.id, "title": p.title, "text": [p.text]}) + "\n")
     by_title = {t: x for t, x in TINY}
     rows = [
-        {"_id": qid, "question": q, "answer": a, "type": typ, "level": "hard",
-         "supporting_facts": [[t, 0] for t in gold], "context": [[t, [by_title[t]]] for t in gold]}
+        {
+            "_id": qid,
+            "question": q,
+            "answer": a,
+            "type": typ,
+            "level": "hard",
+            "supporting_facts": [[t, 0] for t in gold],
+            "context": [[t, [by_title[t]]] for t in gold],
+        }
         for qid, q, a, typ, gold in QUESTIONS
     ]
     (folder / "dev.json").write_text(json.dumps(rows))

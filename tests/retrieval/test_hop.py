@@ -14,8 +14,7 @@ from program.types import Passage
 
 
 def test_keeps_the_querys_top_hits_then_the_hops_new_passages():
-    base = RankedRetriever({"q": ["a", "b", "c", "d", "e", "f"],
-                              "q A. ": ["a", "c", "x", "y", "b", "z"]})
+    base = RankedRetriever({"q": ["a", "b", "c", "d", "e", "f"], "q A. ": ["a", "c", "x", "y", "b", "z"]})
     got = HopRetriever(base, keep=0.6).retrieve("q", 5)
     # round(5 * 0.6) = 3 of the question's own hits, then the hop's best passages not already kept
     assert [p.id for p in got] == ["a", "b", "c", "x", "y"]
@@ -45,15 +44,15 @@ def test_no_hop_search_when_k_leaves_no_slot_for_it():
     assert len(base.calls) == 1  # round(1 * 0.6) = 1 = k: the hop would add nothing
 
 
-@pytest.mark.parametrize(("k", "keep", "kept"), [(5, 0.6, 3), (7, 0.6, 4), (3, 0.6, 2), (1, 0.6, 1), (5, 1.0, 5),
-                                                  (5, 0.01, 1)])
+@pytest.mark.parametrize(
+    ("k", "keep", "kept"), [(5, 0.6, 3), (7, 0.6, 4), (3, 0.6, 2), (1, 0.6, 1), (5, 1.0, 5), (5, 0.01, 1)]
+)
 def test_kept_count(k, keep, kept):
     assert kept_count(k, keep) == kept
 
 
 def test_many_queries_batch_their_hops_in_one_search_and_stay_aligned():
-    base = RankedRetriever({"q1": ["a", "b", "c"], "q2": ["m", "n", "o"],
-                              "q1 A. ": ["x"], "q2 M. ": ["y"]})
+    base = RankedRetriever({"q1": ["a", "b", "c"], "q2": ["m", "n", "o"], "q1 A. ": ["x"], "q2 M. ": ["y"]})
     got = HopRetriever(base, keep=0.5, seeds=1).retrieve_many(["q1", "q2"], 2)
     assert [[p.id for p in ps] for ps in got] == [["a", "x"], ["m", "y"]]
     assert len(base.calls) == 2 and len(base.calls[1][0]) == 2

@@ -16,8 +16,20 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def built(tiny_dataset, tmp_path_factory):
     ws = tmp_path_factory.mktemp("ws")
-    res = runner.invoke(app, ["index", "--dataset", str(tiny_dataset), "--workspace", str(ws), "--backend", "torch",
-                              "--no-progress", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "index",
+            "--dataset",
+            str(tiny_dataset),
+            "--workspace",
+            str(ws),
+            "--backend",
+            "torch",
+            "--no-progress",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     return ws
 
@@ -33,16 +45,41 @@ def test_index_is_idempotent(built, tiny_dataset):
     manifest = json.loads((built / "indexes" / "tiny" / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["num_passages"] == 20
     assert manifest["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2" and manifest["dimension"] == 384
-    res = runner.invoke(app, ["index", "--dataset", str(tiny_dataset), "--workspace", str(built), "--backend", "torch",
-                              "--no-progress", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "index",
+            "--dataset",
+            str(tiny_dataset),
+            "--workspace",
+            str(built),
+            "--backend",
+            "torch",
+            "--no-progress",
+            "--json",
+        ],
+    )
     again = _json(res)
     assert again["completed_at"] == manifest["completed_at"]
 
 
 @pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
 def test_retrieve_json(built, tiny_dataset, mode):
-    args = ["retrieve", "Which engineer designed the Eiffel Tower?", "--dataset", str(tiny_dataset),
-            "--workspace", str(built), "--mode", mode, "-k", "3", "--backend", "torch", "--json"]
+    args = [
+        "retrieve",
+        "Which engineer designed the Eiffel Tower?",
+        "--dataset",
+        str(tiny_dataset),
+        "--workspace",
+        str(built),
+        "--mode",
+        mode,
+        "-k",
+        "3",
+        "--backend",
+        "torch",
+        "--json",
+    ]
     out = _json(runner.invoke(app, args))
     assert out["mode"] == mode and len(out["passages"]) == 3
     titles = [p["title"] for p in out["passages"]]
@@ -50,18 +87,49 @@ def test_retrieve_json(built, tiny_dataset, mode):
 
 
 def test_retrieve_table_and_errors(built, tiny_dataset, tmp_path):
-    res = runner.invoke(app, ["retrieve", "mustard city", "--dataset", str(tiny_dataset), "--workspace", str(built),
-                              "--mode", "bm25", "-k", "2"])
+    res = runner.invoke(
+        app,
+        [
+            "retrieve",
+            "mustard city",
+            "--dataset",
+            str(tiny_dataset),
+            "--workspace",
+            str(built),
+            "--mode",
+            "bm25",
+            "-k",
+            "2",
+        ],
+    )
     assert res.exit_code == 0 and "Dijon" in res.stdout
-    res = runner.invoke(app, ["retrieve", "   ", "--dataset", str(tiny_dataset), "--workspace", str(built), "--mode", "bm25"])
+    res = runner.invoke(
+        app, ["retrieve", "   ", "--dataset", str(tiny_dataset), "--workspace", str(built), "--mode", "bm25"]
+    )
     assert res.exit_code == 2 and "empty query" in res.output
     res = runner.invoke(app, ["retrieve", "x", "--dataset", str(tiny_dataset), "--workspace", str(tmp_path)])
-    assert res.exit_code == 2 and f"sharp index --dataset {tiny_dataset} --workspace {tmp_path}" in res.output.replace("\n", "")
+    assert res.exit_code == 2 and f"sharp index --dataset {tiny_dataset} --workspace {tmp_path}" in res.output.replace(
+        "\n", ""
+    )
 
 
 def test_eval_retrieval_json(built, tiny_dataset):
-    args = ["eval-retrieval", "--dataset", str(tiny_dataset), "--split", "dev", "--workspace", str(built),
-            "--mode", "hybrid", "-k", "5", "--backend", "torch", "--json"]
+    args = [
+        "eval-retrieval",
+        "--dataset",
+        str(tiny_dataset),
+        "--split",
+        "dev",
+        "--workspace",
+        str(built),
+        "--mode",
+        "hybrid",
+        "-k",
+        "5",
+        "--backend",
+        "torch",
+        "--json",
+    ]
     out = _json(runner.invoke(app, args))
     assert out["n"] == 4 and out["mode"] == "hybrid" and out["k"] == 5
     assert out["overall"]["recall@5"] >= 0.75 and set(out["by_type"]) == {"bridge", "comparison"}

@@ -83,8 +83,13 @@ def test_mismatched_resume_is_refused(tmp_path, passages, fake_embedder, monkeyp
     with pytest.raises(IndexMismatchError, match="resume.*--rebuild"):
         build_index(other, tmp_path / "idx", CFG, progress=False, embedder=fake_embedder)
     with pytest.raises(IndexMismatchError, match="embedding_model"):
-        build_index(passages, tmp_path / "idx", CFG.replace(embedding_model="other-model"), progress=False,
-                    embedder=fake_embedder)
+        build_index(
+            passages,
+            tmp_path / "idx",
+            CFG.replace(embedding_model="other-model"),
+            progress=False,
+            embedder=fake_embedder,
+        )
 
 
 def test_open_mismatch_errors(tmp_path, passages, fake_embedder):

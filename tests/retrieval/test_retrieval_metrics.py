@@ -24,8 +24,14 @@ def test_recall_precision_all_gold():
 
 def test_question_metrics_keys():
     m = question_metrics(["A", "B"], ["A", "C"], ks=(1, 2))
-    assert m == {"recall@1": 0.5, "precision@1": 1.0, "all_gold@1": 0.0,
-                 "recall@2": 0.5, "precision@2": 0.5, "all_gold@2": 0.0}
+    assert m == {
+        "recall@1": 0.5,
+        "precision@1": 1.0,
+        "all_gold@1": 0.0,
+        "recall@2": 0.5,
+        "precision@2": 0.5,
+        "all_gold@2": 0.0,
+    }
 
 
 def test_undefined_cases():
@@ -37,11 +43,11 @@ def test_undefined_cases():
 
 def test_aggregate_overall_and_by_type():
     rows = [
-        ("bridge", ["A", "B"], ["A", "B"]),       # r@1 .5, r@2 1, ag@2 1
-        ("bridge", ["C", "A"], ["A", "D"]),       # r@1 0, r@2 .5, ag@2 0
-        ("comparison", ["E", "F"], ["F"]),        # r@1 0, r@2 1, ag@2 1
-        (None, ["G"], ["G"]),                     # r@1 1, r@2 1, ag@2 1 ; type -> unknown
-        ("bridge", ["A"], []),                    # no gold: skipped
+        ("bridge", ["A", "B"], ["A", "B"]),  # r@1 .5, r@2 1, ag@2 1
+        ("bridge", ["C", "A"], ["A", "D"]),  # r@1 0, r@2 .5, ag@2 0
+        ("comparison", ["E", "F"], ["F"]),  # r@1 0, r@2 1, ag@2 1
+        (None, ["G"], ["G"]),  # r@1 1, r@2 1, ag@2 1 ; type -> unknown
+        ("bridge", ["A"], []),  # no gold: skipped
     ]
     out = aggregate(rows, ks=(1, 2))
     assert out["skipped"] == 1
