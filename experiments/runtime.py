@@ -59,7 +59,12 @@ class Runtime:
     def retriever(self, overrides: Mapping[str, Any] | None = None) -> Any:
         from program.retrieval import open_retriever
 
-        return open_retriever(self.index_dir(), self.retriever_settings(overrides))
+        return open_retriever(
+            self.index_dir(),
+            self.retriever_settings(overrides),
+            dataset=self.dataset,
+            rerankers_dir=settings.rerankers_dir(self.workspace),
+        )
 
     def build_index(self, progress: bool = True) -> dict:
         """Build (or resume) this dataset's index with the runtime's retriever settings."""

@@ -37,3 +37,8 @@ def workspace(explicit: str | Path | None = None) -> Path:
 
 def index_dir(dataset: str, ws: Path | None = None) -> Path:
     return (ws or workspace()) / "indexes" / dataset
+
+
+def rerankers_dir(ws: Path | None = None) -> Path:
+    """Where `sharp train-reranker` saves rerankers, each in a folder named after it."""
+    return (ws or workspace()) / "rerankers"

@@ -98,6 +98,13 @@ def run(
         mlflow.end_run(status="FINISHED")
 
 
+def log_metrics(metrics: Mapping[str, Any], step: int | None = None) -> None:
+    """The numeric entries of ``metrics`` (nested keys dotted) on the active run."""
+    import mlflow
+
+    mlflow.log_metrics(numeric(metrics), step=step)
+
+
 def log_eval(result: Any, prefix: str = "") -> None:
     """Aggregate metrics, per-type metrics and the per-question table of an EvalResult."""
     import mlflow

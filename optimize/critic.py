@@ -26,9 +26,10 @@ import dspy
 from optimize.compile import shared_retriever
 from optimize.metrics import calibration, evidence_complete
 from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD as DEFAULT_THRESHOLD
+from program.critique import critic_stops, read_critique
 from program.errors import ConfigError
 from program.evidence import format_evidence
-from program.sharp import SharpConfig, critic_lm_config, critic_stops, read_critique
+from program.sharp import SharpConfig
 from program.steps import RECOVERABLE, adapter_settings, check_question
 from program.types import Passage
 
@@ -64,7 +65,7 @@ class CriticProgram(dspy.Module):
     """The critic alone, as a program an optimizer can compile.
 
     It calls the critic exactly as SHARP does: through ``adapter`` (SHARP's ``structured_adapter``)
-    with ``lm_config`` (:func:`program.sharp.critic_lm_config`: the token cap, and logprobs when
+    with ``lm_config`` (:meth:`program.sharp.SharpConfig.critic_lm_config`: the token cap, and logprobs when
     P(sufficient) is read from tokens), so the metric scores the prompts and the P(sufficient) the
     program acts on. :func:`critic_student` takes both from a program.
     """
@@ -86,7 +87,9 @@ def critic_student(program: dspy.Module) -> CriticProgram:
     program's adapter and LM settings."""
     cfg = getattr(program, "config", None)
     if isinstance(cfg, SharpConfig):
-        return CriticProgram(program.critic.deepcopy(), adapter=cfg.structured_adapter, lm_config=critic_lm_config(cfg))
+        return CriticProgram(
+            program.critic.deepcopy(), adapter=cfg.structured_adapter, lm_config=cfg.critic_lm_config()
+        )
     return CriticProgram(program.critic.deepcopy())
 
 
@@ -250,7 +253,7 @@ def _fields_of(pred: Any) -> dict:
 
 
 def read_critique_of(pred: Any) -> dict:
-    """``pred`` read exactly as SHARP reads a critique (:func:`program.sharp.read_critique`): token
+    """``pred`` read exactly as SHARP reads a critique (:func:`program.critique.read_critique`): token
     probabilities when the prediction carries logprobs, else the written verdict and confidence; a
     critique SHARP would discard is "insufficient" with P(sufficient) unknown."""
     mode = "token" if getattr(pred, "logprobs", None) is not None else "verbal"
@@ -273,7 +276,7 @@ def read_p_sufficient(pred: Any) -> tuple[float, str]:
 
 class CriticScore:
     """The critic metric at the program's stop threshold: 0.5 for the right call (stop exactly when
-    every gold paragraph is in the evidence, as :func:`program.sharp.critic_stops` decides at
+    every gold paragraph is in the evidence, as :func:`program.critique.critic_stops` decides at
     ``threshold``) + 0.5 * (1 - Brier) of P(sufficient) against the label; 0 for an output the
     program would discard."""
 

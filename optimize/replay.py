@@ -1,15 +1,14 @@
 """Record a question's whole trajectory once; score any stopping policy from the record.
 
-SHARP's confidence threshold and retry cap only decide *when to stop*: they never change what
-is retrieved or what the critic says at a given round. So :func:`record` drives the program's
-own steps round by round up to a maximum number of retries, whatever the critic says, and at
-every possible stopping point also generates the answer from that round's evidence. Then
-:func:`replay` turns a :class:`Policy` (threshold, max_retries, budget) into the stopping round
-of each question, and so into exactly the prediction a live run would have produced: answer,
-evidence, trace, stop reason and LM cost (the calls made up to that round) -- without calling
-the model. Parameters that change retrieval (k schedule, evidence cap, retrieval mode) need a
-new recording; with the LM cache on, calls that repeat (the planner, identical critiques) are
-answered from the cache.
+SHARP's confidence threshold, retry cap and budgets only decide *when to stop*: they never change what
+is retrieved or what the critic says at a given round. So :func:`record` runs the program's own loop
+(:meth:`program.sharp.SharpRAG.run`) in explore mode -- never stopping on the critic, up to a maximum
+number of retries, answering at every round -- and :func:`replay` walks the recorded rounds with the
+loop's own decision (:func:`program.sharp.stop_reason`) to the round a live run with a given
+:class:`Policy` stops at: its answer, evidence, trace, stop reason and LM cost (the calls made up to
+that round, the bridge step's included), without calling the model. Parameters that change retrieval
+(k schedule, evidence cap, retrieval mode) need a new recording; with the LM cache on, calls that
+repeat (the planner, identical critiques) are answered from the cache.
 
 A record is a plain JSON dict; recordings are kept as JSONL, one line per question, and an
 interrupted recording resumes where it stopped.
@@ -31,17 +30,16 @@ import dspy
 from optimize.evaluate import EvalResult, aggregate, by_type, error_row
 from optimize.metrics import question_row
 from optimize.parallel import run_each
+from program.critique import critic_stops
 from program.errors import ConfigError, SharpError
-from program.evidence import EvidencePool
-from program.generation import answer_from_evidence
-from program.lm.accounting import Ledger, recording, summarize
-from program.sharp import SharpRAG, critic_stops
+from program.lm.accounting import recording, summarize
+from program.sharp import SharpRAG, stop_reason
 from program.steps import Budget, Tracer, check_question
 from program.types import Passage
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: the bridge step's calls (query_steps, query_calls) per round
 
 
 class ReplayError(SharpError):
@@ -62,62 +60,23 @@ class Policy:
 
 
 # ---- recording ---------------------------------------------------------------------------------
-def _since(ledger: Ledger, mark: int) -> list[dict]:
-    return [r.to_dict() for r in ledger.records[mark:]]
-
-
-def _evidence(passages: list[Passage]) -> list[dict]:
-    return [{"id": p.id, "title": p.title} for p in passages]
-
-
 def record_question(program: SharpRAG, question: str, max_retries: int) -> dict:
-    """Drive ``program``'s steps for up to ``max_retries`` retries; answer at every round."""
+    """Run ``program``'s own loop (:meth:`SharpRAG.run`) in explore mode for up to ``max_retries``
+    retries, answering at every round."""
     cfg = program.config
     q, truncated = check_question(question, cfg.max_question_chars)
     with recording() as ledger:
         tr = Tracer(Budget(max_lm_calls=None), ledger)
         if truncated:
             tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
-        pool = EvidencePool()
-        sub_queries = program._plan(q, tr)
-        head = {"steps": list(tr.steps), "calls": _since(ledger, 0)}
-        rounds: list[dict] = []
-        queries, new_passages, i = sub_queries, True, 0
-        while True:
-            n_steps, t0 = len(tr.steps), time.perf_counter()
-            new = program._retrieve(queries, cfg.k_for_round(i), pool, tr, i)
-            rnd: dict[str, Any] = {
-                "round": i,
-                "retriever": tr.steps[n_steps],
-                "seconds_retrieval": round(time.perf_counter() - t0, 4),
-                "critic": None,
-                "next_queries": [],
-            }
-            new_passages = bool(new) or i == 0
-            evidence = pool.select(cfg.evidence_cap)
-            rnd["evidence"] = _evidence(evidence)
-            if new_passages:
-                mark = len(ledger.records)
-                rnd["critic"] = program._critique(q, pool, tr, i)
-                rnd["critic_calls"] = _since(ledger, mark)
-            mark = len(ledger.records)
-            answer, cited = answer_from_evidence(program.generator, q, evidence, cfg.passage_chars, tr)
-            rnd.update(answer=answer, cited_ids=cited, generator=tr.steps[-1], generator_calls=_since(ledger, mark))
-            rounds.append(rnd)
-            if not new_passages or i >= max_retries:
-                break
-            queries = program._next_queries(rnd["critic"], pool)
-            rnd["next_queries"] = queries
-            if not queries:
-                break
-            i += 1
+        run = program.run(q, tr, explore=max_retries)
     return {
         "format": FORMAT,
         "question": q,
-        "sub_queries": sub_queries,
+        "sub_queries": run.sub_queries,
         "max_retries": max_retries,
-        "head": head,
-        "rounds": rounds,
+        "head": run.head,
+        "rounds": run.rounds,
         "error": None,
     }
 
@@ -194,7 +153,8 @@ def _exhausted(budget: Budget, calls: list[dict], seconds: float) -> str | None:
 
 
 def replay(rec: dict, policy: Policy) -> dspy.Prediction:
-    """The prediction a live run with ``policy`` would have returned, built from ``rec``."""
+    """The prediction a live run with ``policy`` would have returned, built from ``rec``: the rounds are
+    walked with the loop's own decision (:func:`program.sharp.stop_reason`)."""
     if rec.get("error"):
         raise ReplayError(rec["error"])
     if policy.max_retries > rec["max_retries"]:
@@ -206,37 +166,39 @@ def replay(rec: dict, policy: Policy) -> dspy.Prediction:
     calls = list(rec["head"]["calls"])
     seconds = sum(float(s.get("seconds") or 0) for s in steps)
     queries: list[str] = []
-    stop, rnd = None, None
+    stop, rnd, last = None, None, None
     for rnd in rec["rounds"]:
         i = rnd["round"]
         steps.append(dict(rnd["retriever"]))
         queries += rnd["retriever"]["queries"]
         seconds += rnd["seconds_retrieval"]
-        if rnd["critic"] is None:  # the retry found nothing new: the previous critique was the last
+        if rnd["critic"] is None and i > 0:  # the retry found nothing new
             stop = "no_new_passages"
-            last = next((s for s in reversed(steps) if s.get("role") == "critic"), None)
-            if last is not None:
-                last["action"] = "stop"
             break
         if (spent := _exhausted(policy.budget, calls, seconds)) is not None:
             stop = f"budget_{spent}"
             break
-        crit = dict(rnd["critic"])
+        last = crit = dict(rnd["critic"])
         steps.append(crit)
         calls += rnd["critic_calls"]
         seconds += float(crit.get("seconds") or 0)
         crit["critic_stop"] = critic_stops(crit, policy.confidence_threshold)  # as the live run records it
-        if crit["critic_stop"]:
-            stop = "sufficient"
-        elif i >= policy.max_retries:
-            stop = "max_retries"
-        elif not rnd["next_queries"]:
-            stop = "no_new_queries"
+        stop = stop_reason(crit, i, policy)
+        if stop is None:
+            if "query_steps" not in rnd:
+                raise ReplayError("the record ends before the policy stops; it is incomplete")
+            steps += [dict(s) for s in rnd["query_steps"]]
+            calls += rnd["query_calls"]
+            seconds += sum(float(s.get("seconds") or 0) for s in rnd["query_steps"])
+            if not rnd["next_queries"]:
+                stop = "no_new_queries"
         crit["action"] = "stop" if stop else "retry"
         if stop:
             break
     if stop is None or rnd is None:
         raise ReplayError("the record ends before the policy stops; it is incomplete")
+    if last is not None:
+        last["action"] = "stop"
     steps.append(dict(rnd["generator"]))
     calls += rnd["generator_calls"]
     seconds += float(rnd["generator"].get("seconds") or 0)

@@ -40,7 +40,7 @@ class SearchSpace(StrictConfig):
     max_retries: tuple[int, ...] = (0, 1, 2, 3)
     k_start: tuple[int, ...] = (3, 5)
     k_step: tuple[int, ...] = (0, 2)
-    evidence_cap: tuple[int, ...] = (6, 8, 10)
+    evidence_cap: tuple[int, ...] = (3, 4, 5)  # at most plain RAG's five passages
     mode: tuple[Mode, ...] = ("bm25", "hybrid")
     fixed: dict[str, Any] = {}
 

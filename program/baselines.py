@@ -11,7 +11,7 @@ from program.config import StrictConfig
 from program.generation import answer_from_evidence
 from program.retrieval.base import Retriever
 from program.signatures import GenerateAnswer
-from program.steps import traced
+from program.steps import finish, traced
 
 
 class VanillaConfig(StrictConfig):
@@ -47,16 +47,13 @@ class VanillaRAG(dspy.Module):
             answer, cited = answer_from_evidence(
                 self.generator, q, evidence, self.config.passage_chars, tr, adapter=self.config.generator_adapter
             )
-        return dspy.Prediction(
+        return finish(
+            self.SYSTEM,
+            tr,
             answer=answer,
             passages=evidence,
-            cited_ids=cited,
-            trace=tr.steps,
-            cost=tr.ledger.summary(),
-            calls=[r.to_dict() for r in tr.ledger.records],
+            cited=cited,
             sub_queries=[q],
             queries=[q],
-            retries=0,
             stop_reason="single_shot",
-            system=self.SYSTEM,
         )

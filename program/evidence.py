@@ -32,7 +32,25 @@ class EvidencePool:
     def asked(self, query: str) -> bool:
         return _norm(query) in {_norm(q) for q in self.by_query}
 
-    def select(self, cap: int) -> list[Passage]:
+    def sources(self) -> dict[str, str]:
+        """Passage id -> the first query that found it."""
+        out: dict[str, str] = {}
+        for query, ps in self.by_query.items():
+            for p in ps:
+                out.setdefault(p.id, query)
+        return out
+
+    def select(self, cap: int, order: str = "round_robin") -> list[Passage]:
+        """At most ``cap`` passages: ``round_robin`` by rank across queries, or ``score``: the whole
+        pool ranked by each passage's best score under any query that found it (the reranker's
+        probability, comparable across queries), ties in the order found."""
+        if order == "score":
+            best: dict[str, Passage] = {}
+            for ps in self.by_query.values():
+                for p in ps:
+                    if p.id not in best or p.score > best[p.id].score:
+                        best[p.id] = p
+            return sorted(best.values(), key=lambda p: -p.score)[:cap]
         chosen: list[Passage] = []
         seen: set[str] = set()
         depth = max((len(v) for v in self.by_query.values()), default=0)

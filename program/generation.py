@@ -8,6 +8,7 @@ import dspy
 
 from program.answers import clean_answer
 from program.evidence import format_evidence
+from program.parsing import salvage_json
 from program.steps import Tracer
 from program.types import Passage
 
@@ -71,13 +72,7 @@ def salvage(raw: str | None) -> str:
     if not raw:
         return ""
     if raw.lstrip().startswith("{"):
-        import json_repair
-
-        try:
-            value = json_repair.loads(raw)
-        except (ValueError, RecursionError):
-            value = None
-        answer = value.get("answer") if isinstance(value, dict) else None
+        answer = salvage_json(raw).get("answer")
         return " ".join(str(answer).split())[:200] if answer is not None else ""
     text = raw.split("[[ ## answer ## ]]", 1)[-1].split("[[ ##", 1)[0]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]

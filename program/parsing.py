@@ -56,3 +56,17 @@ def items(values: Any) -> list[str]:
     if isinstance(values, str):
         values = [values]
     return [str(v).strip() for v in values if str(v).strip().lower() not in _TRIVIAL | {"no"}]
+
+
+def salvage_json(raw: str | None) -> dict:
+    """The fields of a cut or malformed JSON reply (a weak model looping in a list), or {}: the one
+    JSON salvager of the program (the critic's and planner's fields, the generator's answer)."""
+    if not raw:
+        return {}
+    import json_repair
+
+    try:
+        value = json_repair.loads(raw[raw.find("{") :] if "{" in raw else raw)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,46 +1,62 @@
-"""SHARP: plan -> retrieve -> critique -> (targeted re-retrieval with a widening k)* -> generate."""
+"""SHARP: plan -> retrieve -> critique -> (bridge query, re-retrieval at a wider k)* -> generate.
+
+The loop is written once, in :meth:`SharpRAG.run`. A live question runs it with the program's policy;
+:func:`optimize.replay.record` runs the same method in *explore* mode (never stop on the critic, answer at
+every round), and replay applies the same pure :func:`stop_reason` to the recorded critiques, so the policy
+that is tuned by replay is the policy that runs.
+"""
 
 from __future__ import annotations
 
+import re
+import time
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import dspy
 from pydantic import Field, field_validator, model_validator
 
-from program.confidence import (
-    DEFAULT_CONFIDENCE_THRESHOLD,
-    TOP_LOGPROBS,
-    UNKNOWN_P_SUFFICIENT,
-    choice_probabilities,
-    verbal_p_sufficient,
-)
+from program.calibration import Calibrator, critique_features
+from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD
 from program.config import StrictConfig
+from program.critique import VERDICTS, critic_lm_config, critic_stops, output_fields, read_critique
 from program.evidence import EvidencePool, format_evidence
 from program.generation import answer_from_evidence
-from program.parsing import as_score, items
+from program.parsing import as_text, items
 from program.retrieval.base import Retriever
-from program.signatures import CritiqueEvidence, GenerateAnswer, PlanSubQueries
-from program.steps import Budget, Tracer, traced
+from program.signatures import BridgeQuery, CritiqueEvidence, GenerateAnswer, PlanSubQueries
+from program.steps import Budget, Tracer, finish, traced
 from program.types import Passage
+
+__all__ = ["VERDICTS", "SharpConfig", "SharpRAG", "stop_reason"]
 
 
 class SharpConfig(StrictConfig):
     """Everything an optimizer may tune, validated."""
 
     k_schedule: tuple[int, ...] = (3, 5, 7)
-    # stop when P(sufficient) >= this: 0.35 separated complete from incomplete evidence best (accuracy
-    # 0.69) on 16 balanced train pairs (critic_discrimination benchmark); `sharp tune` searches it
+    # stop when P(sufficient) (calibrated when a calibrator is fitted) >= this; `sharp tune` searches it
     confidence_threshold: float = Field(DEFAULT_CONFIDENCE_THRESHOLD, ge=0.0, le=1.0)
     max_retries: int = Field(2, ge=0, le=10)
-    evidence_cap: int = Field(6, ge=1, le=40)
+    # the generator and critic read at most this many passages of the pool (plain RAG reads 5)
+    evidence_cap: int = Field(5, ge=1, le=40)
+    # "score": the whole pool ranked by each passage's best reranker score; "round_robin": rank by rank
+    # across queries (for retrievers whose scores are not comparable across queries)
+    evidence_order: Literal["score", "round_robin"] = "score"
     passage_chars: int = Field(600, ge=50, le=5000)  # as plain RAG: 450 cut the answer from 4% of gold paragraphs
+    planner: bool = True  # False: the question is the only first-round search (no planner call)
     max_sub_queries: int = Field(3, ge=1, le=8)
     queries_per_retry: int = Field(2, ge=1, le=6)
     include_question: bool = True
+    # the bridge step writes the next query from the evidence: "stale" when the critic's queries repeat
+    # earlier searches or add no new term, "always" on every retry (before the critic's), "off" never
+    bridge: Literal["off", "stale", "always"] = "stale"
+    bridge_max_tokens: int = Field(64, ge=8, le=1024)
     critic_reasoning: bool = False
     # "token": P(sufficient) read from the critic's token probabilities where the LM returns them
     # (program/confidence.py), else its written confidence; "verbal": always the written confidence
     critic_confidence: Literal["token", "verbal"] = "token"
+    calibrator: Calibrator | None = None  # fitted by `sharp compile --target critic`
     generator_reasoning: bool = False
     structured_adapter: Literal["chat", "json"] = "json"
     generator_adapter: Literal["chat", "json"] = "json"
@@ -58,18 +74,106 @@ class SharpConfig(StrictConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> SharpConfig:
-        if self.evidence_cap < self.k_schedule[0]:
+        if self.evidence_cap < self.k_schedule[0] and self.evidence_order == "round_robin":
             raise ValueError(f"evidence_cap ({self.evidence_cap}) is below the first k ({self.k_schedule[0]})")
         return self
 
     def k_for_round(self, round_no: int) -> int:
         return self.k_schedule[min(round_no, len(self.k_schedule) - 1)]
 
+    def critic_lm_config(self) -> dict:
+        return critic_lm_config(self.critic_max_tokens, self.critic_confidence)
+
+
+def stop_reason(crit: dict, round_no: int, policy: Any) -> str | None:
+    """The loop's decision after a critique, the same live and in replay: "sufficient" when the critique
+    ends it at ``policy.confidence_threshold``, "max_retries" when no retry is left, else None (retry)."""
+    if critic_stops(crit, policy.confidence_threshold):
+        return "sufficient"
+    if round_no >= policy.max_retries:
+        return "max_retries"
+    return None
+
+
+@dataclass(frozen=True)
+class _Explore:
+    """The policy of a recording: never stop on the critic, retry up to ``max_retries``."""
+
+    max_retries: int
+    confidence_threshold: float = 2.0  # above every probability
+
+
+@dataclass
+class Run:
+    """One question's loop: the rounds (each a dict of steps and calls), the pool, and how it ended."""
+
+    question: str
+    sub_queries: list[str]
+    pool: EvidencePool = field(default_factory=EvidencePool)
+    head: dict = field(default_factory=dict)
+    rounds: list[dict] = field(default_factory=list)
+    stop: str | None = None
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "and",
+        "or",
+        "is",
+        "was",
+        "were",
+        "are",
+        "be",
+        "been",
+        "who",
+        "what",
+        "which",
+        "when",
+        "where",
+        "how",
+        "did",
+        "does",
+        "do",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "his",
+        "her",
+        "their",
+        "as",
+        "than",
+        "also",
+        "both",
+        "one",
+    ]
+)
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP}
+
 
 class SharpRAG(dspy.Module):
-    """The self-correcting multi-hop program. Predictors: planner, critic, generator."""
+    """The self-correcting multi-hop program. Predictors: planner, critic, bridge, generator."""
 
     SYSTEM = "sharp"
+    ROLE_MAP = {"bridge": "planner"}  # the bridge query is written with the planner's LM
 
     def __init__(self, retriever: Retriever, config: SharpConfig | None = None):
         super().__init__()
@@ -77,30 +181,34 @@ class SharpRAG(dspy.Module):
         self.retriever = retriever
         self.planner = dspy.Predict(PlanSubQueries)
         self.critic = (dspy.ChainOfThought if self.config.critic_reasoning else dspy.Predict)(CritiqueEvidence)
+        self.bridge = dspy.Predict(BridgeQuery)
         self.generator = (dspy.ChainOfThought if self.config.generator_reasoning else dspy.Predict)(GenerateAnswer)
 
     # ---- steps -------------------------------------------------------------------------------
-    def _plan(self, q: str, tr: Tracer) -> list[str]:
-        pred, step = tr.call(
-            "planner",
-            self.planner,
-            {"question": q[:200]},
-            adapter=self.config.structured_adapter,
-            config={"max_tokens": self.config.planner_max_tokens},
-            question=q,
-        )
-        # a planner looping in its list is cut by max_tokens: the queries before the cut still count
-        fields = _fields(pred, step)
-        planned = list(dict.fromkeys(items(fields.get("sub_queries"))))
-        if step.get("salvaged"):  # the last query may be cut mid-word: drop a prefix of another query
-            planned = [p for p in planned if not any(o != p and o.startswith(p) for o in planned)]
-        planned = planned[: self.config.max_sub_queries]
-        step["sub_queries"] = planned
-        queries = ([q] if self.config.include_question else []) + planned
+    def _plan(self, q: str, tr: Tracer) -> tuple[list[str], list[str]]:
+        """(the planner's sub-queries, the first round's queries)."""
+        cfg = self.config
+        planned: list[str] = []
+        if cfg.planner:
+            pred, step = tr.call(
+                "planner",
+                self.planner,
+                {"question": q[:200]},
+                adapter=cfg.structured_adapter,
+                config={"max_tokens": cfg.planner_max_tokens},
+                question=q,
+            )
+            # a planner looping in its list is cut by max_tokens: the queries before the cut still count
+            planned = list(dict.fromkeys(items(output_fields(pred, step).get("sub_queries"))))
+            if step.get("salvaged"):  # the last query may be cut mid-word: drop a prefix of another query
+                planned = [p for p in planned if not any(o != p and o.startswith(p) for o in planned)]
+            planned = planned[: cfg.max_sub_queries]
+            step["sub_queries"] = planned
+        queries = ([q] if cfg.include_question or not cfg.planner else []) + planned
         if not queries:  # the planner failed and the question is not included: search the question
             queries = [q]
-            step["fallback"] = "question used as the only query"
-        return list(dict.fromkeys(queries))
+            tr.add("input", note="the planner wrote no query: the question is the only search")
+        return planned, list(dict.fromkeys(queries))
 
     def _retrieve(self, queries: list[str], k: int, pool: EvidencePool, tr: Tracer, round_no: int) -> list[Passage]:
         results = self.retriever.retrieve_many(queries, k)
@@ -117,162 +225,157 @@ class SharpRAG(dspy.Module):
         )
         return new
 
+    def evidence(self, pool: EvidencePool) -> list[Passage]:
+        return pool.select(self.config.evidence_cap, self.config.evidence_order)
+
     def _critique(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> dict:
         cfg = self.config
-        evidence = pool.select(cfg.evidence_cap)
+        evidence = self.evidence(pool)
         pred, step = tr.call(
             "critic",
             self.critic,
             {"question": q[:200], "n_passages": len(evidence)},
             adapter=cfg.structured_adapter,
-            config=critic_lm_config(cfg),
+            config=cfg.critic_lm_config(),
             question=q,
             sub_queries=list(pool.by_query),
             evidence=format_evidence(evidence, cfg.passage_chars),
         )
         crit = read_critique(
-            _fields(pred, step), pred is not None, getattr(pred, "logprobs", None), cfg.critic_confidence
+            output_fields(pred, step), pred is not None, getattr(pred, "logprobs", None), cfg.critic_confidence
         )
+        features = critique_features(crit, evidence, q, round_no, pool.sources())
+        crit["features"] = {k: round(v, 4) for k, v in features.items()}
+        crit["p_calibrated"] = round(cfg.calibrator.probability(features), 4) if cfg.calibrator else None
         crit["critic_stop"] = critic_stops(crit, cfg.confidence_threshold)
         step.update(
-            round=round_no, evidence_ids=[p.id for p in evidence], evidence_titles=[p.title for p in evidence], **crit
+            round=round_no,
+            evidence_ids=[p.id for p in evidence],
+            evidence_titles=[p.title for p in evidence],
+            **crit,
         )
         return step
 
-    def _next_queries(self, crit: dict, pool: EvidencePool) -> list[str]:
-        """The critic's suggested queries not asked yet; when it only repeats searches already made
-        (the uncompiled 1.5B critic did on 95 of 100 questions), the missing facts it named."""
+    def _bridge(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> str | None:
+        """The bridge step's query, or None (garbage, empty, or a search already made: recorded)."""
+        cfg = self.config
+        evidence = self.evidence(pool)
+        pred, step = tr.call(
+            "bridge",
+            self.bridge,
+            {"question": q[:200], "n_passages": len(evidence)},
+            adapter=cfg.structured_adapter,
+            config={"max_tokens": cfg.bridge_max_tokens},
+            question=q,
+            searched=list(pool.by_query),
+            evidence=format_evidence(evidence, cfg.passage_chars),
+        )
+        query = as_text(output_fields(pred, step).get("query"))
+        problem = None
+        if not query:
+            problem = "no query"
+        elif pool.asked(query):
+            problem = "repeats an earlier search"
+        step.update(round=round_no, query=query, problem=problem)
+        return None if problem else query
 
-        def fresh(candidates: list[str]) -> list[str]:
-            return [c for c in dict.fromkeys(candidates) if not pool.asked(c)]
+    def _next_queries(self, q: str, crit: dict, pool: EvidencePool, tr: Tracer, round_no: int) -> list[str]:
+        """The next round's searches: the critic's suggested queries that are new (not asked, and adding
+        a term no earlier search or the question had), with the bridge query first when the bridge step
+        runs; when neither yields one, the missing facts the critic named that were not searched."""
+        cfg = self.config
+        known = _terms(" ".join([q, *pool.by_query]))
+        fresh = [c for c in dict.fromkeys(crit["suggested_queries"]) if not pool.asked(c) and _terms(c) - known]
+        queries = list(fresh)
+        if cfg.bridge == "always" or (cfg.bridge == "stale" and not fresh):
+            bridged = self._bridge(q, pool, tr, round_no)
+            if bridged:
+                queries = [bridged, *[c for c in fresh if c != bridged]]
+        if not queries:
+            queries = [m for m in dict.fromkeys(crit["missing_information"]) if not pool.asked(m)]
+        return queries[: cfg.queries_per_retry]
 
-        queries = fresh(crit["suggested_queries"]) or fresh(crit["missing_information"])
-        return queries[: self.config.queries_per_retry]
+    # ---- the loop ----------------------------------------------------------------------------
+    def run(self, q: str, tr: Tracer, explore: int | None = None) -> Run:
+        """The loop, once. Live (``explore`` None): stop as the config's policy says. Explore (a recording
+        for replay): never stop on the critic, retry up to ``explore`` times, and answer from every
+        round's evidence (each round's ``answer``, ``generator`` step and calls)."""
+        cfg = self.config
+        policy = cfg if explore is None else _Explore(explore)
+        sub_queries, queries = self._plan(q, tr)
+        run = Run(q, sub_queries, head={"steps": list(tr.steps), "calls": _calls(tr, 0)})
+        i = 0
+        while True:
+            n_steps, n_calls, t0 = len(tr.steps), len(tr.ledger.records), time.perf_counter()
+            new = self._retrieve(queries, cfg.k_for_round(i), run.pool, tr, i)
+            rnd: dict[str, Any] = {
+                "round": i,
+                "retriever": tr.steps[n_steps],
+                "seconds_retrieval": round(time.perf_counter() - t0, 4),
+                "critic": None,
+                "next_queries": [],
+            }
+            run.rounds.append(rnd)
+            if i > 0 and not new:
+                run.stop = "no_new_passages"
+            elif explore is None and (spent := tr.exhausted()) is not None:
+                run.stop = f"budget_{spent}"
+            else:
+                n_calls = len(tr.ledger.records)
+                rnd["critic"] = crit = self._critique(q, run.pool, tr, i)
+                rnd["critic_calls"] = _calls(tr, n_calls)
+                run.stop = stop_reason(crit, i, policy)
+            if explore is not None:
+                self._answer_round(q, run, tr, rnd)
+            if run.stop is None:
+                n_steps, n_calls = len(tr.steps), len(tr.ledger.records)
+                queries = self._next_queries(q, rnd["critic"], run.pool, tr, i)
+                rnd.update(next_queries=queries, query_steps=tr.steps[n_steps:], query_calls=_calls(tr, n_calls))
+                if not queries:
+                    run.stop = "no_new_queries"
+            if rnd["critic"] is not None:
+                rnd["critic"]["action"] = "stop" if run.stop else "retry"
+            last = next((r["critic"] for r in reversed(run.rounds) if r["critic"] is not None), None)
+            if run.stop and last is not None:
+                last["action"] = "stop"
+            if run.stop:
+                return run
+            i += 1
 
-    # ---- control flow ------------------------------------------------------------------------
+    def _answer_round(self, q: str, run: Run, tr: Tracer, rnd: dict) -> None:
+        n_calls = len(tr.ledger.records)
+        evidence = self.evidence(run.pool)
+        answer, cited = answer_from_evidence(
+            self.generator, q, evidence, self.config.passage_chars, tr, adapter=self.config.generator_adapter
+        )
+        rnd.update(
+            evidence=[{"id": p.id, "title": p.title} for p in evidence],
+            answer=answer,
+            cited_ids=cited,
+            generator=tr.steps[-1],
+            generator_calls=_calls(tr, n_calls),
+        )
+
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config
         with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
-            pool = EvidencePool()
-            sub_queries = self._plan(q, tr)
-            self._retrieve(sub_queries, cfg.k_for_round(0), pool, tr, 0)
-            retries, stop = 0, None
-            while stop is None:
-                if (spent := tr.exhausted()) is not None:
-                    stop = f"budget_{spent}"
-                    break
-                crit = self._critique(q, pool, tr, retries)
-                if crit["critic_stop"]:
-                    stop = "sufficient"
-                elif retries >= cfg.max_retries:
-                    stop = "max_retries"
-                elif not (queries := self._next_queries(crit, pool)):
-                    stop = "no_new_queries"
-                else:
-                    retries += 1
-                    if not self._retrieve(queries, cfg.k_for_round(retries), pool, tr, retries):
-                        stop = "no_new_passages"
-                crit["action"] = "stop" if stop else "retry"
-            evidence = pool.select(cfg.evidence_cap)
+            run = self.run(q, tr)
+            evidence = self.evidence(run.pool)
             answer, cited = answer_from_evidence(
                 self.generator, q, evidence, cfg.passage_chars, tr, adapter=cfg.generator_adapter
             )
-        return dspy.Prediction(
+        return finish(
+            self.SYSTEM,
+            tr,
             answer=answer,
             passages=evidence,
-            cited_ids=cited,
-            trace=tr.steps,
-            cost=tr.ledger.summary(),
-            calls=[r.to_dict() for r in tr.ledger.records],
-            sub_queries=sub_queries,
-            queries=list(pool.by_query),
-            retries=retries,
-            stop_reason=stop,
-            system=self.SYSTEM,
+            cited=cited,
+            sub_queries=run.sub_queries,
+            queries=list(run.pool.by_query),
+            retries=run.rounds[-1]["round"],
+            stop_reason=run.stop,
         )
 
 
-VERDICTS = ("sufficient", "insufficient", "contradictory")
-
-
-def critic_lm_config(cfg: SharpConfig) -> dict:
-    """The LM settings of every critic call: its token cap, and logprobs when P(sufficient) is read
-    from the verdict's tokens. Critic compilation calls the critic with the same settings (and the
-    same adapter, ``cfg.structured_adapter``), so it scores the prompts the program sends."""
-    lm_config: dict = {"max_tokens": cfg.critic_max_tokens}
-    if cfg.critic_confidence == "token":
-        lm_config.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
-    return lm_config
-
-
-def critique_problem(fields: dict, parsed: bool = True) -> str | None:
-    """Why SHARP discards a critique (None: it is used): nothing readable, a verdict outside
-    :data:`VERDICTS` or no 0-1 confidence, or "sufficient" while naming missing facts and queries."""
-    verdict = fields.get("verdict")
-    if not parsed and not fields:
-        return "unparseable"
-    if verdict not in VERDICTS or as_score(fields.get("confidence")) is None:
-        return f"invalid fields (verdict={verdict!r}, confidence={fields.get('confidence')!r})"
-    if verdict == "sufficient" and items(fields.get("suggested_queries")) and items(fields.get("missing_information")):
-        return "inconsistent: sufficient but lists missing information"
-    return None
-
-
-def read_critique(fields: dict, parsed: bool = True, logprobs: Any = None, confidence_mode: str = "token") -> dict:
-    """A critic's output fields as SHARP acts on them: the verdict, its confidence, P(sufficient) and
-    where that came from ("token": the verdict's token probabilities, with ``confidence_mode`` token
-    and logprobs present; "verbal": the written verdict and confidence; "fallback": a discarded
-    critique, read as "insufficient" with P(sufficient) unknown). The one reading shared by the
-    program and critic compilation."""
-    problem = critique_problem(fields, parsed)
-    probs = None
-    if problem:  # discarded: the loop retries (verdict "insufficient"); P(sufficient) is unknown
-        verdict, confidence, source, p_sufficient = "insufficient", 0.0, "fallback", UNKNOWN_P_SUFFICIENT
-    else:
-        verdict, confidence = fields["verdict"], as_score(fields["confidence"])
-        if confidence_mode == "token" and (probs := choice_probabilities(logprobs, "verdict", VERDICTS)) is not None:
-            confidence, source, p_sufficient = probs[verdict], "token", round(probs["sufficient"], 4)
-        else:
-            source, p_sufficient = "verbal", round(verbal_p_sufficient(verdict, confidence), 4)
-    return {
-        "verdict": verdict,
-        "confidence": round(confidence, 4),
-        "p_sufficient": p_sufficient,
-        "confidence_source": source,
-        "verdict_probabilities": probs and {k: round(v, 4) for k, v in probs.items()},
-        "missing_information": items(fields.get("missing_information"))[:5],
-        "suggested_queries": items(fields.get("suggested_queries"))[:5],
-        "critic_problem": problem,
-    }
-
-
-def critic_stops(crit: dict, threshold: float) -> bool:
-    """Whether a critique ends the loop: P(sufficient) at or above the threshold when it was read
-    from token probabilities; otherwise a "sufficient" verdict whose written confidence is."""
-    if crit.get("confidence_source") == "token":
-        return crit["p_sufficient"] >= threshold
-    return crit["verdict"] == "sufficient" and crit["confidence"] >= threshold
-
-
-def _fields(pred: dspy.Prediction | None, step: dict) -> dict:
-    """A step's output fields: the parsed prediction, else what can be salvaged from its raw reply
-    (then the step is marked ``salvaged``)."""
-    if pred is not None:
-        return pred.toDict()
-    fields = _salvage_json(step.get("raw_output"))
-    if fields:
-        step["salvaged"] = True
-    return fields
-
-
-def _salvage_json(raw: str | None) -> dict:
-    """The fields of a cut or malformed JSON reply (a weak model looping in a list), or {}."""
-    if not raw:
-        return {}
-    import json_repair
-
-    try:
-        value = json_repair.loads(raw[raw.find("{") :] if "{" in raw else raw)
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
+def _calls(tr: Tracer, mark: int) -> list[dict]:
+    return [r.to_dict() for r in tr.ledger.records[mark:]]

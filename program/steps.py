@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +19,7 @@ from dspy.utils.exceptions import AdapterParseError, DSPyError
 from program.config import StrictConfig
 from program.errors import LMError, QuestionError
 from program.lm.accounting import Ledger, recording
+from program.types import Passage
 
 log = logging.getLogger(__name__)
 
@@ -127,3 +128,31 @@ def traced(question: Any, max_chars: int, budget: Budget | None = None) -> Itera
         if truncated:
             tr.add("input", note=f"question truncated to {max_chars} characters")
         yield q, tr
+
+
+def finish(
+    system: str,
+    tr: Tracer,
+    *,
+    answer: str,
+    stop_reason: str,
+    passages: Sequence[Passage] = (),
+    cited: Sequence[str] = (),
+    sub_queries: Sequence[str] = (),
+    queries: Sequence[str] = (),
+    retries: int = 0,
+) -> dspy.Prediction:
+    """The prediction every system returns (the same keys as SharpRAG's)."""
+    return dspy.Prediction(
+        answer=answer,
+        passages=list(passages),
+        cited_ids=list(cited),
+        trace=tr.steps,
+        cost=tr.ledger.summary(),
+        calls=[r.to_dict() for r in tr.ledger.records],
+        sub_queries=list(sub_queries),
+        queries=list(dict.fromkeys(queries)),
+        retries=retries,
+        stop_reason=stop_reason,
+        system=system,
+    )

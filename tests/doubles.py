@@ -47,9 +47,13 @@ class GarbageLM(ScriptedLM):
 
 
 def assign(program: dspy.Module, lms: dict[str, dspy.BaseLM]) -> None:
-    """Give each predictor the LM of its role (first dotted segment of its name)."""
+    """Give each predictor the LM named by the first dotted segment of its name, else its role's
+    (program.lm.roles.role_of: SHARP's bridge step runs on the planner's LM)."""
+    from program.lm.roles import role_of
+
     for name, pred in program.named_predictors():
-        pred.lm = lms[name.split(".")[0]]
+        first = name.split(".")[0]
+        pred.lm = lms[first] if first in lms else lms[role_of(name, program)]
 
 
 CORPUS = [

@@ -64,8 +64,8 @@ def _critique(variant: str, lm, question: str, evidence: str) -> dict:
     import dspy
 
     from program.confidence import TOP_LOGPROBS, choice_probabilities
+    from program.critique import VERDICTS
     from program.parsing import as_score
-    from program.sharp import VERDICTS
 
     t0 = time.perf_counter()
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):

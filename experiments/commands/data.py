@@ -49,6 +49,12 @@ def resolve_index_dir(dataset: str, workspace: Path | None, index_dir: Path | No
     return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
 
 
+def _rerankers(workspace: Path | None) -> Path:
+    from experiments import settings
+
+    return settings.rerankers_dir(settings.workspace(workspace))
+
+
 def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int | None = None, seed: int = 0) -> list:
     """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
     from data.errors import DatasetError
@@ -146,7 +152,9 @@ def retrieve(
 
     try:
         cfg = retriever_config(mode, backend, config_file, set_)
-        retriever = open_retriever(resolve_index_dir(dataset, workspace, index_dir), cfg, dataset=dataset)
+        retriever = open_retriever(
+            resolve_index_dir(dataset, workspace, index_dir), cfg, dataset=dataset, rerankers_dir=_rerankers(workspace)
+        )
         start = time.perf_counter()
         hits = retriever.retrieve(query, k)
         ms = (time.perf_counter() - start) * 1000
@@ -237,7 +245,11 @@ def eval_retrieval(
 
         corpus_hash = corpus_sha256(load_dataset_corpus(dataset, data_dir))
         retriever = open_retriever(
-            resolve_index_dir(dataset, workspace, index_dir), cfg, corpus_sha256=corpus_hash, dataset=dataset
+            resolve_index_dir(dataset, workspace, index_dir),
+            cfg,
+            corpus_sha256=corpus_hash,
+            dataset=dataset,
+            rerankers_dir=_rerankers(workspace),
         )
         metrics, latency = evaluate_retriever(retriever, questions, k)
     except SharpError as exc:

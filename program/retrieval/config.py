@@ -82,6 +82,13 @@ class RetrieverConfig(StrictConfig):
     hop_seeds: int = Field(1, ge=1, le=10, description="Top passages each turned into a second-hop query.")
     hop_seed_chars: int = Field(300, ge=0, le=2000, description="Characters of a seed passage's text in its hop query.")
     hop_depth: int = Field(20, ge=1, le=1000, description="Hits taken per search before combining.")
+    # --- reranking (query-time; program/retrieval/reranker.py) ---
+    reranker: str | None = Field(
+        None,
+        description="A cross-encoder trained by `sharp train-reranker`: its name (a folder under "
+        "WORKSPACE/rerankers) or a folder. Each query's top rerank_depth hits are reordered by it.",
+    )
+    rerank_depth: int = Field(20, ge=1, le=1000, description="Hits per query the reranker scores.")
 
     @field_validator("embedding_model")
     @classmethod

@@ -16,6 +16,7 @@ from program.retrieval.embedder import Embedder, shared_embedder
 from program.retrieval.hop import HopRetriever
 from program.retrieval.hybrid import HybridRetriever
 from program.retrieval.manifest import BM25_DIR, CHROMA_DIR, mismatches, read_manifest
+from program.retrieval.reranker import CrossEncoderReranker, RerankerError, RerankingRetriever, train_command
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ def open_retriever(
     embedder: Embedder | None = None,
     corpus_sha256: str | None = None,
     dataset: str | None = None,
+    rerankers_dir: str | os.PathLike | None = None,
 ) -> Retriever:
     """A dense, BM25 or hybrid retriever (``config.mode``) over the index at ``index_dir``, wrapped in
     a :class:`~program.retrieval.hop.HopRetriever` when ``config.second_hop``.
@@ -92,7 +94,7 @@ def open_retriever(
             dense(), bm25(), config.dense_weight, config.bm25_weight, config.rrf_k, config.candidate_depth
         )
     if config.second_hop:
-        return HopRetriever(
+        base = HopRetriever(
             base,
             keep=config.hop_keep,
             seeds=config.hop_seeds,
@@ -100,4 +102,19 @@ def open_retriever(
             depth=config.hop_depth,
             rrf_k=config.rrf_k,
         )
+    if config.reranker:
+        folder = reranker_folder(config.reranker, rerankers_dir)
+        scorer = CrossEncoderReranker(folder, corpus_sha256=manifest.get("corpus_sha256"), dataset=dataset)
+        base = RerankingRetriever(base, scorer, depth=config.rerank_depth)
     return base
+
+
+def reranker_folder(name: str, rerankers_dir: str | os.PathLike | None) -> Path:
+    """The folder of a reranker given by name (under ``rerankers_dir``) or as a folder path."""
+    if rerankers_dir is not None and (Path(rerankers_dir) / name).is_dir():
+        return Path(rerankers_dir) / name
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    where = f" in {rerankers_dir}" if rerankers_dir is not None else ""
+    raise RerankerError(f"no reranker named {name!r}{where}. Train one with: {train_command(None, name)}")

@@ -34,7 +34,7 @@ class AdaptiveRAG(SharpRAG):
     """Predictors: router, closed_book, and SHARP's planner, critic, generator."""
 
     SYSTEM = "adaptive"
-    ROLE_MAP = {"router": "planner", "closed_book": "generator"}
+    ROLE_MAP = {**SharpRAG.ROLE_MAP, "router": "planner", "closed_book": "generator"}
 
     def __init__(self, retriever: Retriever, config: AdaptiveConfig | None = None):
         super().__init__(retriever, config or AdaptiveConfig())

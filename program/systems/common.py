@@ -8,45 +8,17 @@ call (recorded too), so a weak model can never crash a question or loop without 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import dspy
 
 from program.parsing import as_bool, as_choice, as_score, as_text, items  # noqa: F401 - re-exported
 from program.retrieval.base import Retriever
-from program.steps import Tracer
+from program.steps import Tracer, finish  # noqa: F401 - re-exported
 from program.types import Passage
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-
-
-def finish(
-    system: str,
-    tr: Tracer,
-    *,
-    answer: str,
-    stop_reason: str,
-    passages: Sequence[Passage] = (),
-    cited: Sequence[str] = (),
-    sub_queries: Sequence[str] = (),
-    queries: Sequence[str] = (),
-    retries: int = 0,
-) -> dspy.Prediction:
-    """The prediction every system returns (the same keys as SharpRAG's)."""
-    return dspy.Prediction(
-        answer=answer,
-        passages=list(passages),
-        cited_ids=list(cited),
-        trace=tr.steps,
-        cost=tr.ledger.summary(),
-        calls=[r.to_dict() for r in tr.ledger.records],
-        sub_queries=list(sub_queries),
-        queries=list(dict.fromkeys(queries)),
-        retries=retries,
-        stop_reason=stop_reason,
-        system=system,
-    )
 
 
 def retrieve(

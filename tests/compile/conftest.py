@@ -141,6 +141,14 @@ def critic_rule(f: dict) -> dict:
     }
 
 
+def bridge_rule(f: dict) -> dict:
+    """The next query from the evidence: the first missing gold title (or a repeat when none is)."""
+    case = BY_QUESTION.get(f.get("question", ""))
+    titles = evidence_titles(f.get("evidence", ""))
+    missing = [t for t in case.gold if t not in titles] if case else []
+    return {"query": f"{missing[0]} bridge" if missing else f.get("question", "")}
+
+
 def generator_rule(f: dict) -> dict:
     case = BY_QUESTION.get(f.get("question", ""))
     titles = evidence_titles(f.get("evidence", ""))
@@ -185,7 +193,7 @@ class RuleLM(ScriptedLM):
         return self  # stateless: copies may share it (as SharpLM copies share their engine)
 
 
-RULES = {"planner": plan_rule, "critic": critic_rule, "generator": generator_rule}
+RULES = {"planner": plan_rule, "critic": critic_rule, "bridge": bridge_rule, "generator": generator_rule}
 
 
 def make_lms() -> dict[str, RuleLM]:

@@ -86,7 +86,7 @@ def test_bootstrap_compile_saves_a_program_that_answers_identically(world, tmp_p
         "after.questions.json",
     } <= set(files)
     prompts = json.loads(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/prompts.json"))
-    assert set(prompts) == {"planner", "critic", "generator"}
+    assert set(prompts) == {"planner", "critic", "bridge", "generator"}
 
 
 def test_critic_target_compiles_the_critic_and_installs_it(world, tmp_path, tracked):

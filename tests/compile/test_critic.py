@@ -237,7 +237,7 @@ def token_pred(p_suff, verdict="insufficient"):
 
 def test_the_critic_is_scored_on_the_call_the_program_makes_at_its_threshold():
     from optimize.critic import CriticScore, read_critique_of
-    from program.sharp import critic_stops
+    from program.critique import critic_stops
 
     complete, incomplete = dspy.Example(sufficient=True), dspy.Example(sufficient=False)
     # P(sufficient) 0.4 in tokens, "insufficient" in words: SHARP at 0.35 stops, at 0.5 searches again
@@ -268,7 +268,7 @@ def test_evaluate_critic_reports_the_calls_at_the_given_threshold():
 
 
 def test_the_program_and_the_critic_metric_discard_the_same_critiques():
-    from program.sharp import critique_problem
+    from program.critique import critique_problem
 
     assert critique_problem({}, parsed=False) == "unparseable"
     assert critique_problem({"verdict": "maybe", "confidence": 0.9}).startswith("invalid fields")

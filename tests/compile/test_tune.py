@@ -201,7 +201,7 @@ def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
         "max_retries": 2,
         "k_start": 3,
         "k_step": 2,
-        "evidence_cap": 6,
+        "evidence_cap": 5,
         "mode": "hybrid",
     }
     assert apply_params(SharpConfig(), default)[0] == SharpConfig()  # the point reproduces the config

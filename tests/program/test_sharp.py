@@ -67,13 +67,14 @@ def test_low_confidence_sufficient_is_below_threshold_and_retries():
 
 
 def test_retry_cap_and_widening_k_schedule():
-    answers = [crit("insufficient", 0.9, suggested=[f"query number {i} Kieslowski Polish"]) for i in range(5)]
+    names = ("Kieslowski", "Zanussi", "Wajda", "Polanski", "Holland")
+    answers = [crit("insufficient", 0.9, suggested=[f"query {name} Polish"]) for name in names]
     pred, lms, retriever = run(answers, config=SharpConfig(max_retries=2, k_schedule=(3, 5, 7)))
     assert pred.retries == 2 and pred.stop_reason == "max_retries"
     assert lms["critic"].calls == 3
     last = [s for s in pred.trace if s["role"] == "critic"][-1]
     assert last["action"] == "stop" and last["critic_stop"] is False  # the loop stopped, the critic did not
-    ks = [k for q, k in retriever.queries if q.startswith("query number")]
+    ks = [k for q, k in retriever.queries if q.startswith("query ")]
     assert ks == [5, 7]
 
 
