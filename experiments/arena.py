@@ -19,7 +19,7 @@ from typing import Any
 
 from experiments import report, tracking
 from experiments.runtime import config_hash
-from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate, read_results
+from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate, read_rows
 from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
 from program.errors import ConfigError, ModelFileError, SharpError
@@ -61,6 +61,9 @@ class ArenaSpec:
     # write the report into this subfolder of the arena folder (results stay shared), so a second view
     # of the same arena (e.g. compiled programs against their baselines) keeps the main report
     report: str | None = None
+    # also keep each system's compact rows (optimize.evaluate.compact_row) in this folder, to commit; a run
+    # resumes from them and --report-only rebuilds the report from them on a machine without the workspace
+    results_dir: Path | None = None
 
 
 @dataclass
@@ -185,8 +188,12 @@ def settings_for(
     return out
 
 
-def is_finished(path: Path, examples: list) -> bool:
-    return len(finished_rows(path, [e.id for e in examples])) == len(examples)
+def is_finished(path: Path, examples: list, compact: Path | None = None) -> bool:
+    return len(finished_rows(path, [e.id for e in examples], compact)) == len(examples)
+
+
+def compact_file(spec: ArenaSpec, system: str) -> Path | None:
+    return Path(spec.results_dir) / f"{system}.jsonl" if spec.results_dir else None
 
 
 class _NotRerun:
@@ -243,7 +250,9 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
     out = report_folder(folder, spec.report)
     title = f"Arena {name}: {len(examples)} {Path(rt.dataset).stem} {spec.split} questions"
     if spec.report_only:
-        return report_from_files(folder, names, examples, baseline, title, spec.seed, out=out)
+        return report_from_files(
+            folder, names, examples, baseline, title, spec.seed, out=out, results_dir=spec.results_dir
+        )
     judge = _judge(rt, spec, judge)
     row_fn = question_row
     if judge is not None:
@@ -253,7 +262,9 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
     retrievers: dict[str, Any] = {}
     results, paths, ran, reused = {}, {}, [], []
     settings = {n: settings_for(rt, n, configs.get(n, {}), spec.split, examples, judge, programs.get(n)) for n in names}
-    modules, skipped = _build_all(rt, names, configs, examples, folder, retrievers, spec.skip_unavailable, programs)
+    modules, skipped = _build_all(
+        rt, names, configs, examples, folder, retrievers, spec.skip_unavailable, programs, spec.results_dir
+    )
     names = tuple(n for n in names if n not in skipped)
     if baseline in skipped:
         baseline = None
@@ -333,6 +344,7 @@ def _evaluate(
             meta=settings,
             seed=spec.seed,
             row_fn=row_fn,
+            compact_path=compact_file(spec, Path(path).stem),
         )
     except ResultsMismatchError as exc:
         raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
@@ -370,17 +382,17 @@ def _interleave(
                 progress,
             )
         if any(system in modules for system in names):
-            report_from_files(folder, names, examples, baseline, title, spec.seed, out=out)
+            report_from_files(
+                folder, names, examples, baseline, title, spec.seed, out=out, results_dir=spec.results_dir
+            )
             log.info("stage of %d done; report so far: %s", stop, out / "summary.md")
             if track:
                 _log_report(out)
 
 
-def finished_rows(path: Path, ids: Sequence[str]) -> list[dict]:
-    """The rows of a result file for these question ids, in their order (none if there is no file)."""
-    if not path.exists():
-        return []
-    by_id = {r.get("id"): r for r in read_results(path) if isinstance(r, dict)}
+def finished_rows(path: Path, ids: Sequence[str], compact: Path | None = None) -> list[dict]:
+    """The rows of a result file (completed by its compact copy) for these question ids, in their order."""
+    by_id = read_rows(path, compact)
     return [by_id[i] for i in ids if i in by_id]
 
 
@@ -392,6 +404,7 @@ def report_from_files(
     title: str,
     seed: int = 0,
     out: Path | None = None,
+    results_dir: Path | None = None,
 ) -> ArenaResult:
     """The report of an arena as its files stand: no model, index or LM is touched. A system with some
     questions answered is reported on those (its n says how many; its paired differences are on the
@@ -402,7 +415,7 @@ def report_from_files(
     rows, paths, pending = {}, {}, {}
     for system in names:
         path = folder / "results" / f"{system}.jsonl"
-        got = finished_rows(path, ids)
+        got = finished_rows(path, ids, Path(results_dir) / f"{system}.jsonl" if results_dir else None)
         if got:
             rows[system], paths[system] = got, path
         else:
@@ -425,13 +438,15 @@ def _build_all(
     retrievers: dict[str, Any],
     skip_unavailable: bool,
     programs: Mapping[str, Path],
+    results_dir: Path | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Build every system that still has questions to answer, before any is run: a model that cannot be
     loaded is an error now (or, with ``skip_unavailable``, a system left out with its reason)."""
     modules: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     for system in names:
-        if is_finished(folder / "results" / f"{system}.jsonl", examples):
+        compact = Path(results_dir) / f"{system}.jsonl" if results_dir else None
+        if is_finished(folder / "results" / f"{system}.jsonl", examples, compact):
             continue
         try:
             if system in programs:

@@ -217,6 +217,51 @@ def read_results(path: Path) -> list[dict]:
     return rows
 
 
+# What a committed results file keeps per question: enough to rebuild every reported figure (answers,
+# EM/F1, retrieval, cost, stop reasons, the critic's calls) and to resume a run, without traces or passages.
+COMPACT_FIELDS = (
+    "id",
+    "type",
+    "answer",
+    "em",
+    "f1",
+    "recall",
+    "precision",
+    "all_gold",
+    "retries",
+    "stop_reason",
+    "lm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_calls",
+    "lm_seconds",
+    "seconds",
+    "cost_by_role",
+    "critic_points",
+    "error",
+)
+_POINT_FIELDS = ("p_sufficient", "p_token", "label", "stop_call", "action", "source", "verdict", "problem")
+
+
+def compact_row(row: Mapping[str, Any]) -> dict:
+    """A result row cut to :data:`COMPACT_FIELDS` (critic points to their numbers and labels)."""
+    out = {k: row.get(k) for k in COMPACT_FIELDS if k in row}
+    if out.get("critic_points"):
+        out["critic_points"] = [{k: p.get(k) for k in _POINT_FIELDS if k in p} for p in out["critic_points"]]
+    return out
+
+
+def read_rows(path: Path | None, compact_path: Path | None = None) -> dict[str, dict]:
+    """id -> row from a results file, completed by the rows of its compact copy that it lacks (a new
+    machine has the committed compact file only)."""
+    rows: dict[str, dict] = {}
+    if compact_path is not None and compact_path.exists():
+        rows.update({r["id"]: r for r in read_results(compact_path) if isinstance(r, dict) and "id" in r})
+    if path is not None and path.exists():
+        rows.update({r["id"]: r for r in read_results(path) if isinstance(r, dict) and "id" in r})
+    return rows
+
+
 def _check_meta(path: Path, meta: dict | None) -> None:
     meta_path = path.with_suffix(".meta.json")
     if meta is None:
@@ -242,25 +287,33 @@ def evaluate(
     meta: dict | None = None,
     seed: int = 0,
     row_fn: Callable[[Any, Any], dict] = question_row,
+    compact_path: str | Path | None = None,
 ) -> EvalResult:
-    """Run ``system(question=...)`` on each example; keep each row as it finishes; aggregate."""
+    """Run ``system(question=...)`` on each example; keep each row as it finishes; aggregate.
+
+    ``compact_path``: also keep each row's :func:`compact_row` there (a file to commit), and count the
+    questions it holds as done when the full results file lacks them."""
     examples = list(examples)
     done: dict[str, dict] = {}
     path = Path(results_path) if results_path else None
-    if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _check_meta(path, meta)
-        if path.exists():
-            done = {r["id"]: r for r in read_results(path)}
-            path.write_text("".join(json.dumps(r) + "\n" for r in done.values()))
-            if done:
-                log.info(
-                    "resuming %s: %d of %d questions already done (%d rows in the file)",
-                    path,
-                    sum(1 for e in examples if getattr(e, "id", None) in done),
-                    len(examples),
-                    len(done),
-                )
+    compact = Path(compact_path) if compact_path else None
+    for f in (path, compact):
+        if f:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            _check_meta(f, meta)
+    if path or compact:
+        done = read_rows(path, compact)
+        for f, rows in ((path, done), (compact, {i: compact_row(r) for i, r in done.items()})):
+            if f and (f.exists() or rows):  # rewritten whole: a line cut by a kill goes, the two files agree
+                f.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows.values()))
+        if done:
+            log.info(
+                "resuming %s: %d of %d questions already done (%d rows in the file)",
+                path or compact,
+                sum(1 for e in examples if getattr(e, "id", None) in done),
+                len(examples),
+                len(done),
+            )
     todo = [ex for ex in examples if getattr(ex, "id", None) not in done]
     lock = threading.Lock()
 
@@ -272,9 +325,13 @@ def evaluate(
             log.warning("question %s failed: %s", getattr(ex, "id", "?"), exc)
             row = error_row(ex, exc)
         row["seconds"] = round(time.perf_counter() - t0, 3)
-        if path:
-            with lock, path.open("a") as fh:
-                fh.write(json.dumps(row, default=str) + "\n")
+        with lock:
+            if path:
+                with path.open("a") as fh:
+                    fh.write(json.dumps(row, default=str) + "\n")
+            if compact:
+                with compact.open("a") as fh:
+                    fh.write(json.dumps(compact_row(row), default=str) + "\n")
         return row
 
     new_rows = _run(one, todo, threads, progress)

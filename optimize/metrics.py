@@ -95,7 +95,9 @@ def critic_points(example: Any, prediction: Any) -> list[dict]:
     for step in getattr(prediction, "trace", None) or []:
         if step.get("role") != "critic" or not gold or step.get("verdict") is None:
             continue
-        p_suff = step.get("p_sufficient")
+        # the probability the program acted on: calibrated where the program has a calibrator
+        calibrated = step.get("p_calibrated") is not None
+        p_suff = step["p_calibrated"] if calibrated else step.get("p_sufficient")
         if p_suff is None:  # a trace from before P(sufficient) was recorded
             p_suff = (
                 UNKNOWN_P_SUFFICIENT
@@ -105,7 +107,8 @@ def critic_points(example: Any, prediction: Any) -> list[dict]:
         points.append(
             {
                 "p_sufficient": float(p_suff),
-                "source": step.get("confidence_source", "verbal"),
+                "source": "calibrated" if calibrated else step.get("confidence_source", "verbal"),
+                "p_token": step.get("p_sufficient"),
                 "verdict": step["verdict"],
                 "label": evidence_complete(gold, step.get("evidence_titles", [])),
                 "action": step.get("action", "stop"),

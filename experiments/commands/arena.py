@@ -61,6 +61,13 @@ def arena(
         help="Write the report into this subfolder of the "
         "arena folder (the result files stay shared), e.g. --report compiled.",
     ),
+    results_dir: Path | None = typer.Option(
+        None,
+        "--results-dir",
+        help="Also keep each system's compact rows (answer, EM, F1, all-gold, cost, stop reason; no traces) "
+        "in DIR/SYSTEM.jsonl, to commit (e.g. experiments/results/NAME); the arena resumes from them and "
+        "--report-only rebuilds the report from them on a machine without the workspace.",
+    ),
     data_dir: Path | None = o.DataDir,
     workspace: Path | None = o.Workspace,
     lm: str | None = o.LM,
@@ -118,6 +125,7 @@ def arena(
             skip_unavailable=systems.strip() == "all",
             programs=programs,
             report=report,
+            results_dir=results_dir,
         )
         result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
     except SharpError as exc:

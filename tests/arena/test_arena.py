@@ -109,6 +109,49 @@ def test_arena_runs_every_system_on_the_same_questions_and_resumes(tmp_path):
     assert again.summary["systems"]["crag"]["metrics"]["em"] == res.summary["systems"]["crag"]["metrics"]["em"]
 
 
+def test_compact_results_survive_a_new_machine_resume_and_rebuild_the_report(tmp_path):
+    import shutil
+
+    from optimize.evaluate import COMPACT_FIELDS
+
+    committed = tmp_path / "repo" / "experiments" / "results" / "toy"
+    spec = ArenaSpec(systems=("vanilla", "sharp"), limit=4, results_dir=committed)
+    first = run_arena(FakeRuntime(tmp_path / "ws1"), spec, track=False, progress=False)
+    rows = [json.loads(line) for line in (committed / "sharp.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["q0", "q1", "q2", "q3"]
+    assert set().union(*rows) <= set(COMPACT_FIELDS) and "trace" not in rows[0] and "passage_ids" not in rows[0]
+    assert (committed / "sharp.meta.json").exists()
+    # a new machine: another workspace, only the committed compact files
+    shutil.rmtree(tmp_path / "ws1")
+    rt = FakeRuntime(tmp_path / "ws2")
+    rebuilt = run_arena(rt, ArenaSpec(**{**spec.__dict__, "report_only": True}), track=False, progress=False)
+    assert rt.built == [] and rebuilt.summary["systems"]["sharp"]["metrics"]["em"] == pytest.approx(
+        first.summary["systems"]["sharp"]["metrics"]["em"]
+    )
+    # a larger sample resumes from them: only the new questions are answered
+    bigger = ArenaSpec(systems=("vanilla", "sharp"), limit=6, results_dir=committed)
+    rt = FakeRuntime(tmp_path / "ws2", n=6)
+    with pytest.raises(Exception, match="other settings"):  # another sample is another run: refused, not mixed
+        run_arena(rt, bigger, track=False, progress=False)
+
+
+def test_evaluate_resumes_from_a_compact_file_without_calling_the_system(tmp_path):
+    from optimize.evaluate import evaluate
+
+    calls = []
+
+    def system(question):
+        calls.append(question)
+        return dspy.Prediction(answer="American", passages=[], trace=[], cost={}, retries=0, stop_reason="x")
+
+    exs = examples(3)
+    evaluate(system, exs[:2], tmp_path / "ws" / "run.jsonl", progress=False, compact_path=tmp_path / "c.jsonl")
+    assert len(calls) == 2
+    res = evaluate(system, exs, tmp_path / "other-ws" / "run.jsonl", progress=False, compact_path=tmp_path / "c.jsonl")
+    assert len(calls) == 3 and [r["id"] for r in res.rows] == ["q0", "q1", "q2"]
+    assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 3
+
+
 class NoRerankerRuntime(FakeRuntime):
     """A machine without the cross-encoder's weights."""
 

@@ -162,6 +162,8 @@ def generator_rule(f: dict) -> dict:
 class RuleEngine(DummyEngine):
     def _complete_messages(self, messages):
         out = self.owner.rule(fields_of(messages[-1]["content"]))
+        if "`reasoning`" in messages[0]["content"]:  # a ChainOfThought predictor: think first
+            out = {"reasoning": "Reading the passages step by step.", **out}
         text = self.owner._format_answer_fields(out)
         return Response(
             id=None,

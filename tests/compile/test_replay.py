@@ -123,3 +123,30 @@ def test_only_sharp_is_recorded(world):
 
     with pytest.raises(ConfigError, match="retry loop"):
         record(VanillaRAG(world.retriever()), world.examples()[:1], 1)
+
+
+# Settings that change how the loop runs, not only when it stops: each recording replays to its live runs.
+LOOP_CONFIGS = {
+    "chat adapters": {"structured_adapter": "chat", "generator_adapter": "chat"},
+    "reasoning on": {"critic_reasoning": True, "generator_reasoning": True},
+    "another k schedule": {"k_schedule": (2, 3, 4, 5)},
+    "bridge always": {"bridge": "always"},
+    "bridge off": {"bridge": "off"},
+    "round-robin evidence, no planner": {"evidence_order": "round_robin", "planner": False},
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOP_CONFIGS))
+def test_replay_equals_live_run_for_other_loop_settings(world, name):
+    examples = world.examples()
+    base = world.small.replace(**LOOP_CONFIGS[name])
+    recs = record(world.program(base), examples, max_retries=3)
+    for threshold, max_retries, budget in ((0.7, 3, Budget()), (0.95, 2, Budget()), (0.7, 3, Budget(max_lm_calls=3))):
+        config = base.replace(confidence_threshold=threshold, max_retries=max_retries, budget=budget)
+        live_rows = evaluate(world.program(config), examples, progress=False).rows
+        replayed = score(recs, examples, Policy.of(config))
+        for a, b in zip(live_rows, replayed.rows):
+            assert {k: a[k] for k in COMPARED} == {k: b[k] for k in COMPARED}, (name, a["id"])
+            assert strip(a["trace"]) == strip(b["trace"]), (name, a["id"])
+    steps = {s["role"] for r in recs.values() for rnd in r["rounds"] for s in rnd.get("query_steps", [])}
+    assert ("bridge" in steps) == (base.bridge != "off"), steps  # the bridge ran (and replayed) where it may

@@ -1,0 +1,113 @@
+"""The bridge step, the staleness rule that calls it, and the evidence ranked over the whole pool."""
+
+from __future__ import annotations
+
+from doubles import CORPUS, KeywordRetriever, ScriptedLM, assign
+
+from program.evidence import EvidencePool
+from program.sharp import SharpConfig, SharpRAG
+from program.types import Passage
+
+Q = "What nationality is the director of the film that won the Palme d'Or in 1994?"
+
+
+def crit(verdict="insufficient", confidence=0.9, missing=(), suggested=()):
+    return {
+        "verdict": verdict,
+        "confidence": confidence,
+        "missing_information": list(missing),
+        "suggested_queries": list(suggested),
+    }
+
+
+def run(critic, bridge, config=None, retriever=None):
+    retriever = retriever or KeywordRetriever()
+    prog = SharpRAG(retriever, config or SharpConfig(max_retries=1))
+    lms = {
+        "planner": ScriptedLM("planner", [{"sub_queries": ["Palme d'Or 1994 film"]}]),
+        "critic": ScriptedLM("critic", list(critic)),
+        "bridge": ScriptedLM("planner", list(bridge)),
+        "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}]),
+    }
+    assign(prog, lms)
+    return prog(question=Q), lms, retriever
+
+
+def steps(pred, role):
+    return [s for s in pred.trace if s["role"] == role]
+
+
+def test_a_stale_critic_query_calls_the_bridge_whose_query_is_searched_at_the_next_k():
+    # the critic only restates the question's own words: no new term, so the bridge step writes the query
+    pred, lms, retriever = run(
+        [crit(suggested=["director of the film that won the Palme d'Or in 1994"]), crit("sufficient")],
+        [{"query": "Quentin Tarantino nationality"}],
+    )
+    assert lms["bridge"].calls == 1
+    assert ("Quentin Tarantino nationality", 5) in retriever.queries
+    assert steps(pred, "bridge")[0]["query"] == "Quentin Tarantino nationality"
+    assert steps(pred, "bridge")[0]["problem"] is None
+    assert pred.retries == 1 and "p2" in {p.id for p in pred.passages}
+
+
+def test_a_fresh_critic_query_needs_no_bridge_call():
+    pred, lms, retriever = run([crit(suggested=["Quentin Tarantino birthplace"]), crit("sufficient")], [])
+    assert lms["bridge"].calls == 0 and not steps(pred, "bridge")
+    assert ("Quentin Tarantino birthplace", 5) in retriever.queries
+
+
+def test_bridge_always_goes_first_and_keeps_the_fresh_critic_query():
+    pred, lms, retriever = run(
+        [crit(suggested=["Kieslowski Polish"]), crit("sufficient")],
+        [{"query": "Quentin Tarantino"}],
+        SharpConfig(max_retries=1, bridge="always"),
+    )
+    round1 = [s for s in pred.trace if s["role"] == "retriever" and s["round"] == 1][0]
+    assert round1["queries"] == ["Quentin Tarantino", "Kieslowski Polish"]
+
+
+def test_garbage_or_empty_or_repeated_bridge_queries_are_traced_and_the_loop_still_answers():
+    for reply, problem in (({"nonsense": "@@"}, "no query"), ({"query": ""}, "no query"), ({"query": Q}, "repeats")):
+        pred, lms, _ = run([crit(missing=["the director's nationality"])], [reply])
+        bridge = steps(pred, "bridge")[0]
+        assert bridge["problem"].startswith(problem), (reply, bridge)
+        # nothing usable from the bridge: the missing fact the critic named is searched instead
+        assert pred.retries == 1 and "the director's nationality" in pred.queries
+        assert pred.answer == "American"
+
+
+def test_no_bridge_query_and_nothing_missing_stops_on_no_new_queries():
+    pred, lms, _ = run([crit()], [{"query": ""}])
+    assert pred.stop_reason == "no_new_queries" and lms["bridge"].calls == 1
+    assert steps(pred, "critic")[-1]["action"] == "stop"
+
+
+def test_bridge_off_never_calls_it():
+    pred, lms, _ = run([crit()], [], SharpConfig(max_retries=1, bridge="off"))
+    assert lms["bridge"].calls == 0 and pred.stop_reason == "no_new_queries"
+
+
+def test_the_pool_is_ranked_by_each_passages_best_score_across_queries():
+    pool = EvidencePool()
+    a, b, c, d = (Passage(i, i.upper(), "t") for i in "abcd")
+    pool.add("q1", [a.with_score(0.9), b.with_score(0.2), c.with_score(0.1)])
+    pool.add("q2", [d.with_score(0.8), b.with_score(0.85)])
+    assert [p.id for p in pool.select(3, "score")] == ["a", "b", "d"]
+    assert [p.id for p in pool.select(3, "round_robin")] == ["a", "d", "b"]
+    assert pool.sources() == {"a": "q1", "b": "q1", "c": "q1", "d": "q2"}
+
+
+def test_score_order_lets_a_retry_passage_displace_a_weak_first_round_one():
+    class Scored(KeywordRetriever):
+        def retrieve(self, query, k):
+            return [
+                p.with_score(1.0 if "Tarantino" in query and p.id == "p2" else 0.1) for p in super().retrieve(query, k)
+            ]
+
+    pred, _, _ = run(
+        [crit(suggested=["Quentin Tarantino"]), crit("sufficient")],
+        [],
+        SharpConfig(max_retries=1, evidence_cap=3),
+        retriever=Scored(CORPUS),
+    )
+    assert pred.passages[0].id == "p2" and len(pred.passages) == 3
