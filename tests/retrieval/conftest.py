@@ -131,3 +131,34 @@ def tiny_dataset(tmp_path_factory):
     ]
     (folder / "dev.json").write_text(json.dumps(rows))
     return folder
+
+
+class _FakeEmbedderFactory:
+    """Stands in for program.retrieval.embedder.Embedder in data/indexing.py: HashEmbedder models."""
+
+    made: list[HashEmbedder] = []
+
+    @classmethod
+    def from_config(cls, config=None) -> HashEmbedder:
+        emb = HashEmbedder()
+        cls.made.append(emb)
+        return emb
+
+
+@pytest.fixture
+def fake_models(monkeypatch):
+    """The CLI's embedding model replaced by HashEmbedder (64-d, no model files), for `sharp index`,
+    `sharp retrieve`, `sharp eval`: returns the list of embedders made (empty: no model was loaded)."""
+    from rich.console import Console
+
+    import data.indexing
+    import program.retrieval.factory as factory
+    from experiments import render
+
+    made: list[HashEmbedder] = []
+    monkeypatch.setattr(_FakeEmbedderFactory, "made", made)
+    monkeypatch.setattr(data.indexing, "Embedder", _FakeEmbedderFactory)
+    monkeypatch.setattr(factory, "shared_embedder", lambda config: _FakeEmbedderFactory.from_config(config))
+    # error messages on one line, so a suggested command can be read back whole
+    monkeypatch.setattr(render, "err_console", Console(stderr=True, width=100_000))
+    return made
