@@ -162,3 +162,26 @@ def fake_models(monkeypatch):
     # error messages on one line, so a suggested command can be read back whole
     monkeypatch.setattr(render, "err_console", Console(stderr=True, width=100_000))
     return made
+
+
+@pytest.fixture
+def scripted_lms(monkeypatch):
+    """Every LM of every system the CLI builds answers from a script ("Paris", citing passage 1)."""
+    import itertools
+
+    from doubles import ScriptedLM, assign
+
+    from experiments import runtime
+
+    def give(module, lm_config):
+        lms = {}
+        for role in ("planner", "critic", "generator"):
+            lms[role] = ScriptedLM(role, [])
+        lms["planner"].answers = itertools.repeat({"sub_queries": ["Eiffel Tower designer"]})
+        lms["critic"].answers = itertools.repeat(
+            {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
+        )
+        lms["generator"].answers = itertools.repeat({"answer": "Dijon", "supporting_passages": [1]})
+        assign(module, lms)
+
+    monkeypatch.setattr(runtime, "assign_lms", give)
