@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from program.errors import IndexMismatchError, RetrievalError
+from program.errors import IndexCorruptError, IndexMismatchError, RetrievalError
 from program.retrieval import store
 from program.retrieval.base import check_query
 from program.retrieval.embedder import Embedder
@@ -34,7 +34,12 @@ def open_collection(index_dir: str | os.PathLike, create: bool = False, url: str
 
 def delete_collection(index_dir: str | os.PathLike, url: str | None = None) -> None:
     """Drop the passages collection (if any) of the index at ``index_dir``."""
-    store.DenseStore.for_index(Path(index_dir), url).delete()
+    index_dir = Path(index_dir)
+    try:
+        manifest = read_manifest(index_dir)
+    except IndexCorruptError:
+        manifest = None
+    store.DenseStore.for_index(index_dir, url, manifest).delete()
 
 
 def stored_ids(collection, page: int = 20_000) -> set[str]:
