@@ -101,7 +101,9 @@ def test_server_store_gives_the_hits_of_the_embedded_store(server, tmp_path, pas
     assert fake_embedder.encoded == [] and again["completed_at"] == manifest["completed_at"]
 
 
-def test_cli_index_retrieve_eval_same_in_both_modes(server, tiny_dataset, tmp_path, fake_models, scripted_lms):
+def test_cli_index_retrieve_eval_same_in_both_modes(
+    server, tiny_dataset, tmp_path, fake_models, scripted_lms, tracking_uri
+):
     out = {}
     for name, extra in (("embedded", []), ("server", ["--chroma-url", server])):
         base = ["--dataset", str(tiny_dataset), "--workspace", str(tmp_path / name)]
@@ -112,8 +114,7 @@ def test_cli_index_retrieve_eval_same_in_both_modes(server, tiny_dataset, tmp_pa
             res = runner.invoke(app, ["retrieve", q, *base, *extra, "--json", "-k", "5"])
             assert res.exit_code == 0, res.output
             retrieved.append([(p["id"], round(p["score"], 6)) for p in json.loads(res.stdout)["passages"]])
-        uri = f"sqlite:///{tmp_path / name / 'ml.db'}"
-        args = ["eval", "--system", "vanilla", *base, *extra, "--json", "--no-traces", "--tracking-uri", uri]
+        args = ["eval", "--system", "vanilla", *base, *extra, "--json", "--no-traces", "--tracking-uri", tracking_uri]
         res = runner.invoke(app, args)
         assert res.exit_code == 0, res.output
         rows = [json.loads(line) for f in (tmp_path / name / "runs").glob("*.jsonl") for line in f.open()]

@@ -35,23 +35,22 @@ def run_suggestion(res, expect_exit: int = 0):
     return args
 
 
-def eval_args(dataset: str, ws, *extra: str) -> list[str]:
-    uri = f"sqlite:///{ws / 'ml.db'}"
+def eval_args(dataset: str, ws, uri: str, *extra: str) -> list[str]:
     return ["eval", "--system", "vanilla", "--dataset", dataset, "--workspace", str(ws), "--json", "--no-traces",
             "--tracking-uri", uri, *extra]  # fmt: skip
 
 
 @pytest.mark.parametrize("form", ["folder", "file"])
 def test_eval_takes_a_folder_or_a_file_and_its_suggestion_works(
-    form, tiny_dataset, tmp_path, fake_models, scripted_lms
+    form, tiny_dataset, tmp_path, fake_models, scripted_lms, tracking_uri
 ):
     dataset = str(tiny_dataset) if form == "folder" else str(tiny_dataset / "dev.json")
     ws = tmp_path / "ws"
-    res = invoke(*eval_args(dataset, ws))
+    res = invoke(*eval_args(dataset, ws, tracking_uri))
     assert "no retrieval index" in res.output
     args = run_suggestion(res)  # `sharp index --dataset <the same absolute path> --workspace WS`
     assert args[args.index("--dataset") + 1] == dataset
-    res = invoke(*eval_args(dataset, ws))
+    res = invoke(*eval_args(dataset, ws, tracking_uri))
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout.strip().splitlines()[-1])["metrics"]["n"] == 4
     name = "tiny" if form == "folder" else "dev"
@@ -64,15 +63,15 @@ def test_eval_takes_a_folder_or_a_file_and_its_suggestion_works(
         assert invoke(*args).exit_code == 0, args
 
 
-def test_benchmark_name_with_a_data_dir(tiny_dataset, tmp_path, fake_models, scripted_lms, monkeypatch):
+def test_benchmark_name_with_a_data_dir(tiny_dataset, tmp_path, fake_models, scripted_lms, tracking_uri, monkeypatch):
     monkeypatch.delenv("SHARP_DATA", raising=False)
     data = tmp_path / "datasets"
     shutil.copytree(tiny_dataset, data / "hotpotqa")
     ws = tmp_path / "ws"
-    res = invoke(*eval_args("HotpotQA", ws, "--data-dir", str(data)))
+    res = invoke(*eval_args("HotpotQA", ws, tracking_uri, "--data-dir", str(data)))
     args = run_suggestion(res)
     assert args[args.index("--data-dir") + 1] == str(data) and args[args.index("--dataset") + 1] == "hotpotqa"
-    res = invoke(*eval_args("HotpotQA", ws, "--data-dir", str(data)))
+    res = invoke(*eval_args("HotpotQA", ws, tracking_uri, "--data-dir", str(data)))
     assert res.exit_code == 0, res.output
 
 
