@@ -1,8 +1,10 @@
 """Build the retrieval index of a corpus: dense vectors in Chroma + a BM25 index + a manifest.
 
-Idempotent (a finished index of the same corpus and settings is left alone), resumable (a
-build killed midway re-embeds only passages Chroma does not hold yet) and guarded (a partial
-manifest is written first, so resuming with another corpus or model is refused).
+Idempotent (a finished index of the same corpus and settings is checked, fully, and left alone),
+resumable (a build killed midway re-embeds only passages Chroma does not hold yet), guarded (a
+partial manifest is written first, so resuming with another corpus or model is refused) and
+self-checking (a finished build records every file's size and sha256; a damaged BM25 part is
+rebuilt by the next build, damaged vectors are reported with the --rebuild command).
 """
 
 from __future__ import annotations
@@ -17,12 +19,22 @@ from importlib import metadata
 from pathlib import Path
 
 from data.errors import DatasetError
-from program.errors import IndexMismatchError
-from program.retrieval.bm25 import build_bm25
+from program.errors import IndexCorruptError, IndexMismatchError, SharpError, StorageError
+from program.retrieval import integrity
+from program.retrieval.bm25 import BM25Retriever, build_bm25
 from program.retrieval.config import RetrieverConfig
-from program.retrieval.dense import add_passages, delete_collection, dense_document, open_collection, stored_ids
+from program.retrieval.dense import add_passages, dense_document, stored_ids
 from program.retrieval.embedder import Embedder
-from program.retrieval.factory import index_command
+from program.retrieval.factory import (
+    DatasetRef,
+    damage_message,
+    dense_store,
+    index_command,
+    index_damage,
+    load_manifest,
+    open_dense,
+)
+from program.retrieval.integrity import Damage, part_of
 from program.retrieval.manifest import (
     BM25_DIR,
     CHROMA_DIR,
@@ -34,6 +46,7 @@ from program.retrieval.manifest import (
     read_manifest,
     write_manifest,
 )
+from program.retrieval.store import SERVER, DenseStore, built_with, check_server
 from program.types import Passage
 
 log = logging.getLogger(__name__)
@@ -59,17 +72,97 @@ def _check_corpus(passages: list[Passage]) -> None:
         seen.add(p.id)
 
 
-def _wipe(index_dir: Path) -> None:
+def _wipe(index_dir: Path, url: str | None) -> None:
     """Remove what a build writes (and nothing else that may live in the folder).
 
     The Chroma collection is deleted through its client, not by removing files: Chroma caches
-    one client per path in the process, which would go on serving the deleted files.
+    one client per path in the process, which would go on serving the deleted files (a store
+    too damaged to open is removed with its folder). Vectors in a Chroma server are dropped there.
     """
+    try:
+        old = read_manifest(index_dir) or {}
+    except IndexCorruptError:
+        old = {}
+    recorded = old.get("dense_store") or {}
     (index_dir / MANIFEST).unlink(missing_ok=True)
+    if recorded.get("kind") == SERVER:
+        if url:
+            DenseStore(index_dir, url, recorded["collection"]).delete()
+        else:
+            log.warning(
+                "the old vectors stay in collection %s of the Chroma server at %s (pass --chroma-url to drop them)",
+                recorded.get("collection"),
+                recorded.get("url"),
+            )
+    if url:
+        DenseStore.for_index(index_dir, url).delete()
     if (index_dir / CHROMA_DIR).exists():
-        delete_collection(index_dir)
+        DenseStore(index_dir).delete()
     if (index_dir / BM25_DIR).exists():
         shutil.rmtree(index_dir / BM25_DIR)
+
+
+def find_damage(
+    index_dir: Path, manifest: dict, url: str | None, dataset: str | DatasetRef | None = None, full: bool = True
+) -> list[Damage]:
+    """What is wrong with a complete index: files against the manifest (``full``: checksums), the BM25
+    part loading, the vectors' store opening and holding every passage. A store that does not open at
+    all raises (IndexCorruptError, IndexMissingError, IndexServerError: each names the repair)."""
+    damage = index_damage(index_dir, manifest, full=full)
+    if full and not any(d.part == "bm25" for d in damage):
+        try:
+            BM25Retriever(index_dir / BM25_DIR, manifest["bm25"])
+        except (ValueError, OSError, KeyError) as exc:
+            damage.append(Damage(f"{BM25_DIR}/", f"does not load ({type(exc).__name__}: {exc})"))
+    if not any(d.part == "dense" for d in damage):
+        collection = open_dense(index_dir, manifest, url, dataset)
+        count = collection.count()
+        if count != manifest.get("num_passages"):
+            where = dense_store(index_dir, manifest, url, dataset).where()
+            damage.append(
+                Damage(where, f"holds {count} vectors, the manifest records {manifest.get('num_passages')}", "dense")
+            )
+    return damage
+
+
+def verify_index(
+    index_dir: str | os.PathLike, config: RetrieverConfig | None = None, dataset: str | DatasetRef | None = None
+) -> dict:
+    """Check a complete index fully (``sharp index --verify``): every file's size and sha256 against the
+    manifest, SQLite's quick_check, the BM25 part loading, the vectors' store holding every passage.
+    Writes nothing. Returns the manifest, or raises an error that names what is wrong and the command
+    that repairs it."""
+    config = config or RetrieverConfig()
+    index_dir = Path(index_dir)
+    if config.chroma_url:
+        check_server(config.chroma_url, index_dir)
+    manifest = load_manifest(index_dir, dataset, config.chroma_url)
+    damage = find_damage(index_dir, manifest, config.chroma_url, dataset)
+    if damage:
+        raise IndexCorruptError(damage_message(index_dir, damage, dataset, config.chroma_url))
+    return manifest
+
+
+def _up_to_date(
+    index_dir: Path, manifest: dict, passages: list[Passage], url: str | None, dataset: str | DatasetRef | None
+) -> dict:
+    """A complete index checked fully before it is called up to date; a damaged BM25 part is rebuilt
+    (seconds); damaged vectors are an IndexCorruptError that gives the --rebuild command."""
+    damage = find_damage(index_dir, manifest, url, dataset)
+    if not damage:
+        log.info("index at %s is up to date (%d passages); nothing to do", index_dir, manifest["num_passages"])
+        return manifest
+    if any(d.part != "bm25" for d in damage):
+        raise IndexCorruptError(damage_message(index_dir, damage, dataset, url))
+    log.warning("index at %s: %s; rebuilding its BM25 part", index_dir, "; ".join(map(str, damage)))
+    build_bm25(passages, index_dir / BM25_DIR, manifest["bm25"])
+    files = {rel: want for rel, want in (manifest.get("files") or {}).items() if part_of(rel) != "bm25"}
+    if "files" in manifest:
+        manifest["files"] = {**files, **integrity.record(index_dir, (BM25_DIR,))}
+    manifest["repaired_at"] = now_iso()
+    write_manifest(index_dir, manifest)
+    log.info("index at %s repaired: BM25 part rebuilt", index_dir)
+    return manifest
 
 
 @contextlib.contextmanager
@@ -117,7 +210,7 @@ def build_index(
     progress: bool = True,
     rebuild: bool = False,
     embedder: Embedder | None = None,
-    dataset: str | None = None,
+    dataset: str | DatasetRef | None = None,
 ) -> dict:
     """Index ``passages`` into ``index_dir``; return the manifest. See the module docstring."""
     config = config or RetrieverConfig()
@@ -125,26 +218,60 @@ def build_index(
     passages = list(passages)
     _check_corpus(passages)
     corpus_hash = corpus_sha256(passages)
-    settings = config.index_settings()
+    url = config.chroma_url
+    if url:
+        check_server(url, index_dir)  # before any expensive work
+    try:
+        return _build(passages, index_dir, config, corpus_hash, batch_size, progress, rebuild, embedder, dataset)
+    except SharpError:
+        raise
+    except OSError as exc:  # a read-only folder, a full disk
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise StorageError(
+            f"cannot write the index at {index_dir}{where}: {exc.strerror or exc}. Free space or make the folder "
+            "writable, or build elsewhere (--index-dir DIR or --workspace DIR); a build stopped midway resumes "
+            f"with: {index_command(index_dir, dataset, chroma_url=url)}"
+        ) from None
+
+
+def _build(
+    passages: list[Passage],
+    index_dir: Path,
+    config: RetrieverConfig,
+    corpus_hash: str,
+    batch_size: int | None,
+    progress: bool,
+    rebuild: bool,
+    embedder: Embedder | None,
+    dataset: str | DatasetRef | None,
+) -> dict:
+    settings, url = config.index_settings(), config.chroma_url
     if rebuild:
-        _wipe(index_dir)
-    manifest = read_manifest(index_dir)
+        _wipe(index_dir, url)
+    try:
+        manifest = read_manifest(index_dir)
+    except IndexCorruptError as exc:
+        raise IndexCorruptError(
+            f"{exc}. Rebuild the index with: {index_command(index_dir, dataset, True, url)}"
+        ) from None
     if manifest is not None:
         problems = mismatches(manifest, settings, corpus_hash)
         if problems:
             raise IndexMismatchError(
                 f"{index_dir} holds an index built differently ({'; '.join(problems)}); refusing to "
                 f"{'resume' if manifest.get('status') != 'complete' else 'reuse'} it. Rebuild with: "
-                f"{index_command(index_dir, dataset, rebuild=True)}"
+                f"{index_command(index_dir, dataset, True, url)}"
             )
+        where = dense_store(index_dir, manifest, url, dataset)
         if manifest.get("status") == "complete":
-            log.info("index at %s is up to date (%d passages); nothing to do", index_dir, manifest["num_passages"])
-            return manifest
-    elif not rebuild and (index_dir / CHROMA_DIR).exists():
+            return _up_to_date(index_dir, manifest, passages, url, dataset)
+    elif not rebuild and (index_dir / CHROMA_DIR).exists() and not url:
         raise IndexMismatchError(
             f"{index_dir} has a {CHROMA_DIR}/ folder but no manifest, so what it holds is unknown. "
             f"Rebuild with: {index_command(index_dir, dataset, rebuild=True)}"
         )
+    else:
+        where = DenseStore.for_index(index_dir, url)
 
     embedder = embedder or Embedder.from_config(config)
     backend = getattr(embedder, "backend", "custom")
@@ -164,12 +291,13 @@ def build_index(
         "dimension": embedder.dimension,
         "backend": backend,
         "max_seq_length": getattr(embedder, "max_seq_length", None),
+        "dense_store": where.record(),
         "created_at": (manifest or {}).get("created_at") or now_iso(),
         "versions": _versions(),
         "counts": {"dense": 0, "bm25": 0},
     }
     write_manifest(index_dir, manifest)  # before Chroma writes anything: a resume can be checked
-    collection = open_collection(index_dir, create=True)
+    collection = where.open(create=True, built_with=built_with(manifest))
     have = stored_ids(collection)
     manifest["counts"]["dense"] = len(have)
 
@@ -194,6 +322,7 @@ def build_index(
         status="complete",
         completed_at=now_iso(),
         counts={"dense": collection.count(), "bm25": len(passages)},
+        files=integrity.record(index_dir, (BM25_DIR,) if url else (BM25_DIR, CHROMA_DIR)),
         timings={
             "embedded_this_run": len(missing),
             "embed_seconds": round(embed_seconds, 2),

@@ -15,7 +15,6 @@ from data.errors import DatasetError
 from data.examples import make_example
 from data.formats import RowFormat, detect_format
 from data.readers import (
-    DATA_DIR_HINT,
     BadRow,
     hf_rows,
     is_hf_saved,
@@ -25,10 +24,11 @@ from data.readers import (
     read_rows,
 )
 from data.sampling import sample
+from data.sources import DATASETS as DATASETS  # re-exported
+from data.sources import DatasetSource, resolve_dataset
 
 logger = logging.getLogger(__name__)
 
-DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
 HF_HOTPOTQA = "hotpotqa/hotpot_qa"  # the hub id of what used to be "hotpot_qa"
 MAX_LOGGED_PROBLEMS = 5
 
@@ -113,39 +113,20 @@ def _check_loaded(examples: list[dspy.Example], report: LoadReport) -> None:
 
 def dataset_file(dataset: str, split: str, data_dir: str | Path | None) -> Path:
     """``DATA_DIR/DATASET/SPLIT.json`` (or ``.jsonl``, or a saved HF dataset folder ``SPLIT``)."""
-    if data_dir is None:
-        raise DatasetError(f"no data folder given for dataset {dataset!r}; {DATA_DIR_HINT}")
-    folder = Path(data_dir) / dataset
-    if not folder.is_dir():
-        raise DatasetError(f"{folder}: no such folder; {DATA_DIR_HINT}")
-    for candidate in (folder / f"{split}.json", folder / f"{split}.jsonl", folder / split):
-        if candidate.is_file() or is_hf_saved(candidate):
-            return candidate
-    splits = sorted({p.stem for p in folder.glob("*.json*") if p.stem != "corpus"})
-    raise DatasetError(
-        f"{folder}: no split {split!r} ({split}.json or {split}.jsonl); available splits: {', '.join(splits) or 'none'}"
-    )
+    return resolve_dataset(dataset, data_dir).split_file(split)
 
 
-def resolve_source(dataset: str | Path, split: str, data_dir: str | Path | None) -> tuple[Path, str | None]:
-    """(file, dataset name or None) for a dataset name or a path; unknown names are errors."""
-    if isinstance(dataset, str) and dataset.lower() in DATASETS:
-        name = dataset.lower()
-        return dataset_file(name, split, data_dir), name
-    text = str(dataset)
-    if (
-        isinstance(dataset, Path)
-        or "/" in text
-        or "\\" in text
-        or text.endswith((".json", ".jsonl"))
-        or Path(text).exists()
-    ):
-        return Path(dataset), None
-    raise DatasetError(f"unknown dataset {text!r}; valid names: {', '.join(DATASETS)} (or a path to a file)")
+def resolve_source(
+    dataset: str | Path | DatasetSource, split: str, data_dir: str | Path | None
+) -> tuple[Path, str | None]:
+    """(file, benchmark name or None) for a dataset name, folder or file (data/sources.py); unknown
+    names are errors."""
+    source = resolve_dataset(dataset, data_dir)
+    return source.split_file(split), source.benchmark
 
 
 def load_examples_report(
-    dataset: str | Path,
+    dataset: str | Path | DatasetSource,
     split: str,
     data_dir: str | Path | None = None,
     limit: int | None = None,
@@ -162,7 +143,7 @@ def load_examples_report(
 
 
 def load_examples(
-    dataset: str | Path,
+    dataset: str | Path | DatasetSource,
     split: str,
     data_dir: str | Path | None = None,
     limit: int | None = None,
@@ -172,9 +153,10 @@ def load_examples(
 ) -> list[dspy.Example]:
     """Questions of a benchmark split as examples, optionally a seeded (balanced) sample.
 
-    ``dataset``: 'hotpotqa', '2wikimultihopqa', 'musique' (read from ``data_dir/NAME/SPLIT.json``)
-    or a path to a JSON / JSONL file or saved Hugging Face dataset (layout auto-detected; ``split``
-    then only picks a split of a saved DatasetDict).
+    ``dataset``: 'hotpotqa', '2wikimultihopqa', 'musique' (read from ``data_dir/NAME/SPLIT.json``),
+    a folder holding ``SPLIT.json``, or a path to a JSON / JSONL file or saved Hugging Face dataset
+    (layout auto-detected; ``split`` then only picks a split of a saved DatasetDict). See
+    data/sources.py.
     """
     return load_examples_report(dataset, split, data_dir, limit, seed, balanced, skip_malformed)[0]
 

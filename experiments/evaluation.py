@@ -37,7 +37,8 @@ def settings_of(
         "question_ids_hash": config_hash([e.id for e in examples]),
         "config": module.config.model_dump(mode="json"),
         "lm": rt.lm_config.summary(),
-        "retriever": rt.retriever_config,
+        # where the vectors live (chroma_url) changes no hit, so it does not start a new results file
+        "retriever": {k: v for k, v in rt.retriever_config.items() if k != "chroma_url"},
         "program": str(program_path) if program_path else None,
         # prompts, demos and instructions: a changed prompt never resumes stale results
         "program_state_hash": config_hash(module.dump_state()),

@@ -56,7 +56,9 @@ mlflow.models.set_model(SharpProgram())
 '''
 PACKAGES = ("program", "experiments")
 # Manifest keys that describe when or where an index was built, not what it holds.
-_VOLATILE = ("time", "created", "built", "seconds", "date", "path", "dir")
+# manifest keys that change with no change to what retrieval returns: timings, paths, the file records
+# (a repaired BM25 part), where the vectors live, the manifest's format
+_VOLATILE = ("time", "created", "built", "seconds", "date", "path", "dir", "files", "store", "repaired", "format")
 
 
 class ExportError(SharpError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,17 @@ Workspace = typer.Option(
     None, "--workspace", help="Folder for indexes, runs, programs (default: $SHARP_WORKSPACE or ./workspace)."
 )
 Dataset = typer.Option(
-    "hotpotqa", "--dataset", "-d", help="hotpotqa | 2wikimultihopqa | musique | a path to a question file."
+    "hotpotqa",
+    "--dataset",
+    "-d",
+    help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with SPLIT.json and corpus.jsonl, or a question file).",
+)
+ChromaUrl = typer.Option(
+    None,
+    "--chroma-url",
+    envvar="SHARP_CHROMA_URL",
+    help="Keep the index's vectors in this Chroma server (http://127.0.0.1:8000; start one with "
+    "`chroma run --path DIR --port 8000`) instead of the index folder.",
 )
 LM = typer.Option(None, "--lm", help="Default model for every role, e.g. local/qwen2.5-coder-1.5b, openai/gpt-4o-mini.")
 ApiBase = typer.Option(None, "--api-base", help="OpenAI-compatible endpoint for --lm (e.g. http://127.0.0.1:8008/v1).")
@@ -90,19 +101,31 @@ def runtime(
     no_cache: bool = False,
     cache_dir: Path | None = None,
     retriever: dict | None = None,
+    chroma_url: str | None = None,
 ) -> Any:
-    """The composition root for a command; ``retriever`` settings are checked here, before any work."""
+    """The composition root for a command. Checked here, before any work: the ``retriever`` settings,
+    the dataset (one resolution of --dataset for every command) and the Chroma server, if any
+    (``chroma_url``, else $SHARP_CHROMA_URL)."""
     from experiments import settings
     from experiments.runtime import Runtime
     from program.retrieval import RetrieverConfig
+    from program.retrieval.store import check_server
 
-    RetrieverConfig.from_mapping(retriever or {})  # an unknown key or a bad value fails now, naming the keys
-    return Runtime(
+    retriever = dict(retriever or {})
+    chroma_url = chroma_url or os.environ.get("SHARP_CHROMA_URL")
+    if chroma_url:
+        retriever["chroma_url"] = chroma_url
+    cfg = RetrieverConfig.from_mapping(retriever)  # an unknown key or a bad value fails now, naming the keys
+    rt = Runtime(
         dataset=dataset,
         data_dir=data_dir,
         workspace=settings.workspace(workspace),
         lm_config=lm_cfg,
-        retriever_config=retriever or {},
+        retriever_config=retriever,
         cache=not no_cache,
         cache_dir=cache_dir,
     )
+    rt.source  # noqa: B018 - an unknown dataset name or a missing path fails here
+    if cfg.chroma_url:
+        check_server(cfg.chroma_url, rt.index_dir())
+    return rt

@@ -13,7 +13,7 @@ from typing import Any
 
 import dspy
 
-from data.loaders import DATASETS
+from data.sources import DatasetSource, resolve_dataset
 from experiments import settings
 from program.lm import LMConfig, assign_lms
 from program.registry import SYSTEMS, build_system, config_for
@@ -39,16 +39,18 @@ class Runtime:
         configure_cache(self.cache, self.cache_dir)
 
     # ---- data -----------------------------------------------------------------------------
+    @property
+    def source(self) -> DatasetSource:
+        """Where this dataset's questions and passages are (one resolution for every command)."""
+        return dataset_source(self.dataset, self.data_dir)
+
     def examples(self, split: str, limit: int | None = None, seed: int = 0, balanced: bool = False) -> list:
         from data.loaders import load_examples
 
-        return load_examples(
-            self.dataset, split, settings.data_dir(self.data_dir), limit=limit, seed=seed, balanced=balanced
-        )
+        return load_examples(self.source, split, limit=limit, seed=seed, balanced=balanced)
 
     def index_dir(self) -> Path:
-        name = Path(self.dataset).stem if self.dataset not in DATASETS else self.dataset
-        return settings.index_dir(name, self.workspace)
+        return settings.index_dir(self.source.name, self.workspace)
 
     # ---- retrieval -------------------------------------------------------------------------
     def retriever_settings(self, overrides: Mapping[str, Any] | None = None) -> Any:
@@ -62,7 +64,7 @@ class Runtime:
         return open_retriever(
             self.index_dir(),
             self.retriever_settings(overrides),
-            dataset=self.dataset,
+            dataset=self.source.ref(),
             rerankers_dir=settings.rerankers_dir(self.workspace),
         )
 
@@ -70,14 +72,15 @@ class Runtime:
         """Build (or resume) this dataset's index with the runtime's retriever settings."""
         from data.indexing import build_index
 
-        passages = load_dataset_corpus(self.dataset, self.data_dir)
+        source = self.source
         return build_index(
-            passages, self.index_dir(), self.retriever_settings(), progress=progress, dataset=self.dataset
+            source.corpus(), self.index_dir(), self.retriever_settings(), progress=progress, dataset=source.ref()
         )
 
     def index_manifest(self) -> dict:
-        path = self.index_dir() / "manifest.json"
-        return json.loads(path.read_text()) if path.exists() else {}
+        from program.retrieval.manifest import read_manifest
+
+        return read_manifest(self.index_dir()) or {}
 
     # ---- systems ---------------------------------------------------------------------------
     def system(self, name: str, config: Mapping[str, Any] | None = None, retriever: Any = None) -> dspy.Module:
@@ -114,19 +117,14 @@ def config_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def dataset_source(dataset: str | Path | DatasetSource, data_dir: Path | None = None) -> DatasetSource:
+    """The one resolution of ``--dataset`` (data/sources.py), with the data folder found as
+    experiments/settings.py says (--data-dir, $SHARP_DATA, ./datasets, ../shared/datasets) and
+    looked up only when a benchmark's files are read."""
+    return resolve_dataset(dataset, data_dir if data_dir else lambda: settings.data_dir())
+
+
 def load_dataset_corpus(dataset: str, data_dir: Path | None) -> list:
     """The passages to index: DATA_DIR/NAME/corpus.jsonl, PATH/corpus.jsonl, a corpus JSONL
     file, or the paragraphs of a question file (its context / paragraphs)."""
-    from data.corpus import CORPUS_FILE, corpus_from_file, corpus_path, load_corpus
-    from data.errors import DatasetError
-
-    if dataset.lower() in DATASETS:
-        return load_corpus(corpus_path(dataset.lower(), settings.data_dir(data_dir)))
-    path = Path(dataset)
-    if path.is_dir():
-        if not (path / CORPUS_FILE).is_file():
-            raise DatasetError(f"{path}: no {CORPUS_FILE} in this folder")
-        return load_corpus(path / CORPUS_FILE)
-    if not path.exists():
-        raise DatasetError(f"unknown dataset {dataset!r}: not one of {', '.join(DATASETS)} and no such path")
-    return load_corpus(path) if path.name == CORPUS_FILE else corpus_from_file(path)
+    return dataset_source(dataset, data_dir).corpus()

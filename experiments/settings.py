@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from program.errors import ConfigError
+from program.errors import ConfigError, StorageError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,7 +31,13 @@ def data_dir(explicit: str | Path | None = None) -> Path:
 def workspace(explicit: str | Path | None = None) -> Path:
     """Everything the project generates: --workspace, else $SHARP_WORKSPACE, else ./workspace."""
     path = Path(explicit or os.environ.get("SHARP_WORKSPACE") or PROJECT_ROOT / "workspace")
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot create the workspace {path}: {exc.strerror or exc}. Pass --workspace DIR (or set "
+            "SHARP_WORKSPACE) to a folder you can write"
+        ) from None
     return path.resolve()
 
 

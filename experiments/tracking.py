@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import tempfile
 import urllib.error
 import urllib.request
@@ -13,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from program.errors import SharpError
+from program.errors import SharpError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +43,52 @@ def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> 
                 f"MLflow tracking server {uri} is not reachable ({exc}); start it "
                 f"(mlflow server --host 127.0.0.1 --port 5000) or drop --tracking-uri to use the local store"
             ) from None
+    if uri.startswith("sqlite:///"):
+        _check_sqlite_store(Path(uri.split(":///", 1)[1]))
     mlflow.set_tracking_uri(uri)
-    if mlflow.get_experiment_by_name(experiment) is None:
-        location = (ws / "mlartifacts").as_uri() if not uri.startswith(("http://", "https://")) else None
-        mlflow.create_experiment(experiment, artifact_location=location)
-    mlflow.set_experiment(experiment)
+    try:
+        if mlflow.get_experiment_by_name(experiment) is None:
+            location = (ws / "mlartifacts").as_uri() if not uri.startswith(("http://", "https://")) else None
+            mlflow.create_experiment(experiment, artifact_location=location)
+        mlflow.set_experiment(experiment)
+    except Exception as exc:  # mlflow wraps SQLAlchemy's OperationalError in its own exception types
+        if uri.startswith("sqlite:") and _is_storage_problem(exc):
+            store = uri.split(":///", 1)[-1]
+            raise StorageError(
+                f"cannot write the MLflow store {store} ({_first_line(exc)}): make {Path(store).parent} writable, "
+                "or pass --workspace DIR (a writable folder) or --tracking-uri URI"
+            ) from None
+        raise
     return uri
+
+
+def _check_sqlite_store(store: Path) -> None:
+    """A read-only store fails at once (MLflow would retry for a minute, then fail at the first write)."""
+    target = store if store.exists() else store.parent
+    if not os.access(target, os.W_OK) or (store.exists() and not os.access(store.parent, os.W_OK)):
+        raise StorageError(
+            f"cannot write the MLflow store {store} ({target} is read-only): make it writable, or pass "
+            "--workspace DIR (a writable folder) or --tracking-uri URI"
+        )
+
+
+_STORAGE_MARKERS = (
+    "readonly database",
+    "read-only",
+    "unable to open database file",
+    "disk i/o",
+    "database or disk is full",
+)
+
+
+def _is_storage_problem(exc: BaseException) -> bool:
+    text = f"{exc} {exc.__cause__ or ''}".lower()
+    return isinstance(exc, OSError) or any(marker in text for marker in _STORAGE_MARKERS)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
 
 
 def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:

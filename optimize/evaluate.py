@@ -2,13 +2,18 @@
 
 Each finished question is appended to a JSONL file at once, so an interrupted run resumes
 where it stopped; a run whose settings differ from the file's is refused (start a fresh file).
+A full disk or a read-only folder stops the run with a StorageError naming the file, and never
+leaves half a row or half a file behind (appends are undone, rewrites are atomic).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,7 +24,7 @@ from typing import Any
 from optimize.metrics import calibration, question_row
 from optimize.parallel import run_each
 from optimize.stats import bootstrap_ci, mean
-from program.errors import SharpError
+from program.errors import SharpError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -274,8 +279,57 @@ def _check_meta(path: Path, meta: dict | None) -> None:
                 f"use another output path or delete both files to start fresh"
             )
     else:
-        meta_path.parent.mkdir(parents=True, exist_ok=True)
-        meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
+        _write_atomic(meta_path, json.dumps(meta, indent=2, sort_keys=True))
+
+
+# ---- writing results: a full disk or a read-only folder is a StorageError, never half a file ----------
+def _storage_error(path: Path, exc: OSError) -> StorageError:
+    return StorageError(
+        f"cannot write {path}: {exc.strerror or exc}. Free some space or make {path.parent} writable "
+        "(or pass --workspace DIR); the questions already in the file are kept, and the same command resumes"
+    )
+
+
+def _check_writable(folder: Path) -> None:
+    """Fail before any question runs when the results folder cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise _storage_error(folder, exc) from None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` whole, or leave it as it was."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise _storage_error(path, exc) from None
+
+
+def _append(path: Path, line: str) -> None:
+    """Append one row; a write cut short (disk full) is undone, so the file never ends in half a row."""
+    data = memoryview(line.encode("utf-8"))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise _storage_error(path, exc) from None
+    try:
+        start = os.lseek(fd, 0, os.SEEK_END)
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise _storage_error(path, exc) from None
+    finally:
+        os.close(fd)
 
 
 def evaluate(
@@ -299,13 +353,13 @@ def evaluate(
     compact = Path(compact_path) if compact_path else None
     for f in (path, compact):
         if f:
-            f.parent.mkdir(parents=True, exist_ok=True)
+            _check_writable(f.parent)
             _check_meta(f, meta)
     if path or compact:
         done = read_rows(path, compact)
         for f, rows in ((path, done), (compact, {i: compact_row(r) for i, r in done.items()})):
             if f and (f.exists() or rows):  # rewritten whole: a line cut by a kill goes, the two files agree
-                f.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows.values()))
+                _write_atomic(f, "".join(json.dumps(r, default=str) + "\n" for r in rows.values()))
         if done:
             log.info(
                 "resuming %s: %d of %d questions already done (%d rows in the file)",
@@ -327,11 +381,9 @@ def evaluate(
         row["seconds"] = round(time.perf_counter() - t0, 3)
         with lock:
             if path:
-                with path.open("a") as fh:
-                    fh.write(json.dumps(row, default=str) + "\n")
+                _append(path, json.dumps(row, default=str) + "\n")
             if compact:
-                with compact.open("a") as fh:
-                    fh.write(json.dumps(compact_row(row), default=str) + "\n")
+                _append(compact, json.dumps(compact_row(row), default=str) + "\n")
         return row
 
     new_rows = _run(one, todo, threads, progress)

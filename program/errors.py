@@ -23,6 +23,19 @@ class IndexMismatchError(SharpError):
     """An index was built with another embedding model or corpus than the one asked for."""
 
 
+class IndexCorruptError(SharpError):
+    """An index's files are damaged (truncated, changed, missing): the message names the file and the
+    command that repairs the index."""
+
+
+class IndexServerError(SharpError, ConnectionError):
+    """The Chroma server that holds an index's vectors cannot be reached, or is not a Chroma server."""
+
+
+class StorageError(SharpError, OSError):
+    """A file or folder cannot be written (read-only, full disk, no permission): the message names it."""
+
+
 class RetrievalError(SharpError):
     """A retriever failed to answer a query."""
 

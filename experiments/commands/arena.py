@@ -80,6 +80,7 @@ def arena(
     no_cache: bool = o.NoCache,
     cache_dir: Path | None = o.CacheDir,
     retriever_set: list[str] | None = o.RetrieverSet,
+    chroma_url: str | None = o.ChromaUrl,
     config: Path | None = typer.Option(None, "--config", help="YAML/JSON mapping: system name -> its config."),
     set_: list[str] | None = typer.Option(None, "--set", help="One system's key: --set crag.upper=0.7 (repeatable)."),
     tracking_uri: str | None = o.TrackingUri,
@@ -103,7 +104,8 @@ def arena(
             generator_lm=generator_lm,
             judge_lm=judge_lm,
         )
-        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever=o.parse_sets(retriever_set))
+        retriever = o.parse_sets(retriever_set)
+        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever, chroma_url)
         programs = program_entrants(program or [], rt.workspace)
         if report_only:
             no_tracking = True

@@ -18,9 +18,6 @@ import typer
 
 from experiments import options as o
 
-# the names of data.loaders.DATASETS, without importing dspy on `sharp --help`
-DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
-
 log = logging.getLogger(__name__)
 
 
@@ -40,7 +37,9 @@ RetrieverSet = typer.Option(None, "--set", help="Override one RetrieverConfig ke
 # ---- helpers shared with experiments/benchmarks/retrieval.py --------------------------------
 def index_name(dataset: str) -> str:
     """The folder name under WORKSPACE/indexes for a dataset name or path (as Runtime uses)."""
-    return dataset.lower() if dataset.lower() in DATASETS else Path(dataset).stem
+    from experiments.runtime import dataset_source
+
+    return dataset_source(dataset).name
 
 
 def resolve_index_dir(dataset: str, workspace: Path | None, index_dir: Path | None) -> Path:
@@ -57,28 +56,37 @@ def _rerankers(workspace: Path | None) -> Path:
 
 def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int | None = None, seed: int = 0) -> list:
     """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
-    from data.errors import DatasetError
     from data.loaders import load_examples
-    from experiments import settings
+    from experiments.runtime import dataset_source
 
-    if dataset.lower() in DATASETS:
-        return load_examples(dataset.lower(), split, settings.data_dir(data_dir), limit=limit, seed=seed)
-    path = Path(dataset)
-    if path.is_dir():
-        found = [path / f"{split}.{ext}" for ext in ("json", "jsonl") if (path / f"{split}.{ext}").is_file()]
-        if not found:
-            raise DatasetError(f"{path}: no {split}.json or {split}.jsonl")
-        path = found[0]
-    return load_examples(path, split, None, limit=limit, seed=seed)
+    return load_examples(dataset_source(dataset, data_dir), split, limit=limit, seed=seed)
 
 
 def retriever_config(
-    mode: str | None = None, backend: str | None = None, config_file: Path | None = None, sets: list[str] | None = None
+    mode: str | None = None,
+    backend: str | None = None,
+    config_file: Path | None = None,
+    sets: list[str] | None = None,
+    chroma_url: str | None = None,
 ) -> Any:
     from program.retrieval import RetrieverConfig
 
     values = {**o.read_mapping(config_file), **o.parse_sets(sets)}
-    return RetrieverConfig.from_mapping(values, mode=mode, backend=backend)
+    return RetrieverConfig.from_mapping(values, mode=mode, backend=backend, chroma_url=chroma_url)
+
+
+def _target(dataset: str, data_dir: Path | None, workspace: Path | None, index_dir: Path | None, cfg: Any):
+    """(dataset source, index folder), after checking the Chroma server when one is asked for: the
+    one resolution of --dataset (experiments/runtime.py dataset_source), before any expensive work."""
+    from experiments import settings
+    from experiments.runtime import dataset_source
+    from program.retrieval.store import check_server
+
+    source = dataset_source(dataset, data_dir)
+    target = Path(index_dir) if index_dir else settings.index_dir(source.name, settings.workspace(workspace))
+    if cfg.chroma_url:
+        check_server(cfg.chroma_url, target)
+    return source, target
 
 
 def _fail(exc: Exception) -> None:
@@ -95,36 +103,63 @@ def index(
     workspace: Path | None = o.Workspace,
     index_dir: Path | None = IndexDir,
     rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index and build it anew."),
+    verify: bool = typer.Option(
+        False,
+        "--verify",
+        help="Only check the built index: every file's size and sha256 against its manifest, the vectors' "
+        "store; writes nothing (exit 2 and the repair command when damaged).",
+    ),
     backend: str | None = Backend,
     batch_size: int | None = typer.Option(
         None, "--batch-size", help="Texts per embedding batch (default: the config's)."
     ),
     config_file: Path | None = RetrieverConfigFile,
     set_: list[str] | None = RetrieverSet,
+    chroma_url: str | None = o.ChromaUrl,
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as one JSON object."),
 ) -> None:
-    """Build (or resume, or verify) the dense + BM25 index of a dataset's corpus."""
+    """Build (or resume, repair, or --verify) the dense + BM25 index of a dataset's corpus."""
     from program.errors import SharpError
 
     try:
-        from data.indexing import build_index
+        from data.indexing import build_index, verify_index
 
-        cfg = retriever_config(None, backend, config_file, set_)
-        from experiments.runtime import load_dataset_corpus
-
-        passages = load_dataset_corpus(dataset, data_dir)
-        target = resolve_index_dir(dataset, workspace, index_dir)
-        manifest = build_index(
-            passages, target, cfg, batch_size=batch_size, progress=progress, rebuild=rebuild, dataset=dataset
-        )
+        cfg = retriever_config(None, backend, config_file, set_, chroma_url)
+        source, target = _target(dataset, data_dir, workspace, index_dir, cfg)
+        if verify:
+            manifest = verify_index(target, cfg, dataset=source.ref())
+        else:
+            manifest = build_index(
+                source.corpus(),
+                target,
+                cfg,
+                batch_size=batch_size,
+                progress=progress,
+                rebuild=rebuild,
+                dataset=source.ref(),
+            )
     except SharpError as exc:
         _fail(exc)
     if as_json:
-        sys.stdout.write(json.dumps({"index_dir": str(target), **manifest}) + "\n")
+        sys.stdout.write(
+            json.dumps({"index_dir": str(target), **({"verified": True} if verify else {}), **manifest}) + "\n"
+        )
         return
     from experiments.render import console
 
+    if verify:
+        checked = len(manifest.get("files") or {})
+        console.print(
+            f"[green]index verified[/green] at {target}: "
+            + (
+                f"{checked} files match their sizes and sha256"
+                if checked
+                else "no file records (built before format 2)"
+            )
+            + f"; {manifest['num_passages']} passages in both parts"
+        )
+        return
     t = manifest.get("timings") or {}
     console.print(
         f"[green]index ready[/green] at {target}: {manifest['num_passages']} passages, "
@@ -144,6 +179,7 @@ def retrieve(
     backend: str | None = Backend,
     config_file: Path | None = RetrieverConfigFile,
     set_: list[str] | None = RetrieverSet,
+    chroma_url: str | None = o.ChromaUrl,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the passages."),
 ) -> None:
     """Retrieve passages for a query from a built index (a Rich table, or --json)."""
@@ -151,10 +187,9 @@ def retrieve(
     from program.retrieval import open_retriever
 
     try:
-        cfg = retriever_config(mode, backend, config_file, set_)
-        retriever = open_retriever(
-            resolve_index_dir(dataset, workspace, index_dir), cfg, dataset=dataset, rerankers_dir=_rerankers(workspace)
-        )
+        cfg = retriever_config(mode, backend, config_file, set_, chroma_url)
+        source, target = _target(dataset, data_dir, workspace, index_dir, cfg)
+        retriever = open_retriever(target, cfg, dataset=source.ref(), rerankers_dir=_rerankers(workspace))
         start = time.perf_counter()
         hits = retriever.retrieve(query, k)
         ms = (time.perf_counter() - start) * 1000
@@ -229,27 +264,24 @@ def eval_retrieval(
     backend: str | None = Backend,
     config_file: Path | None = RetrieverConfigFile,
     set_: list[str] | None = RetrieverSet,
+    chroma_url: str | None = o.ChromaUrl,
     as_json: bool = typer.Option(
         False, "--json", help="Print ONE JSON object with the aggregate metrics (logs go to stderr)."
     ),
 ) -> None:
     """Score retrieval against the gold titles of a split: recall@k, precision@k, all-gold@k."""
+    from data.loaders import load_examples
     from program.errors import SharpError
     from program.retrieval import open_retriever
     from program.retrieval.manifest import corpus_sha256
 
     try:
-        cfg = retriever_config(mode, backend, config_file, set_)
-        questions = load_questions(dataset, split, data_dir, limit, seed)
-        from experiments.runtime import load_dataset_corpus
-
-        corpus_hash = corpus_sha256(load_dataset_corpus(dataset, data_dir))
+        cfg = retriever_config(mode, backend, config_file, set_, chroma_url)
+        source, target = _target(dataset, data_dir, workspace, index_dir, cfg)
+        questions = load_examples(source, split, limit=limit, seed=seed)
+        corpus_hash = corpus_sha256(source.corpus())
         retriever = open_retriever(
-            resolve_index_dir(dataset, workspace, index_dir),
-            cfg,
-            corpus_sha256=corpus_hash,
-            dataset=dataset,
-            rerankers_dir=_rerankers(workspace),
+            target, cfg, corpus_sha256=corpus_hash, dataset=source.ref(), rerankers_dir=_rerankers(workspace)
         )
         metrics, latency = evaluate_retriever(retriever, questions, k)
     except SharpError as exc:

@@ -37,6 +37,7 @@ def ask(
     no_cache: bool = o.NoCache,
     config: Path | None = o.Config,
     set_: list[str] | None = o.Set,
+    chroma_url: str | None = o.ChromaUrl,
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as one JSON object."),
 ) -> None:
     """Answer one question and show how: plan, each round's verdict and confidence, evidence, cost."""
@@ -46,7 +47,7 @@ def ask(
         lm_cfg = o.lm_config(
             lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm, generator_lm=generator_lm
         )
-        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache)
+        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, chroma_url=chroma_url)
         if program:
             from experiments.export import resolve_program_path
 
@@ -88,6 +89,7 @@ def eval_(
     config: Path | None = o.Config,
     set_: list[str] | None = o.Set,
     retriever_set: list[str] | None = o.RetrieverSet,
+    chroma_url: str | None = o.ChromaUrl,
     tracking_uri: str | None = o.TrackingUri,
     traces: bool = typer.Option(True, "--traces/--no-traces", help="Record DSPy traces in MLflow."),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregate metrics as one JSON object."),
@@ -101,7 +103,16 @@ def eval_(
         lm_cfg = o.lm_config(
             lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm, generator_lm=generator_lm
         )
-        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever=o.parse_sets(retriever_set))
+        rt = o.runtime(
+            dataset,
+            data_dir,
+            workspace,
+            lm_cfg,
+            no_cache,
+            cache_dir,
+            retriever=o.parse_sets(retriever_set),
+            chroma_url=chroma_url,
+        )
         tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
         examples = rt.examples(split, limit, seed, balanced)
         program_path = None
@@ -146,6 +157,7 @@ def demo(
     lm: str | None = o.LM,
     api_base: str | None = o.ApiBase,
     critic_lm: str | None = o.CriticLM,
+    chroma_url: str | None = o.ChromaUrl,
     tracking_uri: str | None = o.TrackingUri,
 ) -> None:
     """The main job: build the index if needed, run SHARP and plain RAG on a seeded sample, compare."""
@@ -154,7 +166,8 @@ def demo(
     from program.errors import IndexMissingError, SharpError
 
     try:
-        rt = o.runtime(dataset, data_dir, workspace, o.lm_config(None, lm, api_base, critic_lm=critic_lm))
+        lm_cfg = o.lm_config(None, lm, api_base, critic_lm=critic_lm)
+        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, chroma_url=chroma_url)
         uri = tracking.configure(tracking_uri, rt.workspace)
         try:
             retriever = rt.retriever()

@@ -8,6 +8,9 @@ Two kinds of settings live here:
 * query-time settings (``mode``, ``rrf_k``, weights, ``candidate_depth``, ``backend``, the
   ``second_hop`` settings) can change freely between runs on the same index.
 
+``chroma_url`` says where the vectors live (the index folder, or a Chroma server); the manifest
+records which, and opening an index with the other is an IndexMismatchError that says what to pass.
+
 Defaults (measured with experiments/benchmarks/retrieval.py on 2 CPU cores):
 * backend onnx-int8 with 128 tokens: 4x the passages/s of plain sentence-transformers, dense recall
   within 0.003 of torch at 256 tokens and hybrid recall no lower (HotpotQA dev);
@@ -59,6 +62,12 @@ class RetrieverConfig(StrictConfig):
     onnx_cache_dir: str | None = Field(
         None, description="Where exported ONNX models are kept (default $SHARP_CACHE/onnx or ~/.cache/sharp/onnx)."
     )
+    chroma_url: str | None = Field(
+        None,
+        description="Keep the vectors in the Chroma server at this URL (http://127.0.0.1:8000; start one with "
+        "`chroma run --path DIR --port 8000`) instead of the index's chroma/ folder. Where the vectors live "
+        "does not change a hit.",
+    )
     # --- BM25 (index-time) ---
     bm25_k1: float = Field(0.9, gt=0.0, le=10.0)
     bm25_b: float = Field(1.0, ge=0.0, le=1.0)
@@ -96,6 +105,13 @@ class RetrieverConfig(StrictConfig):
         if not v.strip():
             raise ValueError("embedding_model must name a model or a folder")
         return v.strip()
+
+    @field_validator("chroma_url")
+    @classmethod
+    def _check_url(cls, v: str | None) -> str | None:
+        from program.retrieval.store import check_url
+
+        return check_url(v.strip()) if v and v.strip() else None
 
     @model_validator(mode="after")
     def _weights(self) -> RetrieverConfig:

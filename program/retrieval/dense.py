@@ -1,4 +1,5 @@
-"""Dense retrieval: sentence embeddings in a Chroma persistent collection (cosine space).
+"""Dense retrieval: sentence embeddings in a Chroma collection (cosine space), embedded in the index
+folder or in a Chroma server (program/retrieval/store.py).
 
 The collection has no embedding function: vectors are always computed by our
 :class:`~program.retrieval.embedder.Embedder` and passed explicitly (Chroma's default function
@@ -7,45 +8,38 @@ would try to download a model).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from program.errors import IndexMismatchError, RetrievalError
+from program.errors import IndexCorruptError, IndexMismatchError, RetrievalError
+from program.retrieval import store
 from program.retrieval.base import check_query
 from program.retrieval.embedder import Embedder
-from program.retrieval.manifest import CHROMA_DIR, COLLECTION
+from program.retrieval.manifest import read_manifest
 from program.types import Passage
 
 MAX_CHROMA_BATCH = 5461  # Chroma's limit on items per add()
-HNSW = {"space": "cosine", "ef_construction": 200, "ef_search": 200, "max_neighbors": 32}
+HNSW = store.HNSW
 
 
-def open_collection(index_dir: str | os.PathLike, create: bool = False):
-    """The passages collection of the index at ``index_dir`` (created when ``create``)."""
-    import chromadb
-    from chromadb.config import Settings
-
-    path = Path(index_dir) / CHROMA_DIR
-    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
-    if create:
-        return client.get_or_create_collection(COLLECTION, embedding_function=None, configuration={"hnsw": HNSW})
-    return client.get_collection(COLLECTION, embedding_function=None)
+def open_collection(index_dir: str | os.PathLike, create: bool = False, url: str | None = None):
+    """The passages collection of the index at ``index_dir`` (created when ``create``): in its chroma/
+    folder, or (``url``) in that Chroma server under the name its manifest records."""
+    index_dir = Path(index_dir)
+    return store.DenseStore.for_index(index_dir, url, read_manifest(index_dir)).open(create=create)
 
 
-def delete_collection(index_dir: str | os.PathLike) -> None:
+def delete_collection(index_dir: str | os.PathLike, url: str | None = None) -> None:
     """Drop the passages collection (if any) of the index at ``index_dir``."""
-    import chromadb
-    from chromadb.config import Settings
-    from chromadb.errors import NotFoundError
-
-    path = Path(index_dir) / CHROMA_DIR
-    client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
-    with contextlib.suppress(NotFoundError):
-        client.delete_collection(COLLECTION)
+    index_dir = Path(index_dir)
+    try:
+        manifest = read_manifest(index_dir)
+    except IndexCorruptError:
+        manifest = None
+    store.DenseStore.for_index(index_dir, url, manifest).delete()
 
 
 def stored_ids(collection, page: int = 20_000) -> set[str]:
@@ -78,8 +72,14 @@ def dense_document(p: Passage, dense_text: str) -> str:
 class DenseRetriever:
     """Nearest passages by cosine similarity of sentence embeddings; score = cosine."""
 
-    def __init__(self, index_dir: str | os.PathLike, embedder: Embedder, dimension: int | None = None) -> None:
-        self._collection = open_collection(index_dir)
+    def __init__(
+        self,
+        index_dir: str | os.PathLike,
+        embedder: Embedder,
+        dimension: int | None = None,
+        collection=None,
+    ) -> None:
+        self._collection = collection if collection is not None else open_collection(index_dir)
         self._count = self._collection.count()
         self._embedder = embedder
         self._dimension = dimension

@@ -2,8 +2,11 @@
 
 Layout of an index folder::
 
-    manifest.json   this record (status "building" while a build runs, "complete" after)
-    chroma/         the Chroma persistent store (collection "passages", cosine space)
+    manifest.json   this record (status "building" while a build runs, "complete" after); from
+                    format 2 on it also records every file's size and sha256 (``files``,
+                    program/retrieval/integrity.py) and where the vectors live (``dense_store``)
+    chroma/         the Chroma persistent store (collection "passages", cosine space); absent when
+                    the vectors live in a Chroma server (program/retrieval/store.py)
     bm25/           the bm25s index and its passage store
 """
 
@@ -18,10 +21,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from program.errors import IndexCorruptError, StorageError
 from program.types import Passage
 
 MANIFEST = "manifest.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CHROMA_DIR = "chroma"
 BM25_DIR = "bm25"
 COLLECTION = "passages"
@@ -39,23 +43,38 @@ def corpus_sha256(passages: Iterable[Passage]) -> str:
 
 
 def read_manifest(index_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The manifest of the index at ``index_dir``; None when there is none; IndexCorruptError (naming
+    the file) when it is not a JSON object (cut short, overwritten)."""
     path = Path(index_dir) / MANIFEST
     if not path.exists():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise IndexCorruptError(f"{path} is damaged (not valid JSON: {exc})") from None
+    except OSError as exc:
+        raise IndexCorruptError(f"{path} cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(manifest, dict):
+        raise IndexCorruptError(f"{path} is damaged (holds a {type(manifest).__name__}, not an object)")
+    return manifest
 
 
 def write_manifest(index_dir: str | os.PathLike, manifest: dict[str, Any]) -> None:
     """Write atomically: a reader sees the old manifest or the new one, never half of one."""
     index_dir = Path(index_dir)
-    index_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".manifest.", suffix=".tmp", dir=index_dir)
+    try:
+        index_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".manifest.", suffix=".tmp", dir=index_dir)
+    except OSError as exc:
+        raise StorageError(f"cannot write the index manifest in {index_dir}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, index_dir / MANIFEST)
+    except OSError as exc:
+        raise StorageError(f"cannot write {index_dir / MANIFEST}: {exc.strerror or exc}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -47,7 +47,10 @@ def test_unreadable_file(write_json, tmp_path):
 
 
 def test_folder_that_is_not_a_dataset(tmp_path):
-    assert "is a folder" in message_of(tmp_path, "dev")
+    # a folder is read as a dataset folder (SPLIT.json, corpus.jsonl): one without the split says so
+    (tmp_path / "train.json").write_text("[]")
+    message = message_of(tmp_path, "dev")
+    assert str(tmp_path) in message and "no split 'dev'" in message and "available splits: train" in message
 
 
 def test_empty_file(tmp_path):

@@ -131,3 +131,63 @@ def tiny_dataset(tmp_path_factory):
     ]
     (folder / "dev.json").write_text(json.dumps(rows))
     return folder
+
+
+class _FakeEmbedderFactory:
+    """Stands in for program.retrieval.embedder.Embedder in data/indexing.py: HashEmbedder models."""
+
+    made: list[HashEmbedder] = []
+
+    @classmethod
+    def from_config(cls, config=None) -> HashEmbedder:
+        emb = HashEmbedder()
+        cls.made.append(emb)
+        return emb
+
+
+@pytest.fixture
+def fake_models(monkeypatch):
+    """The CLI's embedding model replaced by HashEmbedder (64-d, no model files), for `sharp index`,
+    `sharp retrieve`, `sharp eval`: returns the list of embedders made (empty: no model was loaded)."""
+    from rich.console import Console
+
+    import data.indexing
+    import program.retrieval.factory as factory
+    from experiments import render
+
+    made: list[HashEmbedder] = []
+    monkeypatch.setattr(_FakeEmbedderFactory, "made", made)
+    monkeypatch.setattr(data.indexing, "Embedder", _FakeEmbedderFactory)
+    monkeypatch.setattr(factory, "shared_embedder", lambda config: _FakeEmbedderFactory.from_config(config))
+    # error messages on one line, so a suggested command can be read back whole
+    monkeypatch.setattr(render, "err_console", Console(stderr=True, width=100_000))
+    return made
+
+
+@pytest.fixture
+def scripted_lms(monkeypatch):
+    """Every LM of every system the CLI builds answers from a script ("Paris", citing passage 1)."""
+    import itertools
+
+    from doubles import ScriptedLM, assign
+
+    from experiments import runtime
+
+    def give(module, lm_config):
+        lms = {}
+        for role in ("planner", "critic", "generator"):
+            lms[role] = ScriptedLM(role, [])
+        lms["planner"].answers = itertools.repeat({"sub_queries": ["Eiffel Tower designer"]})
+        lms["critic"].answers = itertools.repeat(
+            {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
+        )
+        lms["generator"].answers = itertools.repeat({"answer": "Dijon", "supporting_passages": [1]})
+        assign(module, lms)
+
+    monkeypatch.setattr(runtime, "assign_lms", give)
+
+
+@pytest.fixture(scope="session")
+def tracking_uri(tmp_path_factory) -> str:
+    """One MLflow store for the session's `sharp eval` runs (creating a store takes seconds)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'ml.db'}"
