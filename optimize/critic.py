@@ -28,6 +28,7 @@ from optimize.metrics import calibration, evidence_complete
 from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD as DEFAULT_THRESHOLD
 from program.errors import ConfigError
 from program.evidence import format_evidence
+from program.lm.failures import is_service_failure
 from program.sharp import SharpConfig, critic_lm_config, critic_stops, read_critique
 from program.steps import RECOVERABLE, adapter_settings, check_question
 from program.types import Passage
@@ -171,6 +172,8 @@ def harvest(program: dspy.Module, examples: Iterable[Any]) -> list[dspy.Example]
         try:
             pred = runner(question=ex.question)
         except RECOVERABLE as exc:
+            if is_service_failure(exc):  # the LM is down or failing: no critique to harvest from anything
+                raise
             log.warning("question %s failed while harvesting critiques: %s", getattr(ex, "id", "?"), exc)
             continue
         found = critique_cases(ex, pred, plog.by_id, chars)
@@ -336,6 +339,8 @@ def evaluate_critic(critic: CriticProgram, cases: Sequence[Any], threshold: floa
         try:
             pred = critic(**case.inputs())
         except RECOVERABLE as exc:
+            if is_service_failure(exc):  # not the critic's answer: scoring its fallback would be false
+                raise
             log.debug("critic failed on %s: %s", case.id, exc)
             pred, errors = None, errors + 1
         crit = read_critique_of(pred)

@@ -100,6 +100,8 @@ def arena(
         programs = program_entrants(program or [], rt.workspace)
         if report_only:
             no_tracking = True
+        else:
+            o.check_lms(lm_cfg, *(("judge",) if judge else ()))  # before any index or model loads
         if not no_tracking:
             tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
         spec = ArenaSpec(
@@ -123,6 +125,9 @@ def arena(
     except SharpError as exc:
         render.err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    from experiments.evaluation import failure_note
+
+    notes = [failure_note(r.rows, f"{s}: ") for s, r in result.results.items()]
     if as_json:
         sys.stdout.write(
             json.dumps(
@@ -137,6 +142,7 @@ def arena(
             )
             + "\n"
         )
+        o.exit_if_failed(notes)
         return
     table = {s: e["metrics"] for s, e in result.summary["systems"].items()}
     render.console.print(render.metrics_table(table, f"arena on {dataset} {split}"))
@@ -147,6 +153,7 @@ def arena(
     for system, why in result.skipped.items():
         render.err_console.print(f"[yellow]not run:[/yellow] {system}: {why}")
     render.console.print(f"report: {result.report} (plots in {result.folder})")
+    o.exit_if_failed(notes)
 
 
 def program_entrants(refs: list[str], workspace: Path) -> dict[str, str]:
