@@ -96,12 +96,12 @@ def arena(
             generator_lm=generator_lm,
             judge_lm=judge_lm,
         )
+        if not report_only:  # a server that is down fails now, before any index or model loads
+            o.check_lms(lm_cfg, *(("judge",) if judge else ()))
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever=o.parse_sets(retriever_set))
         programs = program_entrants(program or [], rt.workspace)
         if report_only:
             no_tracking = True
-        else:
-            o.check_lms(lm_cfg, *(("judge",) if judge else ()))  # before any index or model loads
         if not no_tracking:
             tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
         spec = ArenaSpec(

@@ -5,7 +5,7 @@ DSPy's cache to a later run."""
 from __future__ import annotations
 
 import pytest
-from doubles import KeywordRetriever, ScriptedLM, assign
+from doubles import KeywordRetriever, RaisingLM, ScriptedLM, assign
 from fake_openai import sharp_answer
 
 from program.errors import LMError, LMProviderError, LMUnavailableError
@@ -79,16 +79,6 @@ def test_garbage_replies_are_answered_around_and_never_replayed_from_the_cache(f
         pred = sharp_on(fake_openai.base)(question=Q)
     assert len(fake_openai.requests) == first + 3 and pred.answer == "American"
     assert pred.cost["cached_calls"] == 3
-
-
-class RaisingLM(ScriptedLM):
-    def __init__(self, role: str, exc: Exception):
-        super().__init__(role, [])
-        self.exc = exc
-
-    def forward(self, prompt=None, messages=None, **kwargs):
-        self.calls += 1
-        raise self.exc
 
 
 def run_with_critic(critic_lm):
