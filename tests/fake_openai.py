@@ -69,7 +69,7 @@ class FakeOpenAI:
 
             def do_GET(self):
                 fake.gets.append(self.path)
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": "local", "object": "model"}]})
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})

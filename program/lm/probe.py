@@ -4,8 +4,10 @@ A command pointed at a server that is down (or at a wrong port or host) would ot
 index and an embedding model first, then fail every question. ``check_endpoints`` asks each
 distinct ``api_base`` of the roles a command uses for ``GET {api_base}/models`` (what OpenAI-compatible
 servers, ``sharp lm serve`` included, answer). Any HTTP answer, even 401 or 404, means something
-listens there and the first real call will tell the rest; no answer at all (refused, unknown host,
-timeout, not HTTP) is an :class:`LMUnavailableError` naming the URL and how to start the server.
+listens there and the first real call will tell the rest (a 404 is logged as a likely wrong path: a
+server without that route must still work, so it does not stop the command); no answer at all
+(refused, unknown host, timeout, not HTTP) is an :class:`LMUnavailableError` naming the URL and how
+to start the server.
 No key is sent: the probe needs none and so cannot leak one.
 """
 
@@ -25,7 +27,7 @@ from program.lm.specs import LMSpec
 
 log = logging.getLogger(__name__)
 
-PROBE_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 10.0
 
 
 def check_endpoint(api_base: str, timeout_s: float = PROBE_TIMEOUT_S, model: str | None = None) -> None:
@@ -34,8 +36,14 @@ def check_endpoint(api_base: str, timeout_s: float = PROBE_TIMEOUT_S, model: str
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout_s):
             pass
-    except urllib.error.HTTPError:  # an HTTP status: the server is there (the route may need a key)
-        pass
+    except urllib.error.HTTPError as exc:  # an HTTP status: something is there (the route may need a key)
+        if exc.code == 404:  # a server, but not OpenAI's API at this path: the calls will say more
+            log.warning(
+                "%s answers, but not as an OpenAI-compatible API (GET %s: HTTP 404); check that --api-base "
+                "ends where the API does (usually /v1)",
+                api_base,
+                url,
+            )
     except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
         if isinstance(reason, (socket.timeout, TimeoutError)):

@@ -61,11 +61,13 @@ def test_service_failures_are_told_apart_from_the_models_failures(exc, service):
     assert is_service_failure(exc) is service
 
 
-def test_probe_passes_for_a_server_that_answers(fake_openai):
-    check_endpoint(fake_openai.base)
-    assert fake_openai.gets == ["/v1/models"] and fake_openai.requests == []  # no completion is spent
-    fake_openai.base_wrong_route = fake_openai.base.replace("/v1", "/nowhere")
-    check_endpoint(fake_openai.base_wrong_route)  # an HTTP 404 still means a server is there
+def test_probe_passes_for_a_server_that_answers(fake_openai, caplog):
+    with caplog.at_level("WARNING", logger="program.lm.probe"):
+        check_endpoint(fake_openai.base)
+        assert fake_openai.gets == ["/v1/models"] and fake_openai.requests == []  # no completion is spent
+        assert caplog.text == ""
+        check_endpoint(fake_openai.base.replace("/v1", ""))  # a 404: a server is there, likely a wrong path
+    assert "not as an OpenAI-compatible API" in caplog.text and "/v1" in caplog.text
 
 
 def test_probe_names_the_url_and_how_to_start_the_server(closed_port_base):
