@@ -30,6 +30,14 @@ def test_an_empty_reply_is_retried_and_the_good_reply_returned(fake_openai):
     assert lm("hello") == ["reply 2"] and len(fake_openai.requests) == 2  # the good reply is cached
 
 
+def test_the_async_path_retries_an_empty_reply_too(fake_openai):
+    import asyncio
+
+    fake_openai.script = ["empty"]
+    assert asyncio.run(make_lm(fake_openai.base).acall("hello")) == ["reply 2"]
+    assert len(fake_openai.requests) == 2
+
+
 def test_empty_replies_fail_the_call_and_are_not_cached(fake_openai):
     fake_openai.mode = "empty"
     lm = make_lm(fake_openai.base)
