@@ -3,7 +3,7 @@
 Each system's per-question rows go to ``<workspace>/reports/arena-<name>/results/<system>.jsonl``
 through :func:`optimize.evaluate.evaluate` (with the settings as the file's meta), so an
 interrupted arena continues where it stopped, and a system whose file already holds every
-question is not built, let alone rerun. The report (tables, plots) is rebuilt from the files.
+question answered is not built, let alone rerun (a failed question is retried). The report (tables, plots) is rebuilt from the files.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from experiments import report, tracking
 from experiments.runtime import config_hash
-from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate, read_rows
+from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate, is_failed, read_rows
 from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
 from program.errors import ConfigError, ModelFileError, SharpError
@@ -189,7 +189,9 @@ def settings_for(
 
 
 def is_finished(path: Path, examples: list, compact: Path | None = None) -> bool:
-    return len(finished_rows(path, [e.id for e in examples], compact)) == len(examples)
+    """Every question answered (a failed question is not: the system is built again to retry it)."""
+    rows = finished_rows(path, [e.id for e in examples], compact)
+    return len(rows) == len(examples) and not any(is_failed(r) for r in rows)
 
 
 def compact_file(spec: ArenaSpec, system: str) -> Path | None:

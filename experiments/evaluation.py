@@ -11,7 +11,7 @@ import dspy
 
 from experiments import tracking
 from experiments.runtime import Runtime, config_hash
-from optimize.evaluate import EvalResult, evaluate
+from optimize.evaluate import EvalResult, evaluate, is_failed
 
 log = logging.getLogger(__name__)
 
@@ -83,3 +83,17 @@ def log_to_mlflow(
         {"metrics": result.metrics, "by_type": result.by_type, "settings": settings}, f"{prefix}summary.json"
     )
     tracking.log_file(results_path, artifact_path="results")
+
+
+def failure_note(rows: list[dict], label: str = "") -> str | None:
+    """What to tell the user when questions failed (None when none did): how many, the first cause."""
+    failed = [r for r in rows if is_failed(r)]
+    if not failed:
+        return None
+    first = failed[0].get("error") or next(
+        (t["error"] for t in failed[0].get("trace") or [] if isinstance(t, dict) and t.get("error")), "?"
+    )
+    return (
+        f"{label}{len(failed)} of {len(rows)} questions failed (not answered; counted in 'errors'); the first: "
+        f"{first}. A rerun of the same command retries them."
+    )

@@ -93,6 +93,29 @@ def lm_config(
     return base.with_overrides(lm=lm, api_base=api_base, **{k: v for k, v in roles.items() if v is not None})
 
 
+# The roles whose LMs answer questions (every system's predictors map to one of these).
+SYSTEM_ROLES = ("planner", "critic", "generator")
+
+
+def check_lms(lm_cfg: Any, *extra_roles: str) -> None:
+    """Fail now, before any index or model is loaded, when an LM server these roles call is not there."""
+    from program.lm.probe import check_endpoints
+
+    check_endpoints(lm_cfg, (*SYSTEM_ROLES, *extra_roles))
+
+
+def exit_if_failed(notes: list[str | None]) -> None:
+    """After the results are shown and logged: exit 1, saying why, when questions failed (notes from
+    experiments.evaluation.failure_note; None where none did)."""
+    notes = [n for n in notes if n]
+    if notes:
+        from experiments.render import err_console
+
+        for note in notes:
+            err_console.print(f"[red]failed questions:[/red] {note}")
+        raise typer.Exit(1)
+
+
 def runtime(
     dataset: str,
     data_dir: Path | None,

@@ -29,6 +29,7 @@ from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD as DEFAULT_THRESHOLD
 from program.critique import critic_stops, read_critique
 from program.errors import ConfigError
 from program.evidence import format_evidence
+from program.lm.failures import is_service_failure
 from program.sharp import SharpConfig
 from program.steps import RECOVERABLE, adapter_settings, check_question
 from program.types import Passage
@@ -174,6 +175,8 @@ def harvest(program: dspy.Module, examples: Iterable[Any]) -> list[dspy.Example]
         try:
             pred = runner(question=ex.question)
         except RECOVERABLE as exc:
+            if is_service_failure(exc):  # the LM is down or failing: no critique to harvest from anything
+                raise
             log.warning("question %s failed while harvesting critiques: %s", getattr(ex, "id", "?"), exc)
             continue
         found = critique_cases(ex, pred, plog.by_id, chars)
@@ -339,6 +342,8 @@ def evaluate_critic(critic: CriticProgram, cases: Sequence[Any], threshold: floa
         try:
             pred = critic(**case.inputs())
         except RECOVERABLE as exc:
+            if is_service_failure(exc):  # not the critic's answer: scoring its fallback would be false
+                raise
             log.debug("critic failed on %s: %s", case.id, exc)
             pred, errors = None, errors + 1
         crit = read_critique_of(pred)

@@ -4,6 +4,11 @@ Each finished question is appended to a JSONL file at once, so an interrupted ru
 where it stopped; a run whose settings differ from the file's is refused (start a fresh file).
 A full disk or a read-only folder stops the run with a StorageError naming the file, and never
 leaves half a row or half a file behind (appends are undone, rewrites are atomic).
+
+A question whose system raised (in particular a failure of the LM service: see program/steps.py)
+is kept as a *failed* row (``error`` set, ``stop_reason`` "error"), counted in ``errors``, and
+never taken as done: a resumed run retries it. When several questions in a row fail, the run stops
+(the LM is down, most likely) instead of failing the rest one by one.
 """
 
 from __future__ import annotations
@@ -33,6 +38,50 @@ HEADLINE = ("em", "f1", "all_gold", "recall")
 
 class ResultsMismatchError(SharpError):
     """A results file was written by a run with other settings."""
+
+
+class RunAbortedError(SharpError):
+    """A run stopped because too many questions in a row failed (their rows are kept; a rerun resumes)."""
+
+
+# Default of evaluate(max_failed_in_a_row): a dead endpoint fails every question, each after its
+# retries and back-offs; a few in a row is the signal to stop and say why.
+MAX_FAILED_IN_A_ROW = 5
+# Errors that a step of a results file written before failed questions existed recorded for a failure of
+# the LM service, while the question went on to the fallback answer ("unknown"): such a row is a failed
+# question too, so a resumed run retries it.
+_SERVICE_ERRORS = ("LMUnavailableError:", "LMTimeoutError:", "LMProviderError:", "LMEmptyReplyError:")
+
+
+def service_failed(steps: Iterable[Any]) -> bool:
+    """Whether a step of these recorded a failure of the LM service (a row of an older run)."""
+    return any(isinstance(t, dict) and str(t.get("error") or "").startswith(_SERVICE_ERRORS) for t in steps)
+
+
+def is_failed(row: dict) -> bool:
+    """Whether a result row is a failed question rather than an answer (see the module docstring)."""
+    return row.get("error") is not None or service_failed(row.get("trace") or [])
+
+
+@dataclass
+class FailureStreak:
+    """Counts questions that failed one after another; past ``limit`` (None: never), stops the run."""
+
+    limit: int | None
+    where: str = "the results so far"
+    count: int = 0
+
+    def see(self, failed: bool, error: str | None = None) -> None:
+        if not failed:
+            self.count = 0
+            return
+        self.count += 1
+        if self.limit is not None and self.count >= self.limit:
+            raise RunAbortedError(
+                f"stopped after {self.count} questions in a row failed; the last one: {error}. "
+                f"{self.where} are kept: fix the cause and rerun the same command to resume "
+                "(failed questions are retried)"
+            )
 
 
 @dataclass
@@ -83,7 +132,7 @@ def aggregate(rows: Sequence[dict], seed: int = 0) -> dict:
     calls = sum(r.get("lm_calls", 0) for r in rows)
     out["cached_calls"] = sum(r.get("cached_calls", 0) for r in rows)
     out["cached_share"] = out["cached_calls"] / calls if calls else 0.0
-    out["errors"] = sum(r.get("error") is not None for r in rows)
+    out["errors"] = sum(is_failed(r) for r in rows)
     out.update(
         {f"critic_{k}": v for k, v in calibration([p for r in rows for p in r.get("critic_points", [])]).items()}
     )
@@ -342,11 +391,14 @@ def evaluate(
     seed: int = 0,
     row_fn: Callable[[Any, Any], dict] = question_row,
     compact_path: str | Path | None = None,
+    max_failed_in_a_row: int | None = MAX_FAILED_IN_A_ROW,
 ) -> EvalResult:
     """Run ``system(question=...)`` on each example; keep each row as it finishes; aggregate.
 
     ``compact_path``: also keep each row's :func:`compact_row` there (a file to commit), and count the
-    questions it holds as done when the full results file lacks them."""
+    questions it holds as done when the full results file lacks them. Questions that failed in an earlier
+    run are asked again; ``max_failed_in_a_row`` failures one after another stop the run with
+    :class:`RunAbortedError` (None: never stop)."""
     examples = list(examples)
     done: dict[str, dict] = {}
     path = Path(results_path) if results_path else None
@@ -356,17 +408,20 @@ def evaluate(
             _check_writable(f.parent)
             _check_meta(f, meta)
     if path or compact:
-        done = read_rows(path, compact)
-        for f, rows in ((path, done), (compact, {i: compact_row(r) for i, r in done.items()})):
+        latest = read_rows(path, compact)  # a retried question's last row wins
+        for f, rows in ((path, latest), (compact, {i: compact_row(r) for i, r in latest.items()})):
             if f and (f.exists() or rows):  # rewritten whole: a line cut by a kill goes, the two files agree
                 _write_atomic(f, "".join(json.dumps(r, default=str) + "\n" for r in rows.values()))
-        if done:
+        done = {i: r for i, r in latest.items() if not is_failed(r)}
+        if latest:
+            ids = {getattr(e, "id", None) for e in examples}
             log.info(
-                "resuming %s: %d of %d questions already done (%d rows in the file)",
+                "resuming %s: %d of %d questions already done (%d rows in the file); %d failed before and are retried",
                 path or compact,
-                sum(1 for e in examples if getattr(e, "id", None) in done),
+                len(ids & done.keys()),
                 len(examples),
-                len(done),
+                len(latest),
+                len(ids & (latest.keys() - done.keys())),
             )
     todo = [ex for ex in examples if getattr(ex, "id", None) not in done]
     lock = threading.Lock()
@@ -386,13 +441,16 @@ def evaluate(
                 _append(compact, json.dumps(compact_row(row), default=str) + "\n")
         return row
 
-    new_rows = _run(one, todo, threads, progress)
+    streak = FailureStreak(max_failed_in_a_row, f"the rows so far (in {path})" if path else "the rows so far")
+    new_rows = _run(one, todo, threads, progress, streak)
     by_id = {**done, **{r["id"]: r for r in new_rows}}
     rows = [by_id[ex.id] for ex in examples if getattr(ex, "id", None) in by_id]
     return EvalResult(rows=rows, metrics=aggregate(rows, seed), by_type=by_type(rows, seed))
 
 
-def _run(fn: Callable[[Any], dict], items: list, threads: int, progress: bool) -> list[dict]:
+def _run(
+    fn: Callable[[Any], dict], items: list, threads: int, progress: bool, streak: FailureStreak | None = None
+) -> list[dict]:
     if not items:
         return []
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -410,4 +468,6 @@ def _run(fn: Callable[[Any], dict], items: list, threads: int, progress: bool) -
         for row in run_each(fn, items, threads):
             rows.append(row)
             bar.update(task, advance=1, em=sum(r["em"] for r in rows) / len(rows))
+            if streak is not None:
+                streak.see(is_failed(row), row.get("error"))
     return rows

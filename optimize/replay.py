@@ -27,7 +27,15 @@ from typing import Any
 
 import dspy
 
-from optimize.evaluate import EvalResult, aggregate, by_type, error_row
+from optimize.evaluate import (
+    MAX_FAILED_IN_A_ROW,
+    EvalResult,
+    FailureStreak,
+    aggregate,
+    by_type,
+    error_row,
+    service_failed,
+)
 from optimize.metrics import question_row
 from optimize.parallel import run_each
 from program.critique import critic_stops
@@ -93,27 +101,46 @@ def _read(path: Path) -> dict[str, dict]:
     return done
 
 
+def _failed(rec: dict) -> bool:
+    """A record of a question that failed: an error, or (a recording of an older run) a step that
+    recorded a failure of the LM service while the question went on to a fallback answer."""
+    if rec.get("error"):
+        return True
+    rounds = rec.get("rounds") or []
+    steps = [*(rec.get("head") or {}).get("steps", []), *(r.get(k) for r in rounds for k in ("critic", "generator"))]
+    return service_failed(steps)
+
+
+def _usable(rec: dict, max_retries: int) -> bool:
+    return rec.get("max_retries", -1) >= max_retries and not _failed(rec)
+
+
 def pending(examples: Sequence[Any], max_retries: int, path: str | Path | None) -> list[Any]:
-    """The examples a recording at ``path`` still lacks (or holds with fewer retries, or as errors)."""
+    """The examples a recording at ``path`` still lacks (or holds with fewer retries, or as failed)."""
     done = _read(Path(path)) if path else {}
-    return [
-        ex
-        for ex in examples
-        if not (ex.id in done and done[ex.id].get("max_retries", -1) >= max_retries and not done[ex.id].get("error"))
-    ]
+    return [ex for ex in examples if not (ex.id in done and _usable(done[ex.id], max_retries))]
 
 
 def record(
-    program: SharpRAG, examples: Sequence[Any], max_retries: int, path: str | Path | None = None, threads: int = 1
+    program: SharpRAG,
+    examples: Sequence[Any],
+    max_retries: int,
+    path: str | Path | None = None,
+    threads: int = 1,
+    max_failed_in_a_row: int | None = MAX_FAILED_IN_A_ROW,
 ) -> dict[str, dict]:
-    """Record every example (resuming from ``path``); return id -> record."""
+    """Record every example (resuming from ``path``); return id -> record.
+
+    A question that raised (a failure of the LM service among others: program/steps.py) is kept as
+    a record with ``error`` set, scored as a failed row, and recorded again by a resumed run;
+    ``max_failed_in_a_row`` failures one after another stop the recording (RunAbortedError)."""
     if not isinstance(program, SharpRAG):
         raise ConfigError(f"replay records SHARP trajectories; {type(program).__name__} has no retry loop")
     if max_retries < 0:
         raise ConfigError(f"max_retries must be >= 0, got {max_retries}")
     path = Path(path) if path else None
     done = _read(path) if path else {}
-    done = {k: v for k, v in done.items() if v.get("max_retries", -1) >= max_retries and not v.get("error")}
+    done = {k: v for k, v in done.items() if _usable(v, max_retries)}
     todo = [ex for ex in examples if ex.id not in done]
     lock = threading.Lock()
     if path:
@@ -135,8 +162,10 @@ def record(
                 fh.write(json.dumps(rec, default=str) + "\n")
         return rec
 
+    streak = FailureStreak(max_failed_in_a_row, f"the records so far (in {path})" if path else "the records so far")
     for rec in run_each(one, todo, threads):
         done[rec["id"]] = rec
+        streak.see(bool(rec.get("error")), rec.get("error"))
     return done
 
 

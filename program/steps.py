@@ -1,7 +1,18 @@
 """Run one predictor call as a traced step: its own ledger slice, timing, and error capture.
 
-A weak model returns unparseable fields; an endpoint times out. Those are recorded in the step
-and the caller falls back; they never crash a batch. Anything else is a bug and propagates.
+Two kinds of failure, two outcomes (the rule every system follows):
+
+* the *model* failed: its reply does not parse (a weak model's garbage), or the prompt does not fit
+  its context window. The step records the error, the reply is dropped from DSPy's cache (so a
+  later run asks again instead of replaying it), and the caller falls back (an unparseable critic
+  reads as "insufficient", an unparseable generator salvages what it can or answers "unknown").
+* the *LM service* failed (:func:`program.lm.failures.is_service_failure`): unreachable, timed out,
+  an HTTP error, a body that is not JSON, an empty reply, each after the LM's own retries. Then the
+  question was not answered at all: the step is recorded and the error propagates, so the question
+  is *failed* (an evaluation keeps it as an error row and a resumed run retries it; ``sharp ask``
+  exits with the error) instead of being scored as the fallback's "unknown".
+
+Anything else is a bug and propagates.
 """
 
 from __future__ import annotations
@@ -19,6 +30,8 @@ from dspy.utils.exceptions import AdapterParseError, DSPyError
 from program.config import StrictConfig
 from program.errors import LMError, QuestionError
 from program.lm.accounting import Ledger, recording
+from program.lm.cache import forget, noting_replies
+from program.lm.failures import is_service_failure
 from program.types import Passage
 
 log = logging.getLogger(__name__)
@@ -79,17 +92,22 @@ class Tracer:
     ) -> tuple[dspy.Prediction | None, dict]:
         """Call ``predictor(**inputs)``; return (prediction or None on a recoverable error, step).
 
+        A failure of the LM service is recorded in the step and raised (see the module docstring).
         ``adapter="json"`` asks for JSON output (grammar-constrained where the backend supports
         it), which small models follow far more reliably for structured fields than chat markers.
         """
         t0 = time.perf_counter()
-        error, raw, pred = None, None, None
-        with recording() as calls, dspy.context(**adapter_settings(adapter)):
+        error, raw, pred, failed = None, None, None, None
+        with recording() as calls, noting_replies() as replies, dspy.context(**adapter_settings(adapter)):
             try:
                 pred = predictor(**inputs)
             except RECOVERABLE as exc:
                 error = f"{type(exc).__name__}: {exc}"[:500]
-                raw = getattr(exc, "lm_response", None)
+                if is_service_failure(exc):
+                    failed = exc
+                else:
+                    raw = getattr(exc, "lm_response", None)
+                    forget(replies)  # not usable now, so not to be replayed to a later run
                 log.warning("%s step failed: %s", role, error)
         cost = calls.summary()
         step = self.add(
@@ -104,6 +122,9 @@ class Tracer:
         )
         if raw is not None:
             step["raw_output"] = str(raw)[:1000]
+        if failed is not None:
+            step["lm_failure"] = True
+            raise failed
         return pred, step
 
 

@@ -46,6 +46,19 @@ class GarbageLM(ScriptedLM):
         self.answers = itertools.repeat({"nonsense": "@@@ ignore this %%%"})
 
 
+class RaisingLM(ScriptedLM):
+    """Raises ``exc`` on every call, as SharpLM does once its retries are spent (e.g. LMUnavailableError
+    for a server that is down)."""
+
+    def __init__(self, role: str, exc: Exception):
+        super().__init__(role, [])
+        self.exc = exc
+
+    def forward(self, prompt=None, messages=None, **kwargs):
+        self.calls += 1
+        raise self.exc
+
+
 def assign(program: dspy.Module, lms: dict[str, dspy.BaseLM]) -> None:
     """Give each predictor the LM named by the first dotted segment of its name, else its role's
     (program.lm.roles.role_of: SHARP's bridge step runs on the planner's LM)."""

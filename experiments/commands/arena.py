@@ -104,6 +104,8 @@ def arena(
             generator_lm=generator_lm,
             judge_lm=judge_lm,
         )
+        if not report_only:  # a server that is down fails now, before any index or model loads
+            o.check_lms(lm_cfg, *(("judge",) if judge else ()))
         retriever = o.parse_sets(retriever_set)
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever, chroma_url)
         programs = program_entrants(program or [], rt.workspace)
@@ -133,6 +135,9 @@ def arena(
     except SharpError as exc:
         render.err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    from experiments.evaluation import failure_note
+
+    notes = [failure_note(r.rows, f"{s}: ") for s, r in result.results.items()]
     if as_json:
         sys.stdout.write(
             json.dumps(
@@ -147,6 +152,7 @@ def arena(
             )
             + "\n"
         )
+        o.exit_if_failed(notes)
         return
     table = {s: e["metrics"] for s, e in result.summary["systems"].items()}
     render.console.print(render.metrics_table(table, f"arena on {dataset} {split}"))
@@ -157,6 +163,7 @@ def arena(
     for system, why in result.skipped.items():
         render.err_console.print(f"[yellow]not run:[/yellow] {system}: {why}")
     render.console.print(f"report: {result.report} (plots in {result.folder})")
+    o.exit_if_failed(notes)
 
 
 def program_entrants(refs: list[str], workspace: Path) -> dict[str, str]:

@@ -142,6 +142,7 @@ def register(app: typer.Typer) -> None:
                 generator_lm=generator_lm,
                 proposer_lm=proposer_lm,
             )
+            o.check_lms(lm_cfg, "proposer")  # a server that is down fails now, before any index or model loads
             rt = o.runtime(
                 dataset,
                 data_dir,
@@ -243,6 +244,7 @@ def register(app: typer.Typer) -> None:
             lm_cfg = o.lm_config(
                 lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm, generator_lm=generator_lm
             )
+            o.check_lms(lm_cfg)  # a server that is down fails now, before any index or model loads
             rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir)
             tracking.configure(tracking_uri, rt.workspace, experiment)  # fail fast, before any LM work
             out = tune_from_runtime(

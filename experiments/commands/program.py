@@ -47,6 +47,7 @@ def ask(
         lm_cfg = o.lm_config(
             lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm, generator_lm=generator_lm
         )
+        o.check_lms(lm_cfg)  # a server that is down fails now, before the index and models load
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, chroma_url=chroma_url)
         if program:
             from experiments.export import resolve_program_path
@@ -96,13 +97,14 @@ def eval_(
 ) -> None:
     """Evaluate a system on a split; resumable; one MLflow run with config, metrics and the per-question table."""
     from experiments import render, tracking
-    from experiments.evaluation import build, log_to_mlflow, run_eval
+    from experiments.evaluation import build, failure_note, log_to_mlflow, run_eval
     from program.errors import SharpError
 
     try:
         lm_cfg = o.lm_config(
             lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm, generator_lm=generator_lm
         )
+        o.check_lms(lm_cfg)  # a server that is down fails now, before the index and models load
         rt = o.runtime(
             dataset,
             data_dir,
@@ -145,6 +147,7 @@ def eval_(
     else:
         render.console.print(render.metrics_table({name: result.metrics}, f"{name} on {dataset} {split}"))
         render.console.print(f"results: {path}")
+    o.exit_if_failed([failure_note(result.rows)])
 
 
 def demo(
@@ -162,11 +165,14 @@ def demo(
 ) -> None:
     """The main job: build the index if needed, run SHARP and plain RAG on a seeded sample, compare."""
     from experiments import render, tracking
-    from experiments.evaluation import log_to_mlflow, run_eval
+    from experiments.evaluation import failure_note, log_to_mlflow, run_eval
     from program.errors import IndexMissingError, SharpError
+
+    notes: list[str | None] = []
 
     try:
         lm_cfg = o.lm_config(None, lm, api_base, critic_lm=critic_lm)
+        o.check_lms(lm_cfg)  # a server that is down fails now, before the index is built or models load
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, chroma_url=chroma_url)
         uri = tracking.configure(tracking_uri, rt.workspace)
         try:
@@ -189,6 +195,7 @@ def demo(
                     mlflow.log_params(tracking.flatten(settings))
                     log_to_mlflow(result, settings, module, path)
                 results[name] = result.metrics
+                notes.append(failure_note(result.rows, f"{name}: "))
     except SharpError as exc:
         _fail(exc)
     render.console.print(
@@ -197,6 +204,7 @@ def demo(
     render.console.print(
         f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {uri}) then open http://127.0.0.1:5000"
     )
+    o.exit_if_failed(notes)
 
 
 def register(app: typer.Typer) -> None:

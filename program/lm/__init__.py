@@ -12,7 +12,7 @@ Every call made through these LMs appends a :class:`CallRecord` to the open ledg
 from program.lm.accounting import CallRecord, Ledger, record, recording, summarize
 from program.lm.cache import cold_cache, use_cache_dir
 from program.lm.factory import SharpLM, build_lm
-from program.lm.failures import LMContextOverflowError, redact
+from program.lm.failures import LMContextOverflowError, LMEmptyReplyError, is_service_failure, redact
 from program.lm.local_files import (
     get_local_model,
     model_cache_dir,
@@ -46,6 +46,7 @@ __all__ = [
     "CallRecord",
     "LMConfig",
     "LMContextOverflowError",
+    "LMEmptyReplyError",
     "LMOverride",
     "LMSpec",
     "Ledger",
@@ -56,6 +57,7 @@ __all__ = [
     "build_lm",
     "cold_cache",
     "get_local_model",
+    "is_service_failure",
     "model_cache_dir",
     "model_path",
     "model_status",

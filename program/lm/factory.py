@@ -1,8 +1,10 @@
 """Build DSPy LMs from specs. Every call is accounted; failures become the project's errors.
 
 ``SharpLM`` is a ``dspy.LM`` (so DSPy's cache, history, callbacks and adapters work unchanged)
-that writes one :class:`CallRecord` per call, retries timeouts and server errors with back-off,
-and maps every failure to :mod:`program.errors`. Local models run through a custom DSPy engine
+that writes one :class:`CallRecord` per call, retries timeouts, server errors and empty replies with
+back-off, and maps every failure to :mod:`program.errors`. An empty reply is a failure, never an
+answer, and is not left in DSPy's cache; each call's cache key is noted so that a step that cannot
+parse the reply drops it too (:mod:`program.lm.cache`). Local models run through a custom DSPy engine
 (:class:`program.lm.local.LocalEngine`); everything else goes through DSPy's own engines
 (lm15 or LiteLLM).
 """
@@ -21,8 +23,10 @@ from dspy.utils.callback import with_callbacks
 
 from program.errors import ConfigError, LMError
 from program.lm.accounting import CallRecord, record
+from program.lm.cache import forget, note_reply, reply_key
 from program.lm.failures import (
     RETRYABLE,
+    LMEmptyReplyError,
     classify,
     project_error,
     redact,
@@ -123,11 +127,19 @@ class SharpLM(dspy.LM):
             raise exc
         raise error from None  # the cause may carry request details; the message says enough
 
-    def _run(self, attempt_fn: Callable[[], Any]) -> Any:
+    def _check_reply(self, result: Any, key: str | None) -> None:
+        """An empty reply is a failure of the endpoint, not an answer: drop it from the cache (so a retry
+        or a later run asks again) and raise, to be retried like a server error."""
+        if not _has_text(result.outputs):
+            forget([key])
+            raise LMEmptyReplyError(f"{self.model}: the reply has no text")
+
+    def _run(self, attempt_fn: Callable[[], Any], key: str | None) -> Any:
         started = time.perf_counter()
         for attempt in range(self.spec.num_retries + 1):
             try:
                 result = attempt_fn()
+                self._check_reply(result, key)
             except Exception as exc:
                 time.sleep(self._after_failure(exc, attempt, started))
                 continue
@@ -135,13 +147,14 @@ class SharpLM(dspy.LM):
             return result
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def _arun(self, attempt_fn: Callable[[], Any]) -> Any:
+    async def _arun(self, attempt_fn: Callable[[], Any], key: str | None) -> Any:
         import asyncio
 
         started = time.perf_counter()
         for attempt in range(self.spec.num_retries + 1):
             try:
                 result = await attempt_fn()
+                self._check_reply(result, key)
             except Exception as exc:
                 await asyncio.sleep(self._after_failure(exc, attempt, started))
                 continue
@@ -152,14 +165,18 @@ class SharpLM(dspy.LM):
     @with_callbacks
     def __call__(self, prompt=None, *, messages=None, **kwargs):
         call = prepare(self, prompt, messages, kwargs)
-        return finalize(self, call, self._run(lambda: execute(self, call)))
+        key = reply_key(self, call)
+        note_reply(key)  # a step that cannot use the reply drops it from the cache (program.steps)
+        return finalize(self, call, self._run(lambda: execute(self, call), key))
 
     @with_callbacks
     async def acall(self, prompt=None, *, messages=None, **kwargs):
         import asyncio
 
         call = await asyncio.to_thread(prepare, self, prompt, messages, kwargs, asynchronous=True)
-        return finalize(self, call, await self._arun(lambda: aexecute(self, call)))
+        key = reply_key(self, call, asynchronous=True)
+        note_reply(key)
+        return finalize(self, call, await self._arun(lambda: aexecute(self, call), key))
 
     # -- capabilities: a `sharp lm serve` server enforces JSON schemas like the in-process engine --
     @property
@@ -191,6 +208,15 @@ class SharpLM(dspy.LM):
     @classmethod
     def load_state(cls, state: dict, *, allow_custom_lm_class: bool = False) -> SharpLM:
         return build_lm(LMSpec.from_mapping(state["spec"]), state.get("role", "default"))
+
+
+def _has_text(outputs: list) -> bool:
+    """Whether any output carries text (or a tool call); an empty list has none."""
+    for out in outputs or []:
+        text = out.get("text") if isinstance(out, dict) else out
+        if (isinstance(text, str) and text.strip()) or (isinstance(out, dict) and out.get("tool_calls")):
+            return True
+    return False
 
 
 def _api_key(spec: LMSpec) -> str | None:

@@ -26,8 +26,28 @@ class LMContextOverflowError(LMProviderError):
     """The prompt plus max_tokens does not fit the model's context window."""
 
 
+class LMEmptyReplyError(LMProviderError):
+    """The endpoint answered with no text at all (empty or null content, no tool call)."""
+
+
 # Kinds worth retrying with back-off: the same request may succeed in a moment.
-RETRYABLE = frozenset({"timeout", "server"})
+RETRYABLE = frozenset({"timeout", "server", "empty"})
+
+
+def is_service_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure of the LM *service* rather than of the model's reply.
+
+    The rule every system follows (program.steps.Tracer.call): an LM call that raised one of the
+    project's LMErrors after its retries (unreachable, timeout, HTTP 4xx/5xx, a body that is not
+    JSON, an empty reply), or a DSPy LM error we could not map, means the question was not answered
+    and fails it. Two kinds are not: a reply that does not parse (AdapterParseError, a weak model's
+    garbage) and a prompt too long for the context window (the same prompt fails every time), which
+    the program answers around with its fallbacks.
+    """
+    if isinstance(exc, (LMContextOverflowError, dx.ContextWindowExceededError)):
+        return False
+    return isinstance(exc, (LMError, dx.LMError))
+
 
 SERVE_HINT = (
     "if this is the local model server, start it with `sharp lm serve --model local/qwen2.5-coder-1.5b "
@@ -67,8 +87,10 @@ def project_error(exc: BaseException) -> SharpError | None:
 
 
 def classify(exc: BaseException) -> str:
-    """One of: timeout, unavailable, server, rate_limit, auth, not_found, context, invalid, provider, other."""
+    """One of: timeout, unavailable, server, empty, rate_limit, auth, not_found, context, invalid, provider, other."""
     for e in _chain(exc):
+        if isinstance(e, LMEmptyReplyError):
+            return "empty"
         if isinstance(e, (LMContextOverflowError, dx.ContextWindowExceededError)):
             return "context"
         if isinstance(e, (ConnectionRefusedError, LMUnavailableError)) or type(e).__name__ == "ConnectError":
@@ -138,6 +160,11 @@ def to_project_error(
         return LMProviderError(
             f"{where} does not know this model or route: {detail}. Check the model name "
             "(a `sharp lm serve` server answers to openai/local)."
+        )
+    if kind == "empty":
+        return LMEmptyReplyError(
+            f"{where} returned an empty reply (no text) after {attempts} attempt{'s' if attempts != 1 else ''}; "
+            "check the server's log and that it serves this model"
         )
     if kind == "server":
         return LMProviderError(

@@ -243,6 +243,7 @@ def test_cli_unknown_system_and_a_full_run(tmp_path, monkeypatch):
     assert bad.exit_code == 2 and "valid systems" in bad.output and "self-rag" in bad.output
     monkeypatch.setattr(options, "runtime", lambda *a, **k: FakeRuntime(tmp_path))
     monkeypatch.setattr(options, "lm_config", lambda *a, **k: LMSummary())
+    monkeypatch.setattr(options, "check_lms", lambda *a, **k: None)  # scripted LMs: no server to probe
     ok = runner.invoke(
         app, ["arena", "--systems", "vanilla,crag", "--limit", "2", "--set", "crag.k=2", "--no-tracking", "--json"]
     )
@@ -433,3 +434,29 @@ def test_cli_retriever_set_is_checked_before_any_work(tmp_path):
         unknown = runner.invoke(app, [*command, "--workspace", str(tmp_path), "--retriever-set", "hops=1"])
         assert unknown.exit_code == 2 and "second_hop" in unknown.output  # the error lists the valid keys
     assert not (tmp_path / "indexes").exists() and not (tmp_path / "reports").exists()
+
+
+class DownRuntime(FakeRuntime):
+    """The generator's server is down: every LM call of that role fails."""
+
+    @staticmethod
+    def _lm(pname):
+        from doubles import RaisingLM
+
+        from program.errors import LMUnavailableError
+
+        if pname.startswith("generator"):
+            return RaisingLM("generator", LMUnavailableError("cannot reach the generator's server"))
+        return FakeRuntime._lm(pname)
+
+
+def test_failed_questions_leave_a_system_unfinished_and_a_rerun_answers_them(tmp_path):
+    spec = ArenaSpec(systems=("vanilla",), limit=3)
+    down = run_arena(DownRuntime(tmp_path), spec, track=False, progress=False)
+    assert down.results["vanilla"].metrics["errors"] == 3
+    assert down.summary["systems"]["vanilla"]["metrics"]["errors"] == 3
+
+    rt = FakeRuntime(tmp_path)
+    up = run_arena(rt, spec, track=False, progress=False)
+    assert up.ran == ["vanilla"] and rt.built == ["vanilla"]  # not "reused": its failed questions are retried
+    assert up.results["vanilla"].metrics["errors"] == 0 and up.results["vanilla"].metrics["em"] == pytest.approx(2 / 3)

@@ -150,3 +150,39 @@ def test_replay_equals_live_run_for_other_loop_settings(world, name):
             assert strip(a["trace"]) == strip(b["trace"]), (name, a["id"])
     steps = {s["role"] for r in recs.values() for rnd in r["rounds"] for s in rnd.get("query_steps", [])}
     assert ("bridge" in steps) == (base.bridge != "off"), steps  # the bridge ran (and replayed) where it may
+
+
+def down_critic():
+    from doubles import RaisingLM
+
+    from program.errors import LMUnavailableError
+
+    return RaisingLM("critic", LMUnavailableError("cannot reach the critic's server"))
+
+
+def test_a_question_whose_lm_failed_is_recorded_as_failed_and_recorded_again(world, tmp_path):
+    examples = world.examples()[:3]
+    path = tmp_path / "rec.jsonl"
+    prog = world.program()
+    prog.critic.lm = down = down_critic()
+    recs = record(prog, examples, max_retries=1, path=path)
+    assert all(r["error"].startswith("LMUnavailableError") for r in recs.values()) and down.calls == 3
+    scored = score(recs, examples, Policy(0.7, 1))
+    assert scored.metrics["errors"] == 3 and all(r["stop_reason"] == "error" for r in scored.rows)
+
+    lms = world.lms()
+    working = world.program()
+    world.assign(working, lms)
+    again = record(working, examples, max_retries=1, path=path)
+    assert lms["planner"].calls == 3 and not any(r["error"] for r in again.values())
+    assert score(again, examples, Policy(0.7, 1)).metrics["errors"] == 0
+
+
+def test_a_recording_stops_when_the_lm_keeps_failing(world, tmp_path):
+    from optimize.evaluate import RunAbortedError
+
+    prog = world.program()
+    prog.critic.lm = down_critic()
+    with pytest.raises(RunAbortedError, match="2 questions in a row failed"):
+        record(prog, world.examples(), max_retries=1, path=tmp_path / "rec.jsonl", max_failed_in_a_row=2)
+    assert len((tmp_path / "rec.jsonl").read_text().splitlines()) == 2

@@ -68,7 +68,7 @@ def test_server_errors_are_retried_with_backoff_then_reported(fake_openai, key_e
         ("429", "rate limited"),
         ("401", "refused the credentials"),
         ("404", "does not know this model"),
-        ("garbage", "garbled"),
+        ("not-json", "garbled"),
     ],
 )
 def test_provider_refusals_fail_once_and_clearly(fake_openai, key_env, caplog, mode, words):
