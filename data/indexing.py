@@ -21,7 +21,7 @@ from program.errors import IndexMismatchError
 from program.retrieval.bm25 import build_bm25
 from program.retrieval.config import RetrieverConfig
 from program.retrieval.dense import add_passages, delete_collection, dense_document, open_collection, stored_ids
-from program.retrieval.embedder import Embedder
+from program.retrieval.embedder import Embedder, method_of
 from program.retrieval.factory import index_command
 from program.retrieval.manifest import (
     BM25_DIR,
@@ -125,7 +125,10 @@ def build_index(
     passages = list(passages)
     _check_corpus(passages)
     corpus_hash = corpus_sha256(passages)
-    settings = config.index_settings()
+    # The embedding method is compared like the other index-time settings: resuming or reusing an
+    # index whose vectors another method made would mix vectors that do not compare.
+    method = method_of(embedder) if embedder is not None else config.embedding_method
+    settings = {**config.index_settings(), "embedding_method": method}
     if rebuild:
         _wipe(index_dir)
     manifest = read_manifest(index_dir)
@@ -148,12 +151,6 @@ def build_index(
 
     embedder = embedder or Embedder.from_config(config)
     backend = getattr(embedder, "backend", "custom")
-    if manifest is not None and manifest.get("backend") != backend:
-        log.warning(
-            "resuming a build started with backend %s using %s (same model; vectors differ by rounding)",
-            manifest.get("backend"),
-            backend,
-        )
     started = time.perf_counter()
     manifest = {
         "format": FORMAT_VERSION,

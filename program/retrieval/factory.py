@@ -12,7 +12,7 @@ from program.retrieval.base import Retriever
 from program.retrieval.bm25 import BM25Retriever
 from program.retrieval.config import RetrieverConfig
 from program.retrieval.dense import DenseRetriever
-from program.retrieval.embedder import Embedder, shared_embedder
+from program.retrieval.embedder import Embedder, method_of, shared_embedder
 from program.retrieval.hop import HopRetriever
 from program.retrieval.hybrid import HybridRetriever
 from program.retrieval.manifest import BM25_DIR, CHROMA_DIR, mismatches, read_manifest
@@ -43,7 +43,8 @@ def open_retriever(
 
     Raises IndexMissingError (no index, or an interrupted build: the message gives the command
     that builds or resumes it) and IndexMismatchError (the index was built with another
-    embedding model, text format, BM25 settings or, when ``corpus_sha256`` is given, corpus).
+    embedding model or embedding method (dense and hybrid modes), text format, BM25 settings or,
+    when ``corpus_sha256`` is given, corpus).
     """
     config = config or RetrieverConfig()
     index_dir = Path(index_dir)
@@ -58,16 +59,21 @@ def open_retriever(
             f"the index at {index_dir} is incomplete (build interrupted; {done} of "
             f"{manifest.get('num_passages', '?')} passages embedded). Resume it with: {index_command(index_dir, dataset)}"
         )
-    problems = mismatches(manifest, config.index_settings(), corpus_sha256)
+    settings = config.index_settings()
+    if config.mode != "bm25":  # queries must be embedded as the passages were
+        settings["embedding_method"] = method_of(embedder) if embedder is not None else config.embedding_method
+    problems = mismatches(manifest, settings, corpus_sha256)
     if problems:
         raise IndexMismatchError(
             f"the index at {index_dir} does not match what was asked: "
             + "; ".join(problems)
-            + f". Rebuild it with: {index_command(index_dir, dataset, rebuild=True)} "
-            "(or use the settings it was built with)"
+            + f". Rebuild it with: {index_command(index_dir, dataset, rebuild=True)}"
+            + (
+                ""
+                if "embedding_method" in settings and "embedding_method" not in manifest
+                else " (or use the settings it was built with)"
+            )
         )
-    if manifest.get("backend") != config.backend:
-        log.info("index embedded with %s; queries use %s (same model)", manifest.get("backend"), config.backend)
 
     def dense() -> DenseRetriever:
         emb = embedder or shared_embedder(config)
