@@ -130,19 +130,22 @@ def probe(index_dir: str, dataset: str, data_dir: str | None, n: int) -> dict:
     from experiments.commands.data import load_questions
     from program.retrieval import RetrieverConfig, open_retriever
 
-    base = rss_bytes()
     questions = [q.question for q in load_questions(dataset, "dev", Path(data_dir) if data_dir else None)][:n]
-    out: dict[str, Any] = {"rss_python_mib": round(base / MiB, 1)}
+    out: dict[str, Any] = {"rss_python_mib": round(rss_bytes() / MiB, 1)}
     t0 = time.perf_counter()
-    hybrid = open_retriever(index_dir, RetrieverConfig(mode="hybrid"))
-    hybrid.retrieve(questions[0], 10)  # loads the model, the HNSW index, the BM25 matrix
-    out["open_and_first_query_s"] = round(time.perf_counter() - t0, 2)
-    out["rss_after_open_mib"] = round(rss_bytes() / MiB, 1)
-    scores = hybrid.bm25._model.scores if hasattr(hybrid, "bm25") else None
-    if scores is not None:
-        out["bm25_nnz"] = int(scores["data"].size)
-        out["bm25_matrix_bytes"] = int(scores["data"].nbytes + scores["indices"].nbytes + scores["indptr"].nbytes)
-        out["bm25_vocab"] = len(hybrid.bm25._vocab)
+    dense = open_retriever(index_dir, RetrieverConfig(mode="dense"))
+    dense.retrieve(questions[0], 10)  # loads the model and the HNSW index
+    out["dense_open_and_first_query_s"] = round(time.perf_counter() - t0, 2)
+    out["rss_after_dense_mib"] = round(rss_bytes() / MiB, 1)
+    t0 = time.perf_counter()
+    bm25 = open_retriever(index_dir, RetrieverConfig(mode="bm25"))
+    bm25.retrieve(questions[0], 10)  # the BM25 matrix and the passage store
+    out["bm25_open_and_first_query_s"] = round(time.perf_counter() - t0, 2)
+    out["rss_after_bm25_mib"] = round(rss_bytes() / MiB, 1)
+    scores = bm25._model.scores
+    out["bm25_nnz"] = int(scores["data"].size)
+    out["bm25_matrix_bytes"] = int(scores["data"].nbytes + scores["indices"].nbytes + scores["indptr"].nbytes)
+    out["bm25_vocab"] = len(bm25._vocab)
     for mode in ("dense", "bm25", "hybrid"):
         r = open_retriever(index_dir, RetrieverConfig(mode=mode))
         r.retrieve(questions[0], 10)
@@ -172,6 +175,11 @@ def extrapolate(report: dict, target: int) -> dict:
         "chroma_gib": round(d["chroma_bytes"] * scale / GiB, 1),
         "bm25_gib": round(d["bm25_bytes"] * scale / GiB, 1),
         "bm25_matrix_gib": round(report["query"].get("bm25_matrix_bytes", 0) * scale / GiB, 2),
+        "corpus_in_memory_gib": round(b["corpus_python_mib"] * MiB * scale / GiB, 1),
+        "hnsw_file_gib": round(report["disk"]["hnsw_bytes"] * scale / GiB, 1),
+        "query_process_bm25_part_gib": round(
+            (report["query"]["rss_after_bm25_mib"] - report["query"]["rss_after_dense_mib"]) * MiB * scale / GiB, 1
+        ),
         "bm25_build_rss_growth_gib": round((b["peak_rss_bm25_mib"] - b["rss_before_bm25_mib"]) * MiB * scale / GiB, 1),
         "chroma_add_calls": -(-target // 5461),
     }
@@ -193,14 +201,21 @@ def markdown(r: dict) -> str:
         f"| Chroma add (HNSW insert + SQLite) | {b['chroma_add_seconds']} s ({b['chroma_add_per_second']} /s) "
         f"| {1000 * b['chroma_add_seconds'] / n:.2f} ms |",
         f"| BM25 build (tokenize + index + save) | {b['bm25_seconds']} s | {1000 * b['bm25_seconds'] / n:.2f} ms |",
-        f"| RSS before the build (corpus loaded) | {b['rss_before_mib']} MiB | |",
+        f"| Python memory of the loaded corpus (list of Passage, tracemalloc) | {b['corpus_python_mib']} MiB | "
+        f"{b['corpus_python_mib'] * 1024 / n:.2f} KiB |",
+        f"| RSS before the build (corpus and model loaded) | {b['rss_before_mib']} MiB | |",
         f"| peak RSS, embed + Chroma phase | {b['peak_rss_embed_mib']} MiB | |",
         f"| peak RSS, BM25 phase | {b['peak_rss_bm25_mib']} MiB (from {b['rss_before_bm25_mib']}) | "
         f"{(b['peak_rss_bm25_mib'] - b['rss_before_bm25_mib']) * MiB / n / 1024:.2f} KiB |",
         f"| disk chroma/ | {d['chroma_bytes'] / MiB:.1f} MiB | {d['chroma_bytes'] / n / 1024:.2f} KiB |",
+        f"| of which HNSW vectors + links (data_level0.bin; held in RAM when queried) | "
+        f"{d['hnsw_bytes'] / MiB:.1f} MiB | {d['hnsw_bytes'] / n / 1024:.2f} KiB |",
         f"| disk bm25/ | {d['bm25_bytes'] / MiB:.1f} MiB | {d['bm25_bytes'] / n / 1024:.2f} KiB |",
-        f"| query process: open + first query | {q['open_and_first_query_s']} s | |",
-        f"| query process RSS (hybrid open; python alone {q['rss_python_mib']}) | {q['rss_after_open_mib']} MiB | |",
+        f"| query process: open dense + first query / then BM25 | {q['dense_open_and_first_query_s']} s / "
+        f"{q['bm25_open_and_first_query_s']} s | |",
+        f"| query process RSS: python + libraries / + dense (model, HNSW) / + BM25 (matrix, passages) | "
+        f"{q['rss_python_mib']} / {q['rss_after_dense_mib']} / {q['rss_after_bm25_mib']} MiB | "
+        f"BM25 part {(q['rss_after_bm25_mib'] - q['rss_after_dense_mib']) * 1024 / n:.2f} KiB |",
         f"| BM25 matrix: non-zeros / vocabulary / bytes | {q.get('bm25_nnz')} / {q.get('bm25_vocab')} / "
         f"{q.get('bm25_matrix_bytes', 0) / MiB:.1f} MiB | {q.get('bm25_nnz', 0) / n:.1f} nnz |",
     ]
@@ -245,7 +260,12 @@ def main(argv: Sequence[str] | None = None) -> dict:
     name = index_name(args.dataset)
     index_dir = ws / "indexes" / f"scaling-{name}"
     cfg = RetrieverConfig()
+    import tracemalloc
+
+    tracemalloc.start()  # Python memory the loaded corpus holds (RSS deltas miss reused arenas)
     corpus = load_dataset_corpus(args.dataset, args.data_dir)
+    corpus_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
     report: dict[str, Any] = {
         "dataset": args.dataset,
         "corpus_size": len(corpus),
@@ -273,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "chroma_add_seconds": round(chroma_seconds, 1),
         "chroma_add_per_second": round(len(corpus) / max(chroma_seconds, 1e-9), 1),
         "bm25_seconds": timings["bm25_seconds"],
+        "corpus_python_mib": round(corpus_bytes / MiB, 1),
         "rss_before_mib": round(rss_before / MiB, 1),
         "peak_rss_embed_mib": round(sampler.peak(t0, bm25_start) / MiB, 1),
         "rss_before_bm25_mib": round(next((r for t, r in sampler.samples if t >= bm25_start), rss_before) / MiB, 1),
@@ -284,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         total, largest = folder_bytes(index_dir / sub)
         report["disk"][f"{key}_bytes"] = total
         report["disk"][f"{key}_largest"] = largest
+    report["disk"]["hnsw_bytes"] = sum(f.stat().st_size for f in (index_dir / CHROMA_DIR).rglob("data_level0.bin"))
     report["disk"]["chroma_sqlite_tables"] = sqlite_tables(index_dir / CHROMA_DIR / "chroma.sqlite3")
     rng = np.random.default_rng(0)
     sample = [
