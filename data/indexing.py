@@ -24,7 +24,7 @@ from program.retrieval import integrity
 from program.retrieval.bm25 import BM25Retriever, build_bm25
 from program.retrieval.config import RetrieverConfig
 from program.retrieval.dense import add_passages, dense_document, stored_ids
-from program.retrieval.embedder import Embedder
+from program.retrieval.embedder import Embedder, method_of
 from program.retrieval.factory import (
     DatasetRef,
     damage_message,
@@ -245,7 +245,10 @@ def _build(
     embedder: Embedder | None,
     dataset: str | DatasetRef | None,
 ) -> dict:
-    settings, url = config.index_settings(), config.chroma_url
+    # The embedding method is compared like the other index-time settings: resuming or reusing an
+    # index whose vectors another method made would mix vectors that do not compare.
+    method = method_of(embedder) if embedder is not None else config.embedding_method
+    settings, url = {**config.index_settings(), "embedding_method": method}, config.chroma_url
     if rebuild:
         _wipe(index_dir, url)
     try:
@@ -275,12 +278,6 @@ def _build(
 
     embedder = embedder or Embedder.from_config(config)
     backend = getattr(embedder, "backend", "custom")
-    if manifest is not None and manifest.get("backend") != backend:
-        log.warning(
-            "resuming a build started with backend %s using %s (same model; vectors differ by rounding)",
-            manifest.get("backend"),
-            backend,
-        )
     started = time.perf_counter()
     manifest = {
         "format": FORMAT_VERSION,

@@ -51,16 +51,18 @@ def embed_sorted(embedder: Any, texts: Sequence[str], chunk: int = 1024) -> tupl
 
 
 def throughput(texts: list[str], backends: list[str], seq_lengths: list[int], batch_sizes: list[int]) -> list[dict]:
-    from program.retrieval.embedder import Embedder
+    """Passages/s per backend x max_seq_length: torch per batch size, the ONNX backends (one text per
+    run) per number of threads."""
+    from program.retrieval.embedder import Embedder, _threads
 
     rows = []
-    no_budget = 10**6
     for backend, msl in itertools.product(backends, seq_lengths):
-        grid = [(64, 4096)]
-        if backend == "onnx-int8":
-            grid = [(bs, no_budget) for bs in batch_sizes] + [(64, t) for t in (2048, 4096, 8192)]
-        for bs, tokens in grid:
-            emb = Embedder(backend=backend, max_seq_length=msl, batch_size=bs, max_batch_tokens=tokens)
+        if backend == "torch":
+            grid = [(bs, None) for bs in batch_sizes]
+        else:
+            grid = [(None, t) for t in sorted({1, _threads()})]
+        for bs, threads in grid:
+            emb = Embedder(backend=backend, max_seq_length=msl, batch_size=bs or 64, threads=threads)
             emb.encode(texts[:8])  # load + warm up
             _, secs = embed_sorted(emb, texts)
             rows.append(
@@ -68,7 +70,7 @@ def throughput(texts: list[str], backends: list[str], seq_lengths: list[int], ba
                     "backend": backend,
                     "max_seq_length": msl,
                     "batch_size": bs,
-                    "max_batch_tokens": tokens if backend != "torch" and tokens < no_budget else None,
+                    "threads": threads,
                     "passages_per_second": round(len(texts) / secs, 1),
                 }
             )
@@ -84,17 +86,12 @@ def full_embeddings(
     from program.retrieval.embedder import Embedder
 
     defaults = RetrieverConfig()
-    batching = "" if backend == "torch" else f"-b{defaults.embed_batch_size}t{defaults.embed_max_batch_tokens}"
+    batching = f"-b{defaults.embed_batch_size}" if backend == "torch" else "-per-text"
     path = cache / f"{backend}-{msl}{batching}-{dense_text}-{corpus_hash[:12]}.npy"
     meta_path = path.with_suffix(".json")
     if path.exists() and meta_path.exists():
         return np.load(path), json.loads(meta_path.read_text())
-    emb = Embedder(
-        backend=backend,
-        max_seq_length=msl,
-        batch_size=defaults.embed_batch_size,
-        max_batch_tokens=defaults.embed_max_batch_tokens,
-    )
+    emb = Embedder(backend=backend, max_seq_length=msl, batch_size=defaults.embed_batch_size)
     emb.encode(["warm up"])
     vecs, secs = embed_sorted(emb, [dense_document(p, dense_text) for p in corpus])
     meta = {"seconds": round(secs, 1), "passages_per_second": round(len(corpus) / secs, 1)}
@@ -265,11 +262,11 @@ def markdown(report: dict) -> str:
         lines += [
             "## Embedding throughput (seeded 1,000-passage sample, length-sorted)",
             "",
-            "| backend | max_seq_length | batch | token budget | p/s |",
+            "| backend | max_seq_length | batch (torch) | threads (ONNX, one text per run) | p/s |",
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['backend']} | {r['max_seq_length']} | {r['batch_size']} | {r.get('max_batch_tokens') or '-'} | "
+            f"| {r['backend']} | {r['max_seq_length']} | {r['batch_size'] or '-'} | {r.get('threads') or '-'} | "
             f"{r['passages_per_second']} |"
             for r in report["throughput"]
         ]

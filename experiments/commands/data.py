@@ -111,7 +111,7 @@ def index(
     ),
     backend: str | None = Backend,
     batch_size: int | None = typer.Option(
-        None, "--batch-size", help="Texts per embedding batch (default: the config's)."
+        None, "--batch-size", help="Texts per embedding batch, torch backend (default: the config's)."
     ),
     config_file: Path | None = RetrieverConfigFile,
     set_: list[str] | None = RetrieverSet,
@@ -163,7 +163,7 @@ def index(
     t = manifest.get("timings") or {}
     console.print(
         f"[green]index ready[/green] at {target}: {manifest['num_passages']} passages, "
-        f"{manifest['embedding_model']} ({manifest['dimension']}-d, {manifest['backend']})"
+        f"{manifest['embedding_model']} ({manifest['dimension']}-d, {manifest.get('embedding_method') or manifest['backend']})"
         + (f"; built in {t['build_seconds']:.0f} s" if t.get("build_seconds") else "")
     )
 

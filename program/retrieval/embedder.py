@@ -1,10 +1,20 @@
 """Sentence embeddings for dense retrieval: lazy, thread-safe, L2-normalized float32.
 
 Backends (same model weights, same vectors up to rounding):
-* ``torch``: sentence-transformers as is;
+* ``torch``: sentence-transformers as is (padded batches);
 * ``onnx``: the model's transformer exported once to ONNX (``torch.onnx``), graph-optimized by
   onnxruntime, run with onnxruntime; pooling and normalization in numpy;
-* ``onnx-int8``: the same graph with dynamically quantized int8 weights (fastest on CPU).
+* ``onnx-int8``: the same graph with int8 weights; activations are quantized at run time with one
+  scale per tensor (onnxruntime ``quantize_dynamic``). Fastest on CPU.
+
+Batch invariance (the ONNX backends): each text runs through the graph ALONE, as a [1, its length]
+tensor with no padding, and texts are spread over worker threads (one onnxruntime thread each). A
+text's vector is therefore a function of that text only: the int8 activation scales are computed
+over its own tokens, never over other texts of a batch or their padding, so it embeds to the same
+bits alone, in any batch, in any order, with any number of threads (tests/retrieval checks this with
+the real model). Batched int8 (the old way) let one text's scale depend on its neighbours: all-gold@3
+moved from 0.45 (alone) to 0.43 (in a batch of 100). :data:`EMBEDDING_METHODS` names each method;
+the index manifest records it and opening an index built by another one is refused.
 The ONNX files are cached (see :mod:`program.retrieval.onnx_export`); once cached, the ONNX
 backends import neither torch nor sentence-transformers, so a query process starts fast.
 """
@@ -16,12 +26,13 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from program.errors import ConfigError, ModelFileError
-from program.retrieval.config import DEFAULT_EMBEDDING_MODEL, RetrieverConfig
+from program.retrieval.config import DEFAULT_EMBEDDING_MODEL, EMBEDDING_METHODS, RetrieverConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +81,7 @@ class Embedder:
         max_seq_length: int = 256,
         batch_size: int = 64,
         onnx_cache_dir: str | None = None,
-        max_batch_tokens: int = 4096,
+        threads: int | None = None,
     ) -> None:
         if backend not in ("torch", "onnx", "onnx-int8"):
             raise ConfigError(f"unknown embedding backend {backend!r} (torch, onnx, onnx-int8)")
@@ -79,7 +90,8 @@ class Embedder:
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.onnx_cache_dir = onnx_cache_dir
-        self.max_batch_tokens = max_batch_tokens
+        self.threads = threads or _threads()
+        self.method = EMBEDDING_METHODS[backend]
         self._lock = threading.Lock()
         self._impl: _TorchImpl | _OnnxImpl | None = None
 
@@ -91,7 +103,6 @@ class Embedder:
             config.max_seq_length,
             config.embed_batch_size,
             config.onnx_cache_dir,
-            config.embed_max_batch_tokens,
         )
 
     def _load(self) -> _TorchImpl | _OnnxImpl:
@@ -104,7 +115,7 @@ class Embedder:
                     self.backend == "onnx-int8",
                     self.max_seq_length,
                     self.onnx_cache_dir,
-                    self.max_batch_tokens,
+                    self.threads,
                 )
         return self._impl
 
@@ -116,7 +127,8 @@ class Embedder:
     def encode(
         self, texts: Sequence[str], batch_size: int | None = None, progress: ProgressFn | None = None
     ) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text, in input order."""
+        """Unit-length float32 vectors, one row per text, in input order. ``batch_size`` applies to
+        the torch backend; the ONNX backends embed each text alone (see the module docstring)."""
         texts = list(texts)
         with self._lock:
             impl = self._load()
@@ -124,6 +136,13 @@ class Embedder:
                 return np.zeros((0, impl.dimension), dtype=np.float32)
             vecs = impl.encode(texts, batch_size or self.batch_size, progress)
         return _normalize(vecs)
+
+
+def method_of(embedder: object) -> str:
+    """The embedding method of ``embedder`` as recorded in an index manifest; an object without a
+    ``method`` attribute (a custom or test embedder) is ``custom:<its backend>``."""
+    method = getattr(embedder, "method", None)
+    return method or f"custom:{getattr(embedder, 'backend', type(embedder).__name__)}"
 
 
 def _normalize(vecs: np.ndarray) -> np.ndarray:
@@ -157,10 +176,9 @@ class _TorchImpl:
 
 
 class _OnnxImpl:
-    def __init__(
-        self, name: str, int8: bool, max_seq_length: int, cache_dir: str | None, max_batch_tokens: int
-    ) -> None:
-        self.max_batch_tokens = max_batch_tokens
+    """One onnxruntime session run by several threads, one text per run (see the module docstring)."""
+
+    def __init__(self, name: str, int8: bool, max_seq_length: int, cache_dir: str | None, threads: int) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -171,9 +189,13 @@ class _OnnxImpl:
         onnx_path = ensure_onnx_model(folder, int8=int8, cache_dir=cache_dir)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.intra_op_num_threads = _threads()
+        # Parallel over texts, not inside one: a text's run is single-threaded (small GEMMs gain
+        # little from an intra-op pool, and its spin-waits collapse on busy cores), and up to
+        # ``threads`` texts run at once (session.run is thread-safe and releases the GIL).
+        opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
         self.session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+        self.threads = max(1, threads)
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.dimension = int(self.session.get_outputs()[0].shape[-1])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -183,36 +205,40 @@ class _OnnxImpl:
 
     def encode(self, texts: list[str], batch_size: int, progress: ProgressFn | None) -> np.ndarray:
         encs = self.tokenizer.encode_batch(texts)
-        lengths = np.array([len(e.ids) for e in encs])
-        order = np.argsort(-lengths, kind="stable")  # longest first: equal lengths share a batch
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for idx in _batches(order, lengths, batch_size, self.max_batch_tokens):
-            width = int(lengths[idx].max())
-            ids = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
-            types = np.zeros((len(idx), width), dtype=np.int64)
-            for row, i in enumerate(idx):
-                e = encs[i]
-                n = len(e.ids)
-                ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
-            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            hidden = self.session.run(None, {k: v for k, v in feeds.items() if k in self.input_names})[0]
-            out[idx] = _pool(hidden, mask, self.pooling)
-            if progress:
-                progress(len(idx))
+        # Longest first, so the last texts a worker picks up are short and the threads end together.
+        order = sorted(range(len(texts)), key=lambda i: -len(encs[i].ids))
+        step = PROGRESS_STEP
+        if self.threads == 1 or len(texts) == 1:
+            vectors = map(lambda i: self._one(encs[i]), order)
+            self._collect(order, vectors, out, progress, step)
+        else:
+            with ThreadPoolExecutor(min(self.threads, len(texts)), thread_name_prefix="embed") as pool:
+                self._collect(order, pool.map(lambda i: self._one(encs[i]), order), out, progress, step)
         return out
 
+    @staticmethod
+    def _collect(order, vectors, out: np.ndarray, progress: ProgressFn | None, step: int) -> None:
+        done = 0
+        for n, (i, vec) in enumerate(zip(order, vectors), start=1):
+            out[i] = vec
+            if progress and (n % step == 0 or n == len(order)):
+                progress(n - done)
+                done = n
 
-def _batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, max_tokens: int) -> list[np.ndarray]:
-    """Consecutive slices of ``order`` (longest first) of at most ``batch_size`` texts and at most
-    ``max_tokens`` padded tokens: long texts go in small batches, short ones in large batches."""
-    out, start = [], 0
-    while start < len(order):
-        width = max(int(lengths[order[start]]), 1)  # the longest of this batch comes first
-        size = max(1, min(batch_size, max_tokens // width))
-        out.append(order[start : start + size])
-        start += size
-    return out
+    def _one(self, enc) -> np.ndarray:
+        """The pooled vector of one tokenized text: a [1, length] run, no padding."""
+        ids = np.asarray([enc.ids], dtype=np.int64)
+        feeds = {
+            "input_ids": ids,
+            "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
+            "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
+        }
+        hidden = self.session.run(None, {k: v for k, v in feeds.items() if k in self.input_names})[0]
+        return _pool(hidden, feeds["attention_mask"], self.pooling)[0]
+
+
+PROGRESS_STEP = 64  # texts between two progress callbacks
 
 
 def _threads() -> int:
@@ -266,7 +292,6 @@ def shared_embedder(config: RetrieverConfig) -> Embedder:
         config.max_seq_length,
         config.onnx_cache_dir,
         config.embed_batch_size,
-        config.embed_max_batch_tokens,
     )
     with _SHARED_LOCK:
         if key not in _SHARED:

@@ -15,7 +15,7 @@ from program.retrieval.base import Retriever
 from program.retrieval.bm25 import BM25Retriever
 from program.retrieval.config import RetrieverConfig
 from program.retrieval.dense import DenseRetriever
-from program.retrieval.embedder import Embedder, shared_embedder
+from program.retrieval.embedder import Embedder, method_of, shared_embedder
 from program.retrieval.hop import HopRetriever
 from program.retrieval.hybrid import HybridRetriever
 from program.retrieval.integrity import Damage
@@ -153,7 +153,7 @@ def open_retriever(
 
     Raises IndexMissingError (no index, or an interrupted build: the message gives the command
     that builds or resumes it), IndexMismatchError (the index was built with another embedding
-    model, text format, BM25 settings or, when ``corpus_sha256`` is given, corpus; or its vectors
+    model or embedding method (dense and hybrid modes), text format, BM25 settings or, when ``corpus_sha256`` is given, corpus; or its vectors
     are elsewhere than ``config.chroma_url`` says), IndexCorruptError (a file of the parts this mode
     reads is missing or has another size than recorded: the message names it and the repair
     command) and IndexServerError (``config.chroma_url`` does not answer).
@@ -162,16 +162,21 @@ def open_retriever(
     index_dir = Path(index_dir)
     url = config.chroma_url
     manifest = load_manifest(index_dir, dataset, url)
-    problems = mismatches(manifest, config.index_settings(), corpus_sha256)
+    settings = config.index_settings()
+    if config.mode != "bm25":  # queries must be embedded as the passages were
+        settings["embedding_method"] = method_of(embedder) if embedder is not None else config.embedding_method
+    problems = mismatches(manifest, settings, corpus_sha256)
     if problems:
         raise IndexMismatchError(
             f"the index at {index_dir} does not match what was asked: "
             + "; ".join(problems)
-            + f". Rebuild it with: {index_command(index_dir, dataset, True, url)} "
-            "(or use the settings it was built with)"
+            + f". Rebuild it with: {index_command(index_dir, dataset, True, url)}"
+            + (
+                ""
+                if "embedding_method" in settings and "embedding_method" not in manifest
+                else " (or use the settings it was built with)"
+            )
         )
-    if manifest.get("backend") != config.backend:
-        log.info("index embedded with %s; queries use %s (same model)", manifest.get("backend"), config.backend)
     parts = {"dense": ("dense",), "bm25": ("bm25",)}.get(config.mode, ("bm25", "dense"))
     check_index(index_dir, manifest, parts, dataset=dataset, chroma_url=url)
 

@@ -89,7 +89,14 @@ def mismatches(manifest: dict[str, Any], settings: dict[str, Any], corpus_hash: 
     problems = []
     for key, want in settings.items():
         have = manifest.get(key)
-        if have != want:
+        if have == want:
+            continue
+        if key == "embedding_method" and have is None:
+            problems.append(
+                f"embedding_method: the index records none (built before embeddings were made independent "
+                f"of their batch, with backend {manifest.get('backend')!r}), asked for {want!r}"
+            )
+        else:
             problems.append(f"{key}: index has {have!r}, asked for {want!r}")
     if corpus_hash is not None and manifest.get("corpus_sha256") != corpus_hash:
         problems.append(

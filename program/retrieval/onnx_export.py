@@ -5,7 +5,9 @@ last hidden state (pooling happens in numpy). Steps, each cached under
 ``$SHARP_CACHE/onnx/<model>-<fingerprint>/`` (or ``~/.cache/sharp/onnx``):
   model.onnx       torch.onnx export (eager attention, dynamic batch and sequence axes)
   model-opt.onnx   onnxruntime transformer fusions (attention, layer norm, GELU)
-  model-int8.onnx  dynamic int8 quantization of the optimized graph's weights
+  model-int8-<recipe>.onnx  int8 quantization of the optimized graph (:data:`INT8_RECIPE`); <recipe>
+                   is a hash of the recipe and the onnxruntime version, so another quantization
+                   method (or a quantizer that may write other bytes) gets another file
 Files are written to a temporary name and renamed, so concurrent or killed exports are safe.
 Needs torch + transformers (export) and the ``onnx`` package (optimization, quantization).
 """
@@ -26,6 +28,18 @@ from program.errors import ModelFileError
 log = logging.getLogger(__name__)
 
 OPSET = 17
+
+# How the int8 graph is made, and how it is meant to be run ("per-text": one text per session run,
+# so the run-time activation scales are computed over that text alone). Change it, and the cache
+# key changes; change EMBEDDING_METHODS["onnx-int8"] with it, so that old indexes are refused.
+INT8_RECIPE = {
+    "quantizer": "quantize_dynamic",
+    "weight_type": "QInt8",
+    "per_channel": True,
+    "reduce_range": False,
+    "activations": "per-tensor scale at run time, one text per run",
+    "version": 2,
+}
 
 
 def default_cache_dir() -> Path:
@@ -49,10 +63,23 @@ def model_cache_dir(folder: Path, cache_dir: str | os.PathLike | None = None) ->
     return Path(cache_dir or default_cache_dir()) / f"{slug}-{_fingerprint(folder)}"
 
 
+def recipe_tag(recipe: dict | None = None) -> str:
+    """A short hash of the int8 recipe and the onnxruntime version that applies it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ort_version = version("onnxruntime")
+    except PackageNotFoundError:
+        ort_version = "unknown"
+    text = json.dumps({"recipe": recipe or INT8_RECIPE, "onnxruntime": ort_version}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
 def ensure_onnx_model(folder: Path, int8: bool, cache_dir: str | os.PathLike | None = None) -> Path:
     target = model_cache_dir(folder, cache_dir)
     target.mkdir(parents=True, exist_ok=True)
-    raw, opt, q8 = target / "model.onnx", target / "model-opt.onnx", target / "model-int8.onnx"
+    raw, opt = target / "model.onnx", target / "model-opt.onnx"
+    q8 = target / f"model-int8-{recipe_tag()}.onnx"
     want = q8 if int8 else opt
     if want.exists():
         return want
@@ -151,8 +178,9 @@ def _quantize(opt: Path, out: Path) -> None:
         quantize_dynamic(
             str(opt),
             str(out),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
+            weight_type=QuantType[INT8_RECIPE["weight_type"]],
+            per_channel=INT8_RECIPE["per_channel"],
+            reduce_range=INT8_RECIPE["reduce_range"],
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
     finally:

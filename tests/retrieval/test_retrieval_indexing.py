@@ -151,3 +151,47 @@ def test_queries_per_mode(tmp_path, passages, fake_embedder, mode):
     assert long_hits and len(long_hits) <= 3
     many = r.retrieve_many(["Pokemon creator", "Beethoven birthplace"], 2)
     assert len(many) == 2 and all(len(h) <= 2 for h in many)
+
+
+def _as_built_by_the_old_embedder(index_dir) -> None:
+    """Rewrite a manifest as the batched int8 embedder left it: backend onnx-int8, no method."""
+    from program.retrieval.manifest import write_manifest
+
+    m = read_manifest(index_dir)
+    m.pop("embedding_method")
+    m["backend"] = "onnx-int8"
+    write_manifest(index_dir, m)
+
+
+def test_manifest_records_the_embedding_method(tmp_path, passages, fake_embedder):
+    m = build_index(passages, tmp_path / "idx", CFG, progress=False, embedder=fake_embedder)
+    assert m["embedding_method"] == "custom:fake"  # the embedder that ran, not the config's backend
+    assert "embedding_method" not in CFG.index_settings()  # added by build_index from the embedder
+
+
+def test_index_from_the_old_batched_embedder_is_refused(tmp_path, passages, fake_embedder):
+    build_index(passages, tmp_path / "ws" / "indexes" / "hotpotqa", CFG, progress=False, embedder=fake_embedder)
+    idx = tmp_path / "ws" / "indexes" / "hotpotqa"
+    _as_built_by_the_old_embedder(idx)
+    default = CFG.replace(backend="onnx-int8")  # the per-text method now; no model is loaded to refuse
+    for mode in ("dense", "hybrid"):
+        with pytest.raises(IndexMismatchError, match=r"embedding_method: the index records none.*onnx-int8") as err:
+            open_retriever(idx, default.replace(mode=mode))
+        assert "sharp index --dataset hotpotqa --workspace" in str(err.value) and "--rebuild" in str(err.value)
+    # BM25 alone does not read the vectors: it still opens, and answers
+    hits = open_retriever(idx, default.replace(mode="bm25")).retrieve("Who climbed Mount Everest first?", 3)
+    assert "Edmund Hillary" in {p.title for p in hits}
+    # building over it is refused too (reuse would keep the old vectors), until --rebuild
+    with pytest.raises(IndexMismatchError, match="embedding_method.*--rebuild"):
+        build_index(passages, idx, CFG, progress=False, embedder=fake_embedder)
+    m = build_index(passages, idx, CFG, progress=False, embedder=fake_embedder, rebuild=True)
+    assert m["embedding_method"] == "custom:fake"
+
+
+def test_index_from_another_embedding_method_is_refused(tmp_path, passages, fake_embedder):
+    build_index(passages, tmp_path / "idx", CFG, progress=False, embedder=fake_embedder)
+    for backend in ("torch", "onnx", "onnx-int8"):
+        with pytest.raises(IndexMismatchError, match=r"embedding_method: index has 'custom:fake'.*--rebuild"):
+            open_retriever(tmp_path / "idx", CFG.replace(backend=backend))
+    with pytest.raises(IndexMismatchError, match="embedding_method"):
+        build_index(passages, tmp_path / "idx", CFG, progress=False)  # the config's own embedder (torch)
