@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ from experiments.compile import SaveInfo, data_hash, state_hash
 from optimize import replay
 from optimize.compile import shared_retriever
 from optimize.evaluate import evaluate
+from optimize.storage import redact_url
 from optimize.tune import (
     Objective,
     SearchSpace,
@@ -51,10 +51,6 @@ log = logging.getLogger(__name__)
 
 def default_storage(ws: Path) -> str:
     return f"sqlite:///{ws / 'optuna.db'}"
-
-
-def redact_url(url: str) -> str:
-    return re.sub(r"//([^:/@]+):([^@]+)@", r"//\1:***@", url)
 
 
 @dataclass
