@@ -37,6 +37,9 @@ def ask(
     no_cache: bool = o.NoCache,
     config: Path | None = o.Config,
     set_: list[str] | None = o.Set,
+    tracking_uri: str | None = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI to resolve --program models:/NAME/VERSION from."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as one JSON object."),
 ) -> None:
     """Answer one question and show how: plan, each round's verdict and confidence, evidence, cost."""
@@ -50,7 +53,7 @@ def ask(
         if program:
             from experiments.export import resolve_program_path
 
-            module, _ = rt.load_program(resolve_program_path(program, rt.workspace))
+            module, _ = rt.load_program(resolve_program_path(program, rt.workspace, tracking_uri=tracking_uri))
         else:
             module = rt.system(system, {**o.read_mapping(config), **o.parse_sets(set_)})
         pred = module(question=question)
@@ -151,6 +154,7 @@ def demo(
     """The main job: build the index if needed, run SHARP and plain RAG on a seeded sample, compare."""
     from experiments import render, tracking
     from experiments.evaluation import log_to_mlflow, run_eval
+    from optimize.storage import redact_url
     from program.errors import IndexMissingError, SharpError
 
     try:
@@ -182,7 +186,7 @@ def demo(
         render.metrics_table(results, f"SHARP vs plain RAG, {limit} seeded {dataset} {split} questions")
     )
     render.console.print(
-        f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {uri}) then open http://127.0.0.1:5000"
+        f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {redact_url(uri)}) then open http://127.0.0.1:5000"
     )
 
 
