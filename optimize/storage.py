@@ -39,7 +39,8 @@ def scrub(text: str, url: str) -> str:
     """``text`` (an error message) without the password of ``url``, wherever it appears."""
     secret = password_of(url)
     text = redact_url(text)
-    return text.replace(secret, "***") if secret else text
+    # a password of 1-3 characters cannot be told from ordinary text (masking it would garble the message)
+    return text.replace(secret, "***") if secret and len(secret) >= 4 else text
 
 
 def is_database_url(url: str) -> bool:
@@ -80,9 +81,31 @@ def check_database(url: str, what: str, error: type[Exception] = StoreError) -> 
             hint = "; check the user name and password in the URL"
         elif "refused" in detail.lower() or "could not connect" in detail.lower() or "timeout" in detail.lower():
             hint = "; is the database server running, and on that host and port?"
+        elif "does not exist" in detail.lower():
+            hint = "; create it first (PostgreSQL: createdb NAME)"
         raise error(f"cannot connect to {what} {shown}: {scrub(detail, url)}{hint}") from None
     finally:
         engine.dispose()
+
+
+def check_storage(url: str) -> None:
+    """Fail now, before any work, if study storage ``url`` cannot be used."""
+    url = str(url)
+    if url.startswith(JOURNAL):
+        path = _journal_path(url)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder of journal storage {path}: {exc}") from None
+    else:
+        check_database(url, "the study storage", StoreError)
+
+
+def _journal_path(url: str) -> Path:
+    path = url[len(JOURNAL) :].removeprefix("//")
+    if not path.strip() or path.strip() == ".":
+        raise ConfigError(f"journal storage {url!r} names no file: use journal:/path/to/study.journal")
+    return Path(path).expanduser()
 
 
 def open_storage(url: str, heartbeat_s: int = 60, stale_trial_callback: Any = None) -> Any:
@@ -94,9 +117,7 @@ def open_storage(url: str, heartbeat_s: int = 60, stale_trial_callback: Any = No
     if url.startswith(JOURNAL):
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-        path = Path(url[len(JOURNAL) :].removeprefix("//")).expanduser()
-        if not str(path) or str(path) == ".":
-            raise ConfigError(f"journal storage {url!r} names no file: use journal:/path/to/study.journal")
+        path = _journal_path(url)
         path.parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -121,7 +121,9 @@ def arena(
         )
         result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
     except SharpError as exc:
-        render.err_console.print(f"[red]error:[/red] {exc}")
+        from rich.markup import escape
+
+        render.err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     if as_json:
         sys.stdout.write(

@@ -15,9 +15,11 @@ log = logging.getLogger(__name__)
 
 
 def _fail(exc: Exception) -> None:
+    from rich.markup import escape
+
     from experiments.render import err_console
 
-    err_console.print(f"[red]error:[/red] {exc}")
+    err_console.print(f"[red]error:[/red] {escape(str(exc))}")
     raise typer.Exit(2)
 
 
