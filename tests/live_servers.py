@@ -227,7 +227,9 @@ def start_mlflow_server(backend_uri: str, folder: Path, timeout: float = 180) ->
         "1",
     ]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder, env=child_env()
+        )
     uri = f"http://127.0.0.1:{port}"
     try:
         wait_http(uri + "/health", timeout, proc, log)
@@ -343,6 +345,8 @@ def sharp_cmd(*args: str) -> list[str]:
 def child_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
+        # as in an activated venv: its tools (mlflow, uvicorn) on PATH; this checkout's code first
+        PATH=str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", ""),
         PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
