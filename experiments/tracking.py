@@ -67,6 +67,8 @@ def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> 
         check_database(uri, "the MLflow tracking store", TrackingError)
     mlflow.set_tracking_uri(uri)
     try:
+        with _init_lock(ws, uri):  # the first use creates or migrates the store's tables
+            mlflow.get_experiment_by_name(experiment)
         if mlflow.get_experiment_by_name(experiment) is None:
             location = (ws / "mlartifacts").as_uri() if not uri.startswith(("http://", "https://")) else None
             try:
@@ -79,6 +81,27 @@ def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> 
     except MlflowException as exc:
         raise TrackingError(f"the MLflow tracking store {shown} refused a request: {scrub(exc.message, uri)}") from None
     return uri
+
+
+@contextmanager
+def _init_lock(ws: Path, uri: str) -> Iterator[None]:
+    """Serialize the first use of a database store by the processes of one workspace: two workers
+    creating a new sqlite store at once race on its migrations ("duplicate column name")."""
+    if uri.startswith(("http://", "https://")):
+        yield
+        return
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    ws.mkdir(parents=True, exist_ok=True)
+    with open(ws / ".tracking-init.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def process_tags() -> dict[str, str]:

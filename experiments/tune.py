@@ -35,6 +35,7 @@ from optimize.tune import (
     baseline_trial,
     best_trial,
     enqueue_baseline,
+    finished_trials,
     full_params,
     get_objective,
     open_study,
@@ -268,7 +269,7 @@ def run_tune(
         import mlflow
 
         ran = run_study(study, tuner, job.n_trials, callbacks=[_trial_logger(job.space)])
-        log.info("study %s: %d trials run now, %d finished in all", study_name, ran, len(study.trials))
+        log.info("study %s: %d trials run now, %d finished in all", study_name, ran, finished_trials(study))
         best = best_trial(study, objective)
         best_params = full_params(best, job.space)
         mlflow.log_params(tracking.flatten(best_params, "best."))
