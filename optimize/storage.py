@@ -68,7 +68,9 @@ def check_database(url: str, what: str, error: type[Exception] = StoreError) -> 
             f"{what} {shown} needs the database driver {exc.name!r}; install it "
             f"(PostgreSQL: pip install 'psycopg[binary]')"
         ) from None
-    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ValueError) as exc:
+    except sa_exc.NoSuchModuleError as exc:
+        raise error(f"{what} {shown}: unknown database or driver ({scrub(str(exc), url)})") from None
+    except (sa_exc.ArgumentError, ValueError) as exc:
         raise error(f"{what} {shown} is not a valid database URL: {scrub(str(exc), url)}") from None
     try:
         with engine.connect():

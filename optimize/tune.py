@@ -358,8 +358,7 @@ class Tuner:
             return
         done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in others)
         ahead = sum(t.state == TrialState.RUNNING and t.number < trial.number for t in others)
-        if done + ahead >= self.n_trials:
-            trial.study.stop()
+        if done + ahead >= self.n_trials:  # (run_study's callback then stops this worker)
             self._skip(trial, f"not needed: {done} finished and {ahead} running of {self.n_trials}")
 
     @staticmethod

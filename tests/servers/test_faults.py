@@ -22,6 +22,8 @@ from optimize.evaluate import read_results
 from optimize.storage import open_storage
 from program.saved import read_program
 
+pytestmark = pytest.mark.servers
+
 
 @pytest.fixture
 def slow_lm():

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 
 from experiments.cli import app
 
+pytestmark = pytest.mark.servers
+
 
 def invoke(*args: str) -> str:
     out = CliRunner().invoke(app, list(args))

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from experiments.cli import app
 
+pytestmark = pytest.mark.servers
+
 
 def sharp(*args: str) -> tuple[int, str]:
     """Run ``sharp ARGS`` in this process: (exit code, stdout and stderr)."""
