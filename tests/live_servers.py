@@ -267,11 +267,14 @@ def render_reply(system: str, values: dict) -> str:
 class RuleServer:
     """``openai/rules`` at ``self.base``: each chat completion is answered by RULES[role](input fields).
 
-    ``requests`` counts completions served; ``delay`` slows every reply (kill tests catch a run mid-way).
+    ``requests`` counts completions served; ``delay`` slows every reply and ``hold()`` holds every reply
+    until ``release()`` (kill tests catch a run mid-way: waiting on the LM with a trial or a step open).
     """
 
     def __init__(self, delay: float = 0.0):
         self.delay = delay
+        self._open = threading.Event()
+        self._open.set()
         self.requests = 0
         self.roles: list[str] = []
         self._lock = threading.Lock()
@@ -285,6 +288,7 @@ class RuleServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                server._open.wait(90)
                 status, payload = server.reply(body)
                 data = json.dumps(payload).encode()
                 if server.delay:
@@ -332,7 +336,14 @@ class RuleServer:
             "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
         }
 
+    def hold(self) -> None:
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
     def close(self) -> None:
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
 

@@ -150,12 +150,14 @@ def test_two_workers_share_a_study_and_recover_from_a_killed_one(toy, toy_space,
             for t in trials()
         )
 
+    lm.hold()  # each worker's first trial waits on the LM, so both are mid-trial at once
     try:
         a = start(cmd, tmp_path / "a.log")
         b = start(cmd, tmp_path / "b.log")
-        wait_for(lambda: busy(a.pid) and busy(b.pid), 180, "both workers running a trial", [a, b])
+        wait_for(lambda: busy(a.pid) and busy(b.pid), 80, "both workers running a trial", [a, b])
         (victim,) = [t for t in trials() if t.state.name == "RUNNING" and t.user_attrs["worker"]["pid"] == a.pid]
         sigkill(a)
+        lm.release()
         a2 = start(cmd, tmp_path / "a2.log")  # the killed worker is restarted
         for p, log in ((b, "b.log"), (a2, "a2.log")):
             assert p.wait(300) == 0, (tmp_path / log).read_text()[-3000:]
