@@ -129,11 +129,24 @@ def test_a_postgresql_tracking_uri_works_directly(toy, postgres, tmp_path):
     assert run.info.status == "FINISHED" and run.data.metrics["n"] == 2
 
 
-@pytest.mark.parametrize("command", ["eval", "compile", "tune", "arena"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval"],
+        ["compile"],
+        ["tune"],
+        ["arena"],
+        ["export", "some-run", "--name", "m"],
+        ["ask", "q?", "--program", "models:/m/1"],
+    ],
+    ids=lambda c: c[0],
+)
 def test_a_tracking_server_that_is_down_fails_before_any_work(toy, rule_lm, tmp_path, command):
     down = f"http://127.0.0.1:{free_port()}"
     before = rule_lm.requests
-    code, out = sharp(command, *toy.args(toy.new_workspace(tmp_path / "ws")), "--tracking-uri", down)
+    ws = toy.new_workspace(tmp_path / "ws")
+    args = ["--workspace", str(ws)] if command[0] == "export" else toy.args(ws)
+    code, out = sharp(*command, *args, "--tracking-uri", down)
     assert code == 2, out
     assert f"MLflow tracking server {down} is not reachable" in " ".join(out.split())
     assert rule_lm.requests == before
