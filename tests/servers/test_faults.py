@@ -4,6 +4,7 @@ for, none repeated; no MLflow run is left RUNNING; nothing on disk or in a store
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sqlite3
@@ -23,6 +24,7 @@ from optimize.storage import open_storage
 from program.saved import read_program
 
 pytestmark = pytest.mark.servers
+log = logging.getLogger(__name__)
 
 
 @pytest.fixture
@@ -90,6 +92,9 @@ def test_a_compile_killed_with_sigkill_resumes_to_the_same_program(toy, slow_lm,
     out = CliRunner().invoke(app, [*args("ws"), "--tracking-uri", store])
     assert out.exit_code == 0, out.output
     resumed_calls = slow_lm.requests - mark
+    log.info(
+        "compile LM calls: %d uninterrupted; %d before SIGKILL + %d resumed", fresh_calls, killed_calls, resumed_calls
+    )
     # the calls made before the kill are not made again (one reply may have been cut in flight)
     assert resumed_calls <= fresh_calls - killed_calls + 1
 
@@ -178,6 +183,16 @@ def test_two_workers_share_a_study_and_recover_from_a_killed_one(toy, toy_space,
     (retry,) = [t for t in by_state["COMPLETE"] if t.system_attrs.get("failed_trial") == victim.number]
     assert retry.params == victim.params
     workers = {t.user_attrs["worker"]["pid"] for t in by_state["COMPLETE"]}
+    log.info(
+        "%s: %d trials complete (B %d, restarted A %d), %d failed (trial %d killed; %d skipped)",
+        storage.split(":")[0],
+        len(by_state["COMPLETE"]),
+        sum(t.user_attrs["worker"]["pid"] == b.pid for t in by_state["COMPLETE"]),
+        sum(t.user_attrs["worker"]["pid"] == a2.pid for t in by_state["COMPLETE"]),
+        len(by_state["FAIL"]),
+        victim.number,
+        sum(bool(t.user_attrs.get("skipped")) for t in by_state["FAIL"]),
+    )
     assert b.pid in workers and a.pid not in workers | {None}
     # every other FAIL is a reserved trial skipped without parameters, never a lost evaluation
     assert all(t.user_attrs.get("skipped") and not t.params for t in by_state["FAIL"] if t.number != victim.number)
