@@ -97,7 +97,7 @@ def arena(
             judge_lm=judge_lm,
         )
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever=o.parse_sets(retriever_set))
-        programs = program_entrants(program or [], rt.workspace)
+        programs = program_entrants(program or [], rt.workspace, None if no_tracking else tracking_uri)
         if report_only:
             no_tracking = True
         if not no_tracking:
@@ -151,8 +151,9 @@ def arena(
     render.console.print(f"report: {result.report} (plots in {result.folder})")
 
 
-def program_entrants(refs: list[str], workspace: Path) -> dict[str, str]:
-    """--program values -> {entrant name: local program file}; MLflow URIs are downloaded."""
+def program_entrants(refs: list[str], workspace: Path, tracking_uri: str | None = None) -> dict[str, str]:
+    """--program values -> {entrant name: local program file}; MLflow URIs are downloaded (from
+    ``tracking_uri`` when given)."""
     from experiments.export import resolve_program_path
     from program.errors import ConfigError
 
@@ -161,7 +162,7 @@ def program_entrants(refs: list[str], workspace: Path) -> dict[str, str]:
         name, sep, target = ref.partition("=")
         if not sep:
             name, target = "", ref
-        path = resolve_program_path(target, workspace)
+        path = resolve_program_path(target, workspace, tracking_uri=tracking_uri)
         if not name and target.startswith("models:/"):  # models:/NAME/VERSION -> NAME-vVERSION
             model, _, version = target[len("models:/") :].strip("/").partition("/")
             name = f"{model}-v{version}" if version else model.replace("@", "-")

@@ -58,6 +58,12 @@ def test_every_command_runs_against_a_tracking_server_on_postgresql(toy, mlflow_
     assert code == 0, out
     assert "models:/toy-served/1" in out
 
+    # the registered program as an arena entrant, fetched from the server
+    arena = ["arena", "--systems", "vanilla", "--program", "models:/toy-served/1", "--limit", "3", "--name", "served"]
+    code, out = sharp(*arena, "--retriever-set", "mode=bm25", *common)
+    assert code == 0, out
+    assert "toy-served-v1" in out
+
     question = "What nationality is the director of Pulp Fiction?"
     ask = ["ask", question, "--program", "models:/toy-served/1", *toy.args(ws), "--tracking-uri", uri]
     assert sharp_json(*ask)["answer"] == "American"
