@@ -32,7 +32,9 @@ def field(output: str, key: str) -> str:
     return next(line.split(":", 1)[1].strip() for line in output.splitlines() if line.startswith(f"{key}:"))
 
 
-def test_every_command_runs_against_a_tracking_server_on_postgresql(toy, mlflow_server, rule_lm, tmp_path, postgres):
+def test_every_command_runs_against_a_tracking_server_on_postgresql(
+    toy, toy_space, mlflow_server, rule_lm, tmp_path, postgres
+):
     uri = mlflow_server.uri
     ws = toy.new_workspace(tmp_path / "ws")
     common = [*toy.args(ws, tmp_path / "cache"), "--tracking-uri", uri]
@@ -48,7 +50,7 @@ def test_every_command_runs_against_a_tracking_server_on_postgresql(toy, mlflow_
     compile_run = field(out, "run")
 
     code, out = sharp(
-        "tune", "--trials", "4", "--n", "6", "--space", str(toy_space_file(tmp_path)), "--experiment", "servers",
+        "tune", "--trials", "4", "--n", "6", "--space", str(toy_space), "--experiment", "servers",
         "--storage", postgres.create_database("optuna_cli"), *common,
     )  # fmt: skip
     assert code == 0, out
@@ -85,12 +87,6 @@ def test_every_command_runs_against_a_tracking_server_on_postgresql(toy, mlflow_
     with psycopg.connect(postgres.url("mlflow")) as conn:
         stored = {row[0] for row in conn.execute("select run_uuid from runs")}
     assert {r.info.run_id for r in runs} <= stored
-
-
-def toy_space_file(tmp_path):
-    path = tmp_path / "space.yaml"
-    path.write_text("max_retries: [0, 1]\nk_start: [1, 2]\nk_step: [0]\nevidence_cap: [4]\nmode: [bm25]\n")
-    return path
 
 
 def test_a_wrong_database_password_is_a_clear_error_that_never_shows_it(toy, postgres, rule_lm, tmp_path):
