@@ -164,8 +164,8 @@ def test_two_workers_share_a_study_and_recover_from_a_killed_one(toy, toy_space,
         sigkill(a)
         lm.release()
         a2 = start(cmd, tmp_path / "a2.log")  # the killed worker is restarted
-        for p, log in ((b, "b.log"), (a2, "a2.log")):
-            assert p.wait(300) == 0, (tmp_path / log).read_text()[-3000:]
+        for p, name in ((b, "b.log"), (a2, "a2.log")):
+            assert p.wait(300) == 0, (tmp_path / name).read_text()[-3000:]
     finally:
         for p in (a, b, locals().get("a2")):
             if p is not None and p.poll() is None:
