@@ -243,7 +243,7 @@ def program_artifact(run_id: str, dst: Path) -> Path:
     try:
         client.get_run(run_id)
     except MlflowException:
-        raise ExportError(f"no run {run_id!r} in the tracking store {mlflow.get_tracking_uri()}") from None
+        raise ExportError(f"no run {run_id!r} in the tracking store {_store()}") from None
     files = [a.path for a in client.list_artifacts(run_id, PROGRAM_ARTIFACT_DIR) if a.path.endswith(".json")]
     if not files:
         raise ExportError(
@@ -327,6 +327,15 @@ def export_run(
             )
 
 
+def _store() -> str:
+    """The tracking URI in force, password masked (for messages)."""
+    import mlflow
+
+    from optimize.storage import redact_url
+
+    return redact_url(mlflow.get_tracking_uri())
+
+
 def read_code_version() -> str:
     import program
 
@@ -383,7 +392,7 @@ def resolve_program_path(
         try:
             local = Path(mlflow.artifacts.download_artifacts(artifact_uri=ref, dst_path=str(dst)))
         except MlflowException as exc:
-            raise ProgramFileError(f"cannot fetch {ref} from {mlflow.get_tracking_uri()}: {exc.message}") from None
+            raise ProgramFileError(f"cannot fetch {ref} from {_store()}: {exc.message}") from None
         return local if local.is_file() else find_program(local)
     path = Path(ref).expanduser()
     if path.is_dir():

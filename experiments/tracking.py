@@ -1,4 +1,17 @@
-"""The only place that talks to MLflow. A local sqlite store in the workspace by default."""
+"""The only place that talks to MLflow. A local sqlite store in the workspace by default.
+
+Any tracking URI works: ``http://HOST:PORT`` (an ``mlflow server``, e.g. backed by PostgreSQL),
+``postgresql://USER:PASSWORD@HOST:PORT/DB`` (the database itself), or ``sqlite:///PATH``. It is checked
+before any work; errors name the URI with its password masked.
+
+Runs left RUNNING by a dead process: every run this project starts records its process (tags
+``sharp.host``, ``sharp.pid``, ``sharp.started``). A process that is killed outright (SIGKILL, out of
+memory, power cut) cannot close its runs, so :func:`configure` - called first by every command -
+marks the RUNNING runs of processes of this host that no longer exist as KILLED (tag ``sharp.ended``
+says why). KILLED, not FAILED: MLflow's FAILED means the code hit an error, KILLED that the run was
+stopped from outside, which is what happened (Ctrl-C and SIGTERM end runs KILLED too). Runs of other
+hosts are left alone: only their host can tell whether their process lives.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +19,9 @@ import json
 import logging
 import math
 import os
+import socket
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -14,15 +29,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from program.errors import SharpError, StorageError
+from program.errors import StorageError, StoreError
 
 log = logging.getLogger(__name__)
 
 PARAM_MAX = 6000
+HOST_TAG, PID_TAG, STARTED_TAG, ENDED_TAG = "sharp.host", "sharp.pid", "sharp.started", "sharp.ended"
 
 
-class TrackingError(SharpError):
-    """The tracking server cannot be reached or refused the request."""
+class TrackingError(StoreError):
+    """The tracking server or store cannot be reached or refused the request."""
 
 
 def default_uri(ws: Path) -> str:
@@ -30,28 +46,50 @@ def default_uri(ws: Path) -> str:
 
 
 def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> str:
-    """Point MLflow at ``tracking_uri`` (default: the workspace store); fail fast if it is down."""
+    """Point MLflow at ``tracking_uri`` (default: the workspace store); fail fast if it is down; close the
+    runs that dead processes of this host left RUNNING."""
     import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from optimize.storage import check_database, redact_url, scrub
 
     uri = tracking_uri or default_uri(ws)
+    shown = redact_url(uri)
     if uri.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5) as resp:
                 resp.read()
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, ValueError) as exc:
             raise TrackingError(
-                f"MLflow tracking server {uri} is not reachable ({exc}); start it "
+                f"MLflow tracking server {shown} is not reachable ({scrub(str(exc), uri)}); start it "
                 f"(mlflow server --host 127.0.0.1 --port 5000) or drop --tracking-uri to use the local store"
             ) from None
-    if uri.startswith("sqlite:///"):
+    elif uri.startswith("sqlite:///"):
         _check_sqlite_store(Path(uri.split(":///", 1)[1]))
+    else:
+        check_database(uri, "the MLflow tracking store", TrackingError)
     mlflow.set_tracking_uri(uri)
     try:
+        with _init_lock(ws, uri):  # the first use creates or migrates the store's tables
+            mlflow.get_experiment_by_name(experiment)
         if mlflow.get_experiment_by_name(experiment) is None:
             location = (ws / "mlartifacts").as_uri() if not uri.startswith(("http://", "https://")) else None
-            mlflow.create_experiment(experiment, artifact_location=location)
+            try:
+                mlflow.create_experiment(experiment, artifact_location=location)
+            except MlflowException as exc:  # another process created it meanwhile
+                if mlflow.get_experiment_by_name(experiment) is None:
+                    raise exc from None
         mlflow.set_experiment(experiment)
-    except Exception as exc:  # mlflow wraps SQLAlchemy's OperationalError in its own exception types
+        reap_dead_runs()
+    except MlflowException as exc:
+        if uri.startswith("sqlite:") and _is_storage_problem(exc):
+            store = uri.split(":///", 1)[-1]
+            raise StorageError(
+                f"cannot write the MLflow store {store} ({_first_line(exc)}): make {Path(store).parent} writable, "
+                "or pass --workspace DIR (a writable folder) or --tracking-uri URI"
+            ) from None
+        raise TrackingError(f"the MLflow tracking store {shown} refused a request: {scrub(exc.message, uri)}") from None
+    except Exception as exc:  # SQLAlchemy's own errors on a read-only or full store
         if uri.startswith("sqlite:") and _is_storage_problem(exc):
             store = uri.split(":///", 1)[-1]
             raise StorageError(
@@ -60,6 +98,67 @@ def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> 
             ) from None
         raise
     return uri
+
+
+@contextmanager
+def _init_lock(ws: Path, uri: str) -> Iterator[None]:
+    """Serialize the first use of a database store by the processes of one workspace: two workers
+    creating a new sqlite store at once race on its migrations ("duplicate column name")."""
+    if uri.startswith(("http://", "https://")):
+        yield
+        return
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    ws.mkdir(parents=True, exist_ok=True)
+    with open(ws / ".tracking-init.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def process_tags() -> dict[str, str]:
+    from optimize.workers import identity
+
+    me = identity()
+    return {HOST_TAG: me["host"], PID_TAG: str(me["pid"]), STARTED_TAG: str(me["started"])}
+
+
+def reap_dead_runs() -> list[str]:
+    """Mark KILLED the RUNNING runs whose process (on this host) is gone; return their ids."""
+    from mlflow.tracking import MlflowClient
+
+    from optimize.workers import is_gone
+
+    client = MlflowClient()
+    host = socket.gethostname().replace("'", "")
+    ids = [e.experiment_id for e in client.search_experiments()]
+    if not ids:
+        return []
+    runs = client.search_runs(
+        ids, filter_string=f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{host}'", max_results=1000
+    )
+    reaped = []
+    for run in runs:
+        tags = run.data.tags
+        worker = {"host": tags.get(HOST_TAG), "pid": tags.get(PID_TAG), "started": tags.get(STARTED_TAG)}
+        if not is_gone(worker):
+            continue
+        client.set_tag(
+            run.info.run_id,
+            ENDED_TAG,
+            f"process {worker['pid']} on {worker['host']} ended without closing the run (killed); "
+            f"marked KILLED by process {process_tags()[PID_TAG]} at {time.strftime('%Y-%m-%d %H:%M:%S')}",
+        )
+        client.set_terminated(run.info.run_id, status="KILLED")
+        reaped.append(run.info.run_id)
+    if reaped:
+        log.warning("marked %d run(s) left RUNNING by dead processes as KILLED: %s", len(reaped), ", ".join(reaped))
+    return reaped
 
 
 def _check_sqlite_store(store: Path) -> None:
@@ -124,7 +223,7 @@ def run(
     """An MLflow run that ends FAILED (not left running) when the block raises or is interrupted."""
     import mlflow
 
-    active = mlflow.start_run(run_name=name, nested=nested, tags=dict(tags or {}))
+    active = mlflow.start_run(run_name=name, nested=nested, tags={**process_tags(), **dict(tags or {})})
     try:
         if params:
             mlflow.log_params(flatten(params))

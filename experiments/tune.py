@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ from experiments.compile import SaveInfo, data_hash, state_hash
 from optimize import replay
 from optimize.compile import shared_retriever
 from optimize.evaluate import evaluate
+from optimize.storage import redact_url
 from optimize.tune import (
     Objective,
     SearchSpace,
@@ -35,6 +35,7 @@ from optimize.tune import (
     baseline_trial,
     best_trial,
     enqueue_baseline,
+    finished_trials,
     full_params,
     get_objective,
     open_study,
@@ -51,10 +52,6 @@ log = logging.getLogger(__name__)
 
 def default_storage(ws: Path) -> str:
     return f"sqlite:///{ws / 'optuna.db'}"
-
-
-def redact_url(url: str) -> str:
-    return re.sub(r"//([^:/@]+):([^@]+)@", r"//\1:***@", url)
 
 
 @dataclass
@@ -272,7 +269,7 @@ def run_tune(
         import mlflow
 
         ran = run_study(study, tuner, job.n_trials, callbacks=[_trial_logger(job.space)])
-        log.info("study %s: %d trials run now, %d finished in all", study_name, ran, len(study.trials))
+        log.info("study %s: %d trials run now, %d finished in all", study_name, ran, finished_trials(study))
         best = best_trial(study, objective)
         best_params = full_params(best, job.space)
         mlflow.log_params(tracking.flatten(best_params, "best."))

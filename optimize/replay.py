@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -115,6 +116,15 @@ def _usable(rec: dict, max_retries: int) -> bool:
     return rec.get("max_retries", -1) >= max_retries and not _failed(rec)
 
 
+def _torn(path: Path) -> bool:
+    """Whether ``path`` ends in a line without its newline (a write cut by a kill)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) != b"\n"
+
+
 def pending(examples: Sequence[Any], max_retries: int, path: str | Path | None) -> list[Any]:
     """The examples a recording at ``path`` still lacks (or holds with fewer retries, or as failed)."""
     done = _read(Path(path)) if path else {}
@@ -145,8 +155,10 @@ def record(
     lock = threading.Lock()
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():  # rewrite without a line cut by a kill, so appends start on a fresh line
-            path.write_text("".join(json.dumps(r, default=str) + "\n" for r in _read(path).values()))
+        if _torn(path):  # rewrite without a line cut by a kill, so appends start on a fresh line
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in _read(path).values()))
+            tmp.replace(path)  # atomic: another worker reading or appending never sees half a file
 
     def one(ex: Any) -> dict:
         t0 = time.perf_counter()

@@ -7,20 +7,31 @@ model. The other three change retrieval; each distinct combination is recorded o
 through the LM cache) and then reused by every trial that shares it.
 
 Objectives: ``f1`` or ``em`` (maximize), or ``f1-cost`` (maximize F1, minimize LM calls per
-question: a Pareto front). Studies live in any Optuna RDB storage; a study of the same name
-resumes, trials that a killed worker left running are failed by the heartbeat and retried.
+question: a Pareto front). Studies live in any Optuna RDB storage or a journal file
+(:mod:`optimize.storage`); a study of the same name resumes. Several worker processes may share one
+study: together they finish exactly the trials asked for, never draw the same random point, and a
+trial that a killed worker left running is failed and queued again (at once on the same host, after a
+missed heartbeat elsewhere).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.samplers import BaseSampler, TPESampler
+from optuna.storages import RetryHeartbeatStaleTrialCallback
+from optuna.trial import TrialState
 from pydantic import Field, model_validator
 
+from optimize.storage import open_storage
+from optimize.workers import identity, is_gone
 from program.config import StrictConfig
 from program.errors import ConfigError
 from program.sharp import SharpConfig
@@ -146,8 +157,6 @@ def enqueue_baseline(study: Any, space: SearchSpace, params: Mapping[str, Any] |
 
 def baseline_trial(study: Any) -> Any | None:
     """The finished trial queued by :func:`enqueue_baseline`, if any."""
-    from optuna.trial import TrialState
-
     return next(
         (t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.user_attrs.get("baseline")),
         None,
@@ -192,28 +201,66 @@ def get_objective(name: str) -> Objective:
 
 
 # ---- studies -------------------------------------------------------------------------------------
-def open_study(storage: str, name: str, objective: Objective, seed: int = 0, heartbeat_s: int = 60) -> Any:
-    """Create or resume study ``name`` in ``storage`` (any Optuna RDB URL)."""
-    import warnings
+class TrialSeededSampler(BaseSampler):
+    """TPE whose random draws depend only on (seed, trial number), whichever worker runs the trial.
 
-    import optuna
-    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+    Two workers started with the same ``--seed`` would otherwise draw the same points one after the
+    other (duplicate trials); here trial 7 gets the draws of trial 7 in any process, so parallel
+    workers never repeat each other's random points. ``constant_liar`` makes TPE avoid the points of
+    trials still running in other workers.
+    """
 
+    def __init__(self, seed: int = 0):
+        self.seed = int(seed)
+        self._current = self._make(self.seed)
+
+    @staticmethod
+    def _make(seed: int) -> TPESampler:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return TPESampler(seed=seed, constant_liar=True)
+
+    def before_trial(self, study: Any, trial: Any) -> None:
+        self._current = self._make((self.seed * 1_000_003 + trial.number) % 2**32)
+        self._current.before_trial(study, trial)
+
+    def infer_relative_search_space(self, study: Any, trial: Any) -> dict:
+        return self._current.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: Any, trial: Any, search_space: dict) -> dict:
+        return self._current.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study: Any, trial: Any, name: str, distribution: Any) -> Any:
+        return self._current.sample_independent(study, trial, name, distribution)
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        self._current.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self._current.reseed_rng()
+
+
+def _retry_callback() -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        rdb = RDBStorage(
-            storage,
-            heartbeat_interval=heartbeat_s,
-            grace_period=3 * heartbeat_s,
-            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
-        )
+        return RetryHeartbeatStaleTrialCallback(max_retry=1)
+
+
+def open_study(storage: str, name: str, objective: Objective, seed: int = 0, heartbeat_s: int = 60) -> Any:
+    """Create or resume study ``name`` in ``storage`` (an Optuna RDB URL or ``journal:PATH``).
+
+    Trials left RUNNING by a dead worker are failed and queued again (same parameters, once): on
+    this host at once (the worker's process is gone), elsewhere after a missed heartbeat (RDB only).
+    """
+    store = open_storage(storage, heartbeat_s, _retry_callback())
+    sampler = TrialSeededSampler(seed)
     try:
         study = optuna.create_study(
-            storage=rdb,
+            storage=store,
             study_name=name,
             load_if_exists=True,
             directions=list(objective.directions),
-            sampler=optuna.samplers.TPESampler(seed=seed),
+            sampler=sampler,
         )
     except ValueError as exc:  # e.g. the stored study has other directions
         raise ConfigError(
@@ -226,13 +273,42 @@ def open_study(storage: str, name: str, objective: Objective, seed: int = 0, hea
             f"study {name!r} optimizes {stored}, not {objective.directions} ({objective.name}); "
             f"choose another --study name"
         )
+    reap_dead_trials(study)
     return study
 
 
 def finished_trials(study: Any) -> int:
-    from optuna.trial import TrialState
-
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+WORKER_ATTR = "worker"
+
+
+def reap_dead_trials(study: Any) -> list[int]:
+    """Fail the trials left RUNNING by a worker process of this host that is gone, and queue each
+    again once (its parameters, a ``failed_trial`` system attribute). Returns the failed numbers."""
+    reaped = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = t.user_attrs.get(WORKER_ATTR) or {}
+        if worker.get("trial") != t.number or not is_gone(worker):
+            continue
+        try:
+            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+        except UpdateFinishedTrialError:  # another worker got there first
+            continue
+        log.warning(
+            "trial %d was left running by process %s on %s, which is gone: failed, queued again",
+            t.number,
+            worker.get("pid"),
+            worker.get("host"),
+        )
+        reaped.append(t.number)
+        _retry_callback()(study, study._storage.get_trial(t._trial_id))
+    return reaped
+
+
+class SkippedTrial(Exception):
+    """A trial a worker reserved but must not run (the study has its trials, or it repeats the baseline)."""
 
 
 @dataclass
@@ -249,14 +325,50 @@ class Tuner:
 
     ``score(params)`` returns ``(metrics, recorded)``: the metrics of the policy and whether a new
     live recording was needed. Each trial's metrics and timing go to the trial's user attributes.
+
+    With ``n_trials`` set (run_study does), a trial first checks that it is needed: trials are
+    numbered in the order workers reserve them, so trial ``i`` runs only while the finished trials
+    plus the running ones numbered below ``i`` are fewer than ``n_trials``; several workers on one
+    storage then finish exactly ``n_trials``. A second copy of the queued baseline (two workers
+    opening a new study at once) is skipped too. A skipped trial ends FAIL (Optuna cannot delete a
+    trial), marked ``skipped`` and without parameters.
     """
 
     space: SearchSpace
     objective: Objective
     score: Callable[[dict], tuple[dict, bool]]
     outcomes: list[TrialOutcome] = field(default_factory=list)
+    n_trials: int | None = None
+
+    def _check_turn(self, trial: Any) -> None:
+        others = [t for t in trial.study.get_trials(deepcopy=False) if t.number != trial.number]
+        frozen = trial.study._storage.get_trial(trial._trial_id)
+        if frozen.user_attrs.get("baseline") and "failed_trial" not in frozen.system_attrs:
+            first = next(
+                (
+                    t
+                    for t in others
+                    if t.number < trial.number and t.user_attrs.get("baseline") and "failed_trial" not in t.system_attrs
+                ),
+                None,
+            )
+            if first is not None:
+                self._skip(trial, f"a copy of the baseline trial {first.number}")
+        if self.n_trials is None:
+            return
+        done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in others)
+        ahead = sum(t.state == TrialState.RUNNING and t.number < trial.number for t in others)
+        if done + ahead >= self.n_trials:  # (run_study's callback then stops this worker)
+            self._skip(trial, f"not needed: {done} finished and {ahead} running of {self.n_trials}")
+
+    @staticmethod
+    def _skip(trial: Any, why: str) -> None:
+        trial.set_user_attr("skipped", why)
+        raise SkippedTrial(f"trial {trial.number} skipped: {why}")
 
     def __call__(self, trial: Any) -> float | tuple[float, ...]:
+        trial.set_user_attr(WORKER_ATTR, {**identity(), "trial": trial.number})
+        self._check_turn(trial)
         params = suggest(trial, self.space)
         t0 = time.perf_counter()
         metrics, recorded = self.score(params)
@@ -269,18 +381,34 @@ class Tuner:
         return self.objective.values(metrics)
 
 
-def run_study(study: Any, tuner: Tuner, n_trials: int, callbacks: list | None = None) -> int:
-    """Run trials until the study has ``n_trials`` finished ones (counting every worker's); return how
-    many this process finished."""
-    from optuna.study import MaxTrialsCallback
-    from optuna.trial import TrialState
+def _stop_when_full(n_trials: int) -> Callable[[Any, Any], None]:
+    """After each trial: stop once finished trials plus those other workers are running reach ``n_trials``."""
 
-    remaining = max(0, n_trials - finished_trials(study))
+    def callback(study: Any, trial: Any) -> None:
+        reap_dead_trials(study)
+        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        if len(study.get_trials(deepcopy=False, states=states)) >= n_trials:
+            study.stop()
+
+    return callback
+
+
+def run_study(study: Any, tuner: Tuner, n_trials: int, callbacks: list | None = None) -> int:
+    """Run trials until the study has ``n_trials`` finished ones, counting every worker's (other
+    processes may share the storage); return how many this process finished."""
+    tuner.n_trials = n_trials
     before = len(tuner.outcomes)
-    if remaining:
-        # other workers on the same storage count too: stop when the study as a whole has n_trials
-        stop = MaxTrialsCallback(n_trials, states=(TrialState.COMPLETE, TrialState.PRUNED))
-        study.optimize(tuner, n_trials=remaining, callbacks=[*(callbacks or []), stop], catch=())
+    while True:
+        reap_dead_trials(study)
+        remaining = n_trials - finished_trials(study)
+        if remaining <= 0:
+            break
+        mark = len(tuner.outcomes)
+        study.optimize(
+            tuner, n_trials=remaining, callbacks=[*(callbacks or []), _stop_when_full(n_trials)], catch=(SkippedTrial,)
+        )
+        if len(tuner.outcomes) == mark:  # every trial it reserved was skipped: the others finish the study
+            break
     return len(tuner.outcomes) - before
 
 

@@ -62,3 +62,7 @@ class ModelFileError(SharpError):
 
 class ProgramFileError(SharpError):
     """A saved program file is missing, tampered with, or does not match this code's version."""
+
+
+class StoreError(SharpError):
+    """A database or server that holds runs or studies cannot be reached or refused the credentials."""

@@ -115,6 +115,8 @@ class Run:
     stop: str | None = None
 
 
+# a bridge "entity" longer than this is a sentence the model copied or wrote, not a name to search
+MAX_ENTITY_WORDS = 10
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     [
@@ -257,7 +259,8 @@ class SharpRAG(dspy.Module):
         return step
 
     def _bridge(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> str | None:
-        """The bridge step's query, or None (garbage, empty, or a search already made: recorded)."""
+        """The bridge step's entity to search, or None (garbage, empty, a sentence rather than a name, or a
+        search already made: recorded in the step's ``problem``)."""
         cfg = self.config
         evidence = self.evidence(pool)
         pred, step = tr.call(
@@ -270,10 +273,12 @@ class SharpRAG(dspy.Module):
             searched=list(pool.by_query),
             evidence=format_evidence(evidence, cfg.passage_chars),
         )
-        query = as_text(output_fields(pred, step).get("query"))
+        query = as_text(output_fields(pred, step).get("entity"))
         problem = None
         if not query:
-            problem = "no query"
+            problem = "no entity"
+        elif len(query.split()) > MAX_ENTITY_WORDS:
+            problem = f"not a name ({len(query.split())} words)"
         elif pool.asked(query):
             problem = "repeats an earlier search"
         step.update(round=round_no, query=query, problem=problem)

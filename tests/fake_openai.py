@@ -36,8 +36,8 @@ def sharp_answer(body: dict) -> str:
         )
     if "`supporting_passages`" in system:
         return json.dumps({"answer": "American", "supporting_passages": [1]})
-    if "`query`" in system:  # the bridge step
-        return json.dumps({"query": "Quentin Tarantino nationality"})
+    if "`entity`" in system:  # the bridge step
+        return json.dumps({"entity": "Quentin Tarantino"})
     if "`sub_queries`" in system:
         return json.dumps({"sub_queries": ["Pulp Fiction director", "Quentin Tarantino nationality"]})
     return "reply"

@@ -108,7 +108,7 @@ def arena(
             o.check_lms(lm_cfg, *(("judge",) if judge else ()))
         retriever = o.parse_sets(retriever_set)
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever, chroma_url)
-        programs = program_entrants(program or [], rt.workspace)
+        programs = program_entrants(program or [], rt.workspace, None if no_tracking else tracking_uri)
         if report_only:
             no_tracking = True
         if not no_tracking:
@@ -133,7 +133,9 @@ def arena(
         )
         result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
     except SharpError as exc:
-        render.err_console.print(f"[red]error:[/red] {exc}")
+        from rich.markup import escape
+
+        render.err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     from experiments.evaluation import failure_note
 
@@ -166,8 +168,9 @@ def arena(
     o.exit_if_failed(notes)
 
 
-def program_entrants(refs: list[str], workspace: Path) -> dict[str, str]:
-    """--program values -> {entrant name: local program file}; MLflow URIs are downloaded."""
+def program_entrants(refs: list[str], workspace: Path, tracking_uri: str | None = None) -> dict[str, str]:
+    """--program values -> {entrant name: local program file}; MLflow URIs are downloaded (from
+    ``tracking_uri`` when given)."""
     from experiments.export import resolve_program_path
     from program.errors import ConfigError
 
@@ -176,7 +179,7 @@ def program_entrants(refs: list[str], workspace: Path) -> dict[str, str]:
         name, sep, target = ref.partition("=")
         if not sep:
             name, target = "", ref
-        path = resolve_program_path(target, workspace)
+        path = resolve_program_path(target, workspace, tracking_uri=tracking_uri)
         if not name and target.startswith("models:/"):  # models:/NAME/VERSION -> NAME-vVERSION
             model, _, version = target[len("models:/") :].strip("/").partition("/")
             name = f"{model}-v{version}" if version else model.replace("@", "-")

@@ -31,9 +31,11 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, Any]:
 
 
 def _fail(exc: Exception) -> None:
+    from rich.markup import escape
+
     from experiments.render import err_console
 
-    err_console.print(f"[red]error:[/red] {exc}")
+    err_console.print(f"[red]error:[/red] {escape(str(exc))}")
     raise typer.Exit(2)
 
 
@@ -196,7 +198,10 @@ def register(app: typer.Typer) -> None:
         system: str = typer.Option("sharp", "--system", help="Only 'sharp' has a retry policy to tune."),
         trials: int = typer.Option(30, "--trials", help="Finished trials the study should have in all."),
         storage: str | None = typer.Option(
-            None, "--storage", help="Optuna RDB URL (default: sqlite in the workspace)."
+            None,
+            "--storage",
+            help="Where the study lives (default: sqlite in the workspace, one worker). Parallel workers: "
+            "postgresql://USER:PASSWORD@HOST:PORT/DB, or journal:/PATH/study.journal on one machine.",
         ),
         study: str | None = typer.Option(None, "--study", help="Study name (default sharp-DATASET-OBJECTIVE)."),
         objective: str = typer.Option("f1", "--objective", help="f1, em, or f1-cost (F1 vs LM calls, Pareto)."),
@@ -226,7 +231,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Search threshold, retries, k schedule, evidence cap and retrieval mode with Optuna (replayed)."""
         from experiments import tracking
-        from experiments.tune import TuneJob, load_space, tune_from_runtime
+        from experiments.tune import TuneJob, default_storage, load_space, tune_from_runtime
+        from optimize.storage import check_storage
 
         try:
             if system != "sharp":
@@ -247,6 +253,7 @@ def register(app: typer.Typer) -> None:
             o.check_lms(lm_cfg)  # a server that is down fails now, before any index or model loads
             rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir)
             tracking.configure(tracking_uri, rt.workspace, experiment)  # fail fast, before any LM work
+            check_storage(storage or default_storage(rt.workspace))
             out = tune_from_runtime(
                 rt,
                 job,

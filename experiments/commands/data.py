@@ -90,9 +90,11 @@ def _target(dataset: str, data_dir: Path | None, workspace: Path | None, index_d
 
 
 def _fail(exc: Exception) -> None:
+    from rich.markup import escape
+
     from experiments.render import err_console
 
-    err_console.print(f"[red]error:[/red] {exc}")
+    err_console.print(f"[red]error:[/red] {escape(str(exc))}")
     raise typer.Exit(2)
 
 

@@ -26,9 +26,11 @@ BenchModels = typer.Option(None, "--model", "-m", help="Local model(s) to time (
 
 
 def _fail(exc: Exception) -> None:
+    from rich.markup import escape
+
     from experiments.render import err_console
 
-    err_console.print(f"[red]error:[/red] {exc}")
+    err_console.print(f"[red]error:[/red] {escape(str(exc))}")
     raise typer.Exit(2)
 
 

@@ -15,9 +15,11 @@ log = logging.getLogger(__name__)
 
 
 def _fail(exc: Exception) -> None:
+    from rich.markup import escape
+
     from experiments.render import err_console
 
-    err_console.print(f"[red]error:[/red] {exc}")
+    err_console.print(f"[red]error:[/red] {escape(str(exc))}")
     raise typer.Exit(2)
 
 
@@ -38,6 +40,9 @@ def ask(
     config: Path | None = o.Config,
     set_: list[str] | None = o.Set,
     chroma_url: str | None = o.ChromaUrl,
+    tracking_uri: str | None = typer.Option(
+        None, "--tracking-uri", help="MLflow tracking URI to resolve --program models:/NAME/VERSION from."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as one JSON object."),
 ) -> None:
     """Answer one question and show how: plan, each round's verdict and confidence, evidence, cost."""
@@ -52,7 +57,7 @@ def ask(
         if program:
             from experiments.export import resolve_program_path
 
-            module, _ = rt.load_program(resolve_program_path(program, rt.workspace))
+            module, _ = rt.load_program(resolve_program_path(program, rt.workspace, tracking_uri=tracking_uri))
         else:
             module = rt.system(system, {**o.read_mapping(config), **o.parse_sets(set_)})
         pred = module(question=question)
@@ -166,6 +171,7 @@ def demo(
     """The main job: build the index if needed, run SHARP and plain RAG on a seeded sample, compare."""
     from experiments import render, tracking
     from experiments.evaluation import failure_note, log_to_mlflow, run_eval
+    from optimize.storage import redact_url
     from program.errors import IndexMissingError, SharpError
 
     notes: list[str | None] = []
@@ -202,7 +208,7 @@ def demo(
         render.metrics_table(results, f"SHARP vs plain RAG, {limit} seeded {dataset} {split} questions")
     )
     render.console.print(
-        f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {uri}) then open http://127.0.0.1:5000"
+        f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {redact_url(uri)}) then open http://127.0.0.1:5000"
     )
     o.exit_if_failed(notes)
 

@@ -41,7 +41,7 @@ def test_a_stale_critic_query_calls_the_bridge_whose_query_is_searched_at_the_ne
     # the critic only restates the question's own words: no new term, so the bridge step writes the query
     pred, lms, retriever = run(
         [crit(suggested=["director of the film that won the Palme d'Or in 1994"]), crit("sufficient")],
-        [{"query": "Quentin Tarantino nationality"}],
+        [{"entity": "Quentin Tarantino nationality"}],
     )
     assert lms["bridge"].calls == 1
     assert ("Quentin Tarantino nationality", 5) in retriever.queries
@@ -59,7 +59,7 @@ def test_a_fresh_critic_query_needs_no_bridge_call():
 def test_bridge_always_goes_first_and_keeps_the_fresh_critic_query():
     pred, lms, retriever = run(
         [crit(suggested=["Kieslowski Polish"]), crit("sufficient")],
-        [{"query": "Quentin Tarantino"}],
+        [{"entity": "Quentin Tarantino"}],
         SharpConfig(max_retries=1, bridge="always"),
     )
     round1 = [s for s in pred.trace if s["role"] == "retriever" and s["round"] == 1][0]
@@ -67,7 +67,15 @@ def test_bridge_always_goes_first_and_keeps_the_fresh_critic_query():
 
 
 def test_garbage_or_empty_or_repeated_bridge_queries_are_traced_and_the_loop_still_answers():
-    for reply, problem in (({"nonsense": "@@"}, "no query"), ({"query": ""}, "no query"), ({"query": Q}, "repeats")):
+    sentence = "Quentin Tarantino directed Pulp Fiction which won the Palme d'Or at Cannes in 1994"
+    replies = (
+        ({"nonsense": "@@"}, "no entity"),
+        ({"entity": ""}, "no entity"),
+        ({"entity": sentence}, "not a name"),
+        ({"entity": Q}, "not a name"),
+        ({"entity": "Palme d'Or 1994 film"}, "repeats"),
+    )
+    for reply, problem in replies:
         pred, lms, _ = run([crit(missing=["the director's nationality"])], [reply])
         bridge = steps(pred, "bridge")[0]
         assert bridge["problem"].startswith(problem), (reply, bridge)
@@ -77,7 +85,7 @@ def test_garbage_or_empty_or_repeated_bridge_queries_are_traced_and_the_loop_sti
 
 
 def test_no_bridge_query_and_nothing_missing_stops_on_no_new_queries():
-    pred, lms, _ = run([crit()], [{"query": ""}])
+    pred, lms, _ = run([crit()], [{"entity": ""}])
     assert pred.stop_reason == "no_new_queries" and lms["bridge"].calls == 1
     assert steps(pred, "critic")[-1]["action"] == "stop"
 
