@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from experiments import report, tracking
-from experiments.runtime import config_hash
 from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate, is_failed, read_rows
 from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
+from program.digest import digest
 from program.errors import ConfigError, ModelFileError, SharpError
 from program.registry import SYSTEMS, UnknownSystemError, config_for, system_names
 from program.systems.modes import retriever_overrides
@@ -142,7 +142,7 @@ def arena_name(dataset: str, spec: ArenaSpec, retriever: Mapping[str, Any] | Non
         f"{Path(dataset).stem}-{spec.split}-{spec.limit or 'all'}-s{spec.seed}"
         + ("-bal" if spec.balanced else "")
         + ("-judge" if spec.judge else "")
-        + (f"-r{config_hash(dict(retriever))[:6]}" if retriever else "")
+        + (f"-r{digest(dict(retriever), 6)}" if retriever else "")
     )
 
 
@@ -164,7 +164,7 @@ def settings_for(
         "system": name,
         "dataset": rt.dataset,
         "split": split,
-        "question_ids_hash": config_hash([e.id for e in examples]),
+        "question_ids_hash": digest([e.id for e in examples], 12),
         "config": None,
         "lm": rt.lm_config.summary(),
         "retriever": rt.retriever_config,
@@ -183,7 +183,7 @@ def settings_for(
         program_file=str(program),
         config=saved.config,
         retriever={**(rt.retriever_config or {}), "overrides": saved.retriever},
-        program_state_hash=config_hash(saved.state),
+        program_state_hash=digest(saved.state, 12),
     )
     return out
 

@@ -11,8 +11,6 @@ MLflow run of the interrupted attempt ends FAILED (KILLED on Ctrl-C), never RUNN
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +41,7 @@ from optimize.critic import (
 )
 from optimize.evaluate import EvalResult, evaluate
 from optimize.feedback import ANSWER_METRICS, answer_feedback_metric
+from program.digest import digest
 from program.errors import ConfigError
 from program.lm.accounting import recording
 from program.saved import save_program
@@ -117,7 +116,7 @@ class CompileOutcome:
 def data_hash(*splits: Sequence[Any]) -> str:
     """A short digest of the examples (ids, questions, answers) of every split, in order."""
     body = [[[getattr(e, "id", None), e.question, getattr(e, "answer", None)] for e in split] for split in splits]
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+    return digest(body, 16)
 
 
 def state_hash(module: dspy.Module) -> str:
@@ -125,7 +124,7 @@ def state_hash(module: dspy.Module) -> str:
         "config": module.config.model_dump(mode="json") if hasattr(module, "config") else None,
         "state": module.dump_state(),
     }
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return digest(body, 16)
 
 
 def _evaluate(module: dspy.Module, valset: Sequence[Any], out_dir: Path, label: str, threads: int) -> EvalResult:

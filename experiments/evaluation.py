@@ -10,8 +10,9 @@ from typing import Any
 import dspy
 
 from experiments import tracking
-from experiments.runtime import Runtime, config_hash
+from experiments.runtime import Runtime
 from optimize.evaluate import EvalResult, evaluate, is_failed
+from program.digest import digest
 
 log = logging.getLogger(__name__)
 
@@ -34,21 +35,21 @@ def settings_of(
         "system": system_name,
         "dataset": rt.dataset,
         "split": split,
-        "question_ids_hash": config_hash([e.id for e in examples]),
+        "question_ids_hash": digest([e.id for e in examples], 12),
         "config": module.config.model_dump(mode="json"),
         "lm": rt.lm_config.summary(),
         # where the vectors live (chroma_url) changes no hit, so it does not start a new results file
         "retriever": {k: v for k, v in rt.retriever_config.items() if k != "chroma_url"},
         "program": str(program_path) if program_path else None,
         # prompts, demos and instructions: a changed prompt never resumes stale results
-        "program_state_hash": config_hash(module.dump_state()),
+        "program_state_hash": digest(module.dump_state(), 12),
         "cache": rt.cache,
     }
 
 
 def results_file(rt: Runtime, settings: dict, tag: str = "") -> Path:
     name = (
-        f"{settings['system']}-{Path(settings['dataset']).stem}-{settings['split']}{tag}-{config_hash(settings)}.jsonl"
+        f"{settings['system']}-{Path(settings['dataset']).stem}-{settings['split']}{tag}-{digest(settings, 12)}.jsonl"
     )
     return rt.workspace / "runs" / name
 

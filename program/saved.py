@@ -7,7 +7,6 @@ an unknown system, a bad config or a tampered digest is a :class:`ProgramFileErr
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import dspy
 
 import program
+from program.digest import digest
 from program.errors import ProgramFileError, SharpError
 
 FORMAT = "sharp-program"
@@ -40,10 +40,6 @@ def _strip_lms(state: Any) -> Any:
     return state
 
 
-def _digest(body: dict) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
-
-
 def save_program(
     path: str | Path,
     module: dspy.Module,
@@ -64,7 +60,7 @@ def save_program(
         "index_manifest": index_manifest or {},
         "meta": meta or {},
     }
-    body["sha256"] = _digest(body)
+    body["sha256"] = digest(body)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -83,8 +79,8 @@ def read_program(path: str | Path) -> SavedProgram:
         raise ProgramFileError(f"{path} is not a readable program file: {exc}") from None
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         raise ProgramFileError(f"{path} is not a SHARP program file (format {body.get('format')!r})")
-    digest = body.pop("sha256", None)
-    if digest != _digest(body):
+    recorded = body.pop("sha256", None)
+    if recorded != digest(body):
         raise ProgramFileError(f"{path} was modified after it was saved (checksum mismatch); re-export it")
     if body["code_version"] != program.__version__:
         raise ProgramFileError(
