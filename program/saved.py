@@ -32,11 +32,17 @@ class SavedProgram:
     meta: dict
 
 
-def _strip_lms(state: Any) -> Any:
+def without_lms(state: Any) -> Any:
+    """A dumped module state with every predictor's ``lm`` slot empty (None), present in each predictor
+    state (dspy's ``Predict.load_state`` reads it): what is saved, and what is loaded into a program
+    that keeps its own LMs."""
     if isinstance(state, dict):
-        return {k: (None if k == "lm" else _strip_lms(v)) for k, v in state.items()}
+        out = {k: (None if k == "lm" else without_lms(v)) for k, v in state.items()}
+        if "signature" in out and "demos" in out:
+            out.setdefault("lm", None)
+        return out
     if isinstance(state, list):
-        return [_strip_lms(v) for v in state]
+        return [without_lms(v) for v in state]
     return state
 
 
@@ -54,7 +60,7 @@ def save_program(
         "code_version": program.__version__,
         "system": system,
         "config": module.config.model_dump(mode="json"),
-        "state": _strip_lms(module.dump_state()),
+        "state": without_lms(module.dump_state()),
         "retriever": retriever or {},
         "lm": lm or {},
         "index_manifest": index_manifest or {},
