@@ -259,7 +259,7 @@ def build_optimizer(name: str, ctx: OptimizerContext, overrides: dict | None = N
         optimizer = spec.cls(**kwargs)
     except (AssertionError, TypeError, ValueError) as exc:
         raise ConfigError(f"cannot build optimizer {name!r}: {exc}") from None
-    return optimizer, settings_of({**kwargs, **at_compile})
+    return optimizer, loggable_settings({**kwargs, **at_compile})
 
 
 def compile_settings(name: str, overrides: dict | None = None) -> dict:
@@ -268,7 +268,7 @@ def compile_settings(name: str, overrides: dict | None = None) -> dict:
     return {k: v for k, v in (overrides or {}).items() if k in spec.compile_keys}
 
 
-def settings_of(kwargs: dict) -> dict:
+def loggable_settings(kwargs: dict) -> dict:
     """The settings worth logging: callables become names, LMs their model string."""
     out = {}
     for key, value in kwargs.items():
