@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from experiments import report, tracking
-from experiments.runtime import config_hash
+from experiments.evaluation import settings_of
 from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate, is_failed, read_rows
 from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
+from program.digest import digest
 from program.errors import ConfigError, ModelFileError, SharpError
 from program.registry import SYSTEMS, UnknownSystemError, config_for, system_names
 from program.systems.modes import retriever_overrides
@@ -142,7 +143,7 @@ def arena_name(dataset: str, spec: ArenaSpec, retriever: Mapping[str, Any] | Non
         f"{Path(dataset).stem}-{spec.split}-{spec.limit or 'all'}-s{spec.seed}"
         + ("-bal" if spec.balanced else "")
         + ("-judge" if spec.judge else "")
-        + (f"-r{config_hash(dict(retriever))[:6]}" if retriever else "")
+        + (f"-r{digest(dict(retriever), 6)}" if retriever else "")
     )
 
 
@@ -152,40 +153,6 @@ def pick_baseline(spec: ArenaSpec, names: Sequence[str]) -> str | None:
     found = next((b for b in BASELINES if b in names), None)
     log.warning("baseline %r is not in this arena; paired differences use %s", spec.baseline, found or "nothing")
     return found
-
-
-def settings_for(
-    rt: Any, name: str, values: Mapping[str, Any], split: str, examples: list, judge: Any, program: Path | None = None
-) -> dict:
-    """What decides a system's results: a resumed file must have been written with the same. For a
-    program entrant: its system, config, retriever settings and a digest of its demos and instructions
-    (read from the file; nothing is built), so an edited or recompiled program never resumes stale rows."""
-    out = {
-        "system": name,
-        "dataset": rt.dataset,
-        "split": split,
-        "question_ids_hash": config_hash([e.id for e in examples]),
-        "config": None,
-        "lm": rt.lm_config.summary(),
-        "retriever": rt.retriever_config,
-        "cache": rt.cache,
-        "judge": judge.config.model_dump(mode="json") if judge is not None else None,
-    }
-    if program is None:
-        out["config"] = config_for(name, values).model_dump(mode="json")
-        return out
-    from program.saved import read_program
-
-    saved = read_program(program)
-    out.update(
-        system=saved.system,
-        program=name,
-        program_file=str(program),
-        config=saved.config,
-        retriever={**(rt.retriever_config or {}), "overrides": saved.retriever},
-        program_state_hash=config_hash(saved.state),
-    )
-    return out
 
 
 def is_finished(path: Path, examples: list, compact: Path | None = None) -> bool:
@@ -263,7 +230,18 @@ def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = 
         row_fn = judged_row(question_row, judge)
     retrievers: dict[str, Any] = {}
     results, paths, ran, reused = {}, {}, [], []
-    settings = {n: settings_for(rt, n, configs.get(n, {}), spec.split, examples, judge, programs.get(n)) for n in names}
+    settings = {  # what decides each entrant's results; nothing is built (a program entrant's is read from its file)
+        n: settings_of(
+            rt,
+            n,
+            spec.split,
+            examples,
+            config=None if n in programs else config_for(n, configs.get(n, {})).model_dump(mode="json"),
+            program=(n, programs[n]) if n in programs else None,
+            judge=judge,
+        )
+        for n in names
+    }
     modules, skipped = _build_all(
         rt, names, configs, examples, folder, retrievers, spec.skip_unavailable, programs, spec.results_dir
     )

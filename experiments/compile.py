@@ -11,8 +11,6 @@ MLflow run of the interrupted attempt ends FAILED (KILLED on Ctrl-C), never RUNN
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,14 +20,8 @@ from typing import Any, Literal
 import dspy
 
 from experiments import tracking
-from optimize.compile import (
-    CompileResult,
-    check_sizes,
-    compile_program,
-    describe_program,
-    render_prompts,
-    shared_retriever,
-)
+from experiments.prompts import describe_program, render_prompts
+from optimize.compile import CompileResult, compile_program, shared_retriever
 from optimize.critic import (
     DEFAULT_THRESHOLD,
     CriticScore,
@@ -43,6 +35,8 @@ from optimize.critic import (
 )
 from optimize.evaluate import EvalResult, evaluate
 from optimize.feedback import ANSWER_METRICS, answer_feedback_metric
+from optimize.optimizers import check_sizes, get_optimizer
+from program.digest import digest
 from program.errors import ConfigError
 from program.lm.accounting import recording
 from program.saved import save_program
@@ -117,7 +111,7 @@ class CompileOutcome:
 def data_hash(*splits: Sequence[Any]) -> str:
     """A short digest of the examples (ids, questions, answers) of every split, in order."""
     body = [[[getattr(e, "id", None), e.question, getattr(e, "answer", None)] for e in split] for split in splits]
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+    return digest(body, 16)
 
 
 def state_hash(module: dspy.Module) -> str:
@@ -125,7 +119,7 @@ def state_hash(module: dspy.Module) -> str:
         "config": module.config.model_dump(mode="json") if hasattr(module, "config") else None,
         "state": module.dump_state(),
     }
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return digest(body, 16)
 
 
 def _evaluate(module: dspy.Module, valset: Sequence[Any], out_dir: Path, label: str, threads: int) -> EvalResult:
@@ -349,10 +343,9 @@ def _headline(result: EvalResult) -> dict:
 # ---- composition from a Runtime (the CLI path) -------------------------------------------------------
 def proposer_for(runtime: Any, optimizer: str) -> Any:
     """The proposer LM (role 'proposer' of the LM config) when the optimizer proposes instructions."""
-    from optimize.compile import get_spec
     from program.lm.factory import build_lm
 
-    if not get_spec(optimizer).needs_proposer:
+    if not get_optimizer(optimizer).needs_proposer:
         return None
     return build_lm(runtime.lm_config.resolve("proposer"), "proposer")
 
@@ -395,10 +388,8 @@ def compile_from_runtime(
     An optimizer that selects on a validation set gets ``n_select`` train questions of its own
     (default: as many as ``n_val``), disjoint from the ones it trains on and from the reported ones.
     """
-    from optimize.compile import get_spec
-
     check_sizes_early(job, n_train, n_val)
-    selects = job.target == "program" and get_spec(job.optimizer).uses_valset
+    selects = job.target == "program" and get_optimizer(job.optimizer).uses_valset
     n_sel = (n_val if n_select is None else n_select) if selects else 0
     if selects and n_sel < 1:
         raise ConfigError(f"{job.optimizer!r} selects candidates on held-out train questions: --n-select must be >= 1")
@@ -447,15 +438,13 @@ def compile_from_runtime(
 
 def check_sizes_early(job: CompileJob, n_train: int, n_val: int) -> None:
     """Refuse impossible sizes before loading anything."""
-    from optimize.compile import get_spec
-
-    spec = get_spec(job.optimizer)
+    entry = get_optimizer(job.optimizer)
     if n_val < 1:
         raise ConfigError("--n-val must be at least 1: compile evaluates before and after on it")
     if job.target == "program":
         check_sizes(job.optimizer, n_train, n_val)
-    elif n_train < spec.min_train:
+    elif n_train < entry.min_train:
         raise ConfigError(
-            f"critic compilation with {job.optimizer!r} needs at least {spec.min_train} "
-            f"critiques; harvest them from more questions (--n-train >= {spec.min_train})"
+            f"critic compilation with {job.optimizer!r} needs at least {entry.min_train} "
+            f"critiques; harvest them from more questions (--n-train >= {entry.min_train})"
         )

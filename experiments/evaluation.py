@@ -10,8 +10,10 @@ from typing import Any
 import dspy
 
 from experiments import tracking
-from experiments.runtime import Runtime, config_hash
+from experiments.runtime import Runtime
 from optimize.evaluate import EvalResult, evaluate, is_failed
+from program.digest import digest
+from program.saved import read_program
 
 log = logging.getLogger(__name__)
 
@@ -27,28 +29,57 @@ def build(
 
 
 def settings_of(
-    rt: Runtime, system_name: str, module: dspy.Module, split: str, examples: list, program_path: Path | None = None
+    rt: Any,
+    system: str,
+    split: str,
+    examples: list,
+    *,
+    config: Mapping[str, Any] | None = None,
+    state: Any = None,
+    program: tuple[str, Path] | None = None,
+    judge: Any = None,
 ) -> dict:
-    """Everything that decides the results: what a resumed run must share with the file."""
-    return {
-        "system": system_name,
+    """Everything that decides a system's results (eval and arena): what a resumed results file must
+    have been written with.
+
+    ``config``: the system's config (JSON). ``state``: its dumped state where the module is built
+    (prompts, demos, instructions, so a changed prompt never resumes stale rows). ``program``: a saved
+    program's (entrant name, file); its system, config, retriever overrides and, without ``state``,
+    its state are read from the file, nothing is built, so an edited or recompiled program never
+    resumes stale rows either. ``judge``: the arena's answer judge. Where the vectors live
+    (``chroma_url``) changes no hit, so it is left out.
+    """
+    retriever = {k: v for k, v in (rt.retriever_config or {}).items() if k != "chroma_url"}
+    out = {
+        "system": system,
         "dataset": rt.dataset,
         "split": split,
-        "question_ids_hash": config_hash([e.id for e in examples]),
-        "config": module.config.model_dump(mode="json"),
+        "question_ids_hash": digest([e.id for e in examples], 12),
+        "config": config,
         "lm": rt.lm_config.summary(),
-        # where the vectors live (chroma_url) changes no hit, so it does not start a new results file
-        "retriever": {k: v for k, v in rt.retriever_config.items() if k != "chroma_url"},
-        "program": str(program_path) if program_path else None,
-        # prompts, demos and instructions: a changed prompt never resumes stale results
-        "program_state_hash": config_hash(module.dump_state()),
+        "retriever": retriever,
         "cache": rt.cache,
+        "judge": judge.config.model_dump(mode="json") if judge is not None else None,
     }
+    if program is not None:
+        name, path = program
+        saved = read_program(path)
+        out.update(
+            system=saved.system,
+            program=name,
+            program_file=str(path),
+            config=saved.config,
+            retriever={**retriever, "overrides": saved.retriever},
+        )
+        state = saved.state if state is None else state
+    if state is not None:
+        out["program_state_hash"] = digest(state, 12)
+    return out
 
 
 def results_file(rt: Runtime, settings: dict, tag: str = "") -> Path:
     name = (
-        f"{settings['system']}-{Path(settings['dataset']).stem}-{settings['split']}{tag}-{config_hash(settings)}.jsonl"
+        f"{settings['system']}-{Path(settings['dataset']).stem}-{settings['split']}{tag}-{digest(settings, 12)}.jsonl"
     )
     return rt.workspace / "runs" / name
 
@@ -66,7 +97,15 @@ def run_eval(
 ) -> tuple[EvalResult, dict, dspy.Module, Path]:
     if module is None:
         module, system = build(rt, system, config, program_path)
-    settings = settings_of(rt, system, module, split, examples, program_path)
+    settings = settings_of(
+        rt,
+        system,
+        split,
+        examples,
+        config=module.config.model_dump(mode="json"),
+        state=module.dump_state(),
+        program=(Path(program_path).stem, Path(program_path)) if program_path else None,
+    )
     path = results_file(rt, settings)
     log.info("evaluating %s on %d %s questions; results in %s", system, len(examples), split, path)
     result = evaluate(module, examples, path, threads=threads, progress=progress, meta=settings)

@@ -31,7 +31,7 @@ from typing import Any
 
 from experiments import settings, tracking
 from program.errors import IndexMismatchError, ProgramFileError, SharpError
-from program.saved import FORMAT, SavedProgram, load_into, read_program
+from program.saved import FORMAT, SavedProgram, load_into, read_program, without_lms
 
 log = logging.getLogger(__name__)
 
@@ -101,19 +101,9 @@ def check_manifest(saved: SavedProgram, index_dir: Path) -> None:
         )
 
 
-def _lm_slots(state: Any) -> Any:
-    """Predictor states with an ``lm`` slot (None): program.saved strips the key, dspy's loader reads it."""
-    if isinstance(state, dict):
-        out = {k: _lm_slots(v) for k, v in state.items()}
-        if "signature" in out and "demos" in out:
-            out.setdefault("lm", None)
-        return out
-    return state
-
-
 def load_saved(saved: SavedProgram, retriever: Any) -> Any:
     """:func:`program.saved.load_into`, tolerant of states saved without ``lm`` slots."""
-    return load_into(dataclasses.replace(saved, state=_lm_slots(saved.state)), retriever)
+    return load_into(dataclasses.replace(saved, state=without_lms(saved.state)), retriever)
 
 
 def load_for_serving(

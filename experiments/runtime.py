@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -15,6 +13,7 @@ import dspy
 
 from data.sources import DatasetSource, resolve_dataset
 from experiments import settings
+from program.digest import digest
 from program.lm import LMConfig, assign_lms
 from program.registry import SYSTEMS, build_system, config_for
 from program.saved import SavedProgram, load_into, read_program
@@ -114,7 +113,8 @@ def configure_cache(enabled: bool, cache_dir: Path | None) -> None:
 
 
 def config_hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    """``digest(obj, 12)``; kept for experiments/commands/reranker.py (its manifests record this length)."""
+    return digest(obj, 12)
 
 
 def dataset_source(dataset: str | Path | DatasetSource, data_dir: Path | None = None) -> DatasetSource:

@@ -11,7 +11,6 @@ retry policy is then replayed from it without calling the model.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -43,6 +42,7 @@ from optimize.tune import (
     recording_params,
     run_study,
 )
+from program.digest import digest
 from program.errors import ConfigError
 from program.saved import save_program
 from program.sharp import SharpRAG
@@ -86,10 +86,6 @@ class TuneOutcome:
     best_metrics: dict = field(default_factory=dict)
 
 
-def _digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 class ReplayScorer:
     """Parameters -> metrics: a live recording per retrieval setting (kept on disk), replay per policy."""
 
@@ -123,12 +119,13 @@ class ReplayScorer:
     def _recording(self, params: dict) -> tuple[dict[str, dict], bool]:
         rparams = recording_params(params, self.space)
         config, overrides = apply_params(self.base.config, rparams)
-        key = _digest(
+        key = digest(
             {
                 **self.key_base,
                 "config": config.model_dump(mode="json", exclude={"confidence_threshold"}),
                 "retriever": overrides,
-            }
+            },
+            16,
         )
         if key in self.recordings:
             return self.recordings[key], False

@@ -30,6 +30,7 @@ from program.critique import critic_stops, read_critique
 from program.errors import ConfigError
 from program.evidence import format_evidence
 from program.lm.failures import is_service_failure
+from program.saved import without_lms
 from program.sharp import SharpConfig
 from program.steps import RECOVERABLE, adapter_settings, check_question
 from program.types import Passage
@@ -102,17 +103,10 @@ def install_critic(program: dspy.Module, compiled: CriticProgram) -> dspy.Module
             f"{type(program.critic).__name__}; compile with the same critic_reasoning setting"
         )
     lms = {name: pred.lm for name, pred in program.critic.named_predictors()}
-    program.critic.load_state(_without_lms(compiled.critic.dump_state()))
+    program.critic.load_state(without_lms(compiled.critic.dump_state()))
     for name, pred in program.critic.named_predictors():
         pred.lm = lms.get(name)
     return program
-
-
-def _without_lms(state: Any) -> Any:
-    """A dumped state with every predictor's LM cleared (the program keeps its own LMs)."""
-    if isinstance(state, dict):
-        return {k: (None if k == "lm" else _without_lms(v)) for k, v in state.items()}
-    return state
 
 
 # ---- harvesting --------------------------------------------------------------------------------

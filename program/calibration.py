@@ -11,8 +11,6 @@ it is saved, exported and loaded with the program; a digest of those numbers ref
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -21,6 +19,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from program.config import StrictConfig
+from program.digest import digest
 from program.types import Passage
 
 # Every feature a calibrator may use, computed by :func:`critique_features`.
@@ -116,7 +115,7 @@ def numbers_digest(cal: Any) -> str:
     """sha256 over a calibrator's features and numbers (what decides its output)."""
     payload = {k: getattr(cal, k) for k in ("features", "means", "scales", "weights", "bias")}
     payload["fitted_on"] = getattr(cal, "fitted_on", {})
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    return digest(payload)
 
 
 def make_calibrator(

@@ -7,7 +7,6 @@ an unknown system, a bad config or a tampered digest is a :class:`ProgramFileErr
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import dspy
 
 import program
+from program.digest import digest
 from program.errors import ProgramFileError, SharpError
 
 FORMAT = "sharp-program"
@@ -32,16 +32,18 @@ class SavedProgram:
     meta: dict
 
 
-def _strip_lms(state: Any) -> Any:
+def without_lms(state: Any) -> Any:
+    """A dumped module state with every predictor's ``lm`` slot empty (None), present in each predictor
+    state (dspy's ``Predict.load_state`` reads it): what is saved, and what is loaded into a program
+    that keeps its own LMs."""
     if isinstance(state, dict):
-        return {k: (None if k == "lm" else _strip_lms(v)) for k, v in state.items()}
+        out = {k: (None if k == "lm" else without_lms(v)) for k, v in state.items()}
+        if "signature" in out and "demos" in out:
+            out.setdefault("lm", None)
+        return out
     if isinstance(state, list):
-        return [_strip_lms(v) for v in state]
+        return [without_lms(v) for v in state]
     return state
-
-
-def _digest(body: dict) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def save_program(
@@ -58,13 +60,13 @@ def save_program(
         "code_version": program.__version__,
         "system": system,
         "config": module.config.model_dump(mode="json"),
-        "state": _strip_lms(module.dump_state()),
+        "state": without_lms(module.dump_state()),
         "retriever": retriever or {},
         "lm": lm or {},
         "index_manifest": index_manifest or {},
         "meta": meta or {},
     }
-    body["sha256"] = _digest(body)
+    body["sha256"] = digest(body)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -83,8 +85,8 @@ def read_program(path: str | Path) -> SavedProgram:
         raise ProgramFileError(f"{path} is not a readable program file: {exc}") from None
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         raise ProgramFileError(f"{path} is not a SHARP program file (format {body.get('format')!r})")
-    digest = body.pop("sha256", None)
-    if digest != _digest(body):
+    recorded = body.pop("sha256", None)
+    if recorded != digest(body):
         raise ProgramFileError(f"{path} was modified after it was saved (checksum mismatch); re-export it")
     if body["code_version"] != program.__version__:
         raise ProgramFileError(

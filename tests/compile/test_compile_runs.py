@@ -10,7 +10,7 @@ import pytest
 import experiments.compile as ec
 from experiments.compile import CompileJob, SaveInfo, run_compile
 from experiments.export import load_saved
-from optimize.compile import TrainSetTooSmallError
+from optimize.optimizers import TrainSetTooSmallError
 from program.errors import ConfigError
 from program.saved import read_program
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import experiments.export as ex
 from experiments import tracking
 from experiments.compile import CompileJob, SaveInfo, run_compile
 from experiments.export import ExportError, export_run, find_program, load_for_serving, resolve_program_path
+from program.digest import digest
 from program.errors import IndexMismatchError, ProgramFileError
 from program.saved import read_program
 
@@ -121,7 +121,7 @@ def test_a_program_from_another_code_version_is_refused(compiled, tmp_path):
     body = json.loads(out.path.read_text())
     body.pop("sha256")
     body["code_version"] = "0.0.1"
-    body["sha256"] = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+    body["sha256"] = digest(body)
     other = tmp_path / "old.json"
     other.write_text(json.dumps(body))
     with pytest.raises(ProgramFileError, match="code version 0.0.1"):

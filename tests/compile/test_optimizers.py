@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import dspy
 import pytest
 
-from optimize.compile import (
+from experiments.prompts import describe_program, render_prompts
+from optimize.compile import compile_program
+from optimize.feedback import answer_feedback_metric
+from optimize.metrics import answer_f1
+from optimize.optimizers import (
     OPTIMIZERS,
     OptimizerContext,
     TrainSetTooSmallError,
     UnknownOptimizerError,
     build_optimizer,
     check_sizes,
-    compile_program,
-    describe_program,
-    render_prompts,
 )
-from optimize.feedback import answer_feedback_metric
-from optimize.metrics import answer_f1
 from program.errors import ConfigError
 
 
@@ -51,28 +52,50 @@ def test_proposer_needed_for_instruction_optimizers(world):
         with pytest.raises(ConfigError, match="needs a proposer LM"):
             build_optimizer(name, ctx())
     lm = world.rule_lm("proposer", lambda f: {})
-    opt, settings = build_optimizer("mipro", ctx(proposer_lm=lm, task_lm=lm))
+    settings = build_optimizer("mipro", ctx(proposer_lm=lm, task_lm=lm)).settings
     assert settings["auto"] == "light" and settings["num_threads"] == 1 and settings["prompt_model"] == "dummy"
 
 
 def test_small_data_defaults_and_unknown_settings():
-    opt, settings = build_optimizer("bootstrap", ctx())
+    built = build_optimizer("bootstrap", ctx())
+    opt, settings = built.optimizer, built.settings
     assert (opt.max_bootstrapped_demos, opt.max_labeled_demos) == (2, 2)
     assert settings["metric"] == "answer_f1"
-    opt, _ = build_optimizer("bootstrap", ctx(), {"max_labeled_demos": 0})
-    assert opt.max_labeled_demos == 0
+    assert build_optimizer("bootstrap", ctx(), {"max_labeled_demos": 0}).optimizer.max_labeled_demos == 0
     with pytest.raises(ConfigError, match="unknown setting.*max_demoz.*valid settings: .*max_bootstrapped_demos"):
         build_optimizer("bootstrap", ctx(), {"max_demoz": 3})
 
 
 def test_gepa_takes_exactly_one_budget(world):
     lm = world.rule_lm("proposer", lambda f: {})
-    opt, settings = build_optimizer("gepa", ctx(proposer_lm=lm))
+    settings = build_optimizer("gepa", ctx(proposer_lm=lm)).settings
     assert settings["max_full_evals"] == 3 and "auto" not in settings
-    opt, settings = build_optimizer("gepa", ctx(proposer_lm=lm), {"auto": "light"})
+    settings = build_optimizer("gepa", ctx(proposer_lm=lm), {"auto": "light"}).settings
     assert settings["auto"] == "light" and "max_full_evals" not in settings
     with pytest.raises(ConfigError, match="exactly one budget"):
         build_optimizer("gepa", ctx(proposer_lm=lm), {"auto": "light", "max_metric_calls": 50})
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_every_registered_optimizer_builds_with_its_defaults(world, name):
+    lm = world.rule_lm("proposer", lambda f: {})
+    built = build_optimizer(name, ctx(proposer_lm=lm, task_lm=lm))
+    assert isinstance(built.optimizer, dspy.teleprompt.Teleprompter)
+    assert json.loads(json.dumps(built.settings)) == built.settings  # loggable as it is
+    assert built.settings.get("num_threads", 1) == 1  # single-threaded: the cost ledger sees every call
+
+
+def test_simba_batch_cannot_exceed_the_train_split(world):
+    lm = world.rule_lm("proposer", lambda f: {})
+    assert build_optimizer("simba", ctx(proposer_lm=lm)).settings["bsize"] == 8  # min(8, n_train)
+    with pytest.raises(TrainSetTooSmallError, match=r"bsize \(24\) exceeds the train split \(20\)"):
+        build_optimizer("simba", ctx(proposer_lm=lm), {"bsize": 24, "max_steps": 1})
+
+
+def test_gepa_needs_a_feedback_metric(world):
+    lm = world.rule_lm("proposer", lambda f: {})
+    with pytest.raises(ConfigError, match="needs a feedback metric"):
+        build_optimizer("gepa", OptimizerContext(metric=answer_f1, proposer_lm=lm))
 
 
 def test_simba_refuses_different_lms_per_role(world):
@@ -106,15 +129,14 @@ def test_bootstrap_compiles_every_predictor_and_accounts_the_cost(world):
 
 
 def test_mipro_takes_a_small_explicit_budget_at_compile_time(world):
-    from optimize.compile import compile_settings
-
     lm = world.rule_lm("proposer", lambda f: {})
     opts = {"num_candidates": 2, "num_trials": 3, "minibatch": False}
-    opt, settings = build_optimizer("mipro", ctx(proposer_lm=lm, task_lm=lm), opts)
-    assert opt.auto is None and opt.num_candidates == 2  # the explicit budget replaced auto="light"
-    assert settings["num_trials"] == 3 and settings["minibatch"] is False  # logged with the rest
-    assert compile_settings("mipro", opts) == {"num_trials": 3, "minibatch": False}
-    assert compile_settings("bootstrap", {"max_labeled_demos": 1}) == {}
+    built = build_optimizer("mipro", ctx(proposer_lm=lm, task_lm=lm), opts)
+    assert built.optimizer.auto is None and built.optimizer.num_candidates == 2  # explicit budget replaced "light"
+    assert built.settings["num_trials"] == 3 and built.settings["minibatch"] is False  # logged with the rest
+    # the search budget goes to .compile(), with the permission prompt turned off
+    assert built.compile_kwargs == {"num_trials": 3, "minibatch": False, "requires_permission_to_run": False}
+    assert build_optimizer("bootstrap", ctx(), {"max_labeled_demos": 1}).compile_kwargs == {}
     with pytest.raises(ConfigError, match="num_candidates and num_trials"):
         build_optimizer("mipro", ctx(proposer_lm=lm, task_lm=lm), {"num_candidates": 2})
     with pytest.raises(ConfigError, match="unknown setting.*num_trialz.*num_trials"):

@@ -10,7 +10,7 @@ from doubles import ScriptedLM, assign
 
 import program
 from program.errors import ProgramFileError
-from program.saved import load_into, read_program, save_program
+from program.saved import load_into, read_program, save_program, without_lms
 from program.sharp import SharpConfig, SharpRAG
 
 
@@ -39,6 +39,20 @@ def test_round_trip_rebuilds_config_demos_and_instructions(tmp_path, retriever):
     assert module.config.confidence_threshold == 0.55 and module.config.k_schedule == (2, 4)
     assert module.critic.signature.instructions.startswith("Only say sufficient")
     assert module.generator.demos[0]["answer"] == "a"
+
+
+def test_without_lms_empties_every_lm_slot_and_gives_each_predictor_one():
+    state = {
+        "planner.predict": {"signature": {}, "demos": [{"question": "q", "lm": "kept?"}], "lm": {"model": "x"}},
+        "critic.predict": {"signature": {}, "demos": []},  # saved without a slot: dspy's loader needs one
+        "config": {"k": 2},
+    }
+    out = without_lms(state)
+    assert out["planner.predict"]["lm"] is None and out["critic.predict"]["lm"] is None
+    assert out["planner.predict"]["demos"][0]["lm"] is None  # the walk goes into lists too
+    assert out["config"] == {"k": 2} and "lm" not in out["config"]  # not a predictor state: no slot added
+    assert state["planner.predict"]["lm"] == {"model": "x"}  # the input is not changed
+    assert without_lms(out) == out
 
 
 def test_tampered_file_is_refused(tmp_path, retriever):
