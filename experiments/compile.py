@@ -21,6 +21,7 @@ import dspy
 
 from experiments import tracking
 from experiments.prompts import describe_program, render_prompts
+from optimize.calibrate import fit_calibrator, pick_threshold, report
 from optimize.compile import CompileResult, compile_program, shared_retriever
 from optimize.critic import (
     DEFAULT_THRESHOLD,
@@ -64,6 +65,10 @@ class CompileJob:
     threads: int = 1
     critic_val_fraction: float = 0.3
     critic_balance: bool = True  # the compiled critic's demos show both verdicts (optimize.critic.balance_demos)
+    critic_demos: bool = True  # --target critic: compile the critic's demos (False: keep its prompt as it is)
+    calibrate: bool = True  # --target critic: fit the calibrator (program.calibration) on the harvested critiques
+    max_over_trigger: float = 0.15  # the calibrated threshold sends at most this share of complete evidence back
+    calibrator_fitted_on: dict = field(default_factory=dict)  # dataset, corpus, reranker: recorded with it
     freeze: tuple[str, ...] = ()  # roles whose demos and instructions the optimizer may not change
 
     def __post_init__(self) -> None:
@@ -143,7 +148,9 @@ def _log_program(path: Path, module: dspy.Module, result: CompileResult) -> None
 def _compile_critic(
     job: CompileJob, student: dspy.Module, trainset: Sequence[Any], proposer_lm: Any, task_lm: Any
 ) -> tuple[dspy.Module, CompileResult, dict]:
-    """Harvest critiques on ``trainset``, compile the critic alone, install it into a copy of ``student``."""
+    """Harvest critiques on ``trainset`` (the program's loop in explore mode), compile the critic's demos
+    (unless ``job.critic_demos`` is off), fit the calibrator on the train critiques and install both into a
+    copy of ``student``. Reports zero-shot, demos and calibrator on the held-out critiques."""
     with recording() as ledger:
         cases = harvest(student, trainset)
     counts = label_counts(cases)
@@ -154,47 +161,81 @@ def _compile_critic(
         counts["sufficient"],
     )
     train_cases, val_cases = split_cases(cases, job.critic_val_fraction, job.seed)
-    check_sizes(job.optimizer, len(train_cases), len(val_cases))
+    held_out = val_cases or train_cases
     critic = critic_student(student)
     task_lm = next((p.lm for _, p in critic.named_predictors() if p.lm is not None), task_lm)
     # the critic is scored on the calls the program makes with it: at the program's stop threshold
     threshold = getattr(getattr(student, "config", None), "confidence_threshold", DEFAULT_THRESHOLD)
-    metric = CriticScore(threshold)
-    before = evaluate_critic(critic, val_cases or train_cases, threshold)
-    result = compile_program(
-        critic,
-        job.optimizer,
-        train_cases,
-        val_cases,
-        metric=metric,
-        feedback_metric=metric.feedback,
-        proposer_lm=proposer_lm,
-        task_lm=task_lm,
-        overrides=job.optimizer_settings,
-        metric_threshold=job.threshold(),
-        seed=job.seed,
-    )
+    zero_shot = report([c.p_token for c in held_out], [c.sufficient for c in held_out], threshold)
+    added: list[str] = []
+    if job.critic_demos:
+        check_sizes(job.optimizer, len(train_cases), len(val_cases))
+        metric = CriticScore(threshold)
+        result = compile_program(
+            critic,
+            job.optimizer,
+            train_cases,
+            val_cases,
+            metric=metric,
+            feedback_metric=metric.feedback,
+            proposer_lm=proposer_lm,
+            task_lm=task_lm,
+            overrides=job.optimizer_settings,
+            metric_threshold=job.threshold(),
+            seed=job.seed,
+        )
+        added = balance_demos(result.program, train_cases) if job.critic_balance else []
+        if added:
+            log.info("critic demos balanced: added the gold critiques of %s", ", ".join(added))
+        # the compiled critic's own P(sufficient) on every case: what its calibrator is fitted on
+        held_points: list[dict] = []
+        demos = evaluate_critic(result.program, held_out, threshold, held_points)
+        for case, point in zip(held_out, held_points):
+            case.features = {**case.features, "p_token": point["p_sufficient"]}
+        if val_cases and job.calibrate:
+            train_points: list[dict] = []
+            evaluate_critic(result.program, train_cases, threshold, train_points)
+            for case, point in zip(train_cases, train_points):
+                case.features = {**case.features, "p_token": point["p_sufficient"]}
+        compiled_critic = result.program
+    else:
+        demos, compiled_critic = None, critic
+        no_calls = {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+        result = CompileResult(critic, "none", {"critic_demos": False}, no_calls, 0.0)
     result.cost["harvest"] = ledger.summary()  # the program runs that produced the critique states
-    added = balance_demos(result.program, train_cases) if job.critic_balance else []
-    if added:
-        log.info("critic demos balanced: added the gold critiques of %s", ", ".join(added))
-    after = evaluate_critic(result.program, val_cases or train_cases, threshold)
     with shared_retriever(student):
         program = student.deepcopy()
-    install_critic(program, result.program)
-    return (
-        program,
-        result,
-        {
-            "counts": counts,
-            "n_train_cases": len(train_cases),
-            "n_val_cases": len(val_cases),
-            "before": before,
-            "after": after,
-            "balanced_with": added,
-            "threshold": threshold,
-        },
-    )
+    install_critic(program, compiled_critic)
+    calibrated, cal_threshold = None, threshold
+    if job.calibrate:
+        fit_on = [c for c in train_cases if c.features]
+        cal = fit_calibrator(
+            [{"features": c.features, "label": c.sufficient} for c in fit_on],
+            fitted_on={**job.calibrator_fitted_on, "critic_demos": job.critic_demos},
+        )
+        train_probs = [cal.probability(c.features) for c in fit_on]
+        cal_threshold = pick_threshold(train_probs, [c.sufficient for c in fit_on], job.max_over_trigger)
+        held_probs = [cal.probability(c.features) for c in held_out]
+        calibrated = report(held_probs, [c.sufficient for c in held_out], cal_threshold)
+        cal = cal.with_info(threshold=cal_threshold, held_out=_numbers(calibrated))
+        program.config = program.config.replace(calibrator=cal, confidence_threshold=cal_threshold)
+    info = {
+        "counts": counts,
+        "n_train_cases": len(train_cases),
+        "n_val_cases": len(val_cases),
+        "before": zero_shot,
+        "after": demos or zero_shot,
+        "zero_shot": zero_shot,
+        "demos": demos,
+        "calibrator": calibrated,
+        "balanced_with": added,
+        "threshold": cal_threshold,
+    }
+    return program, result, info
+
+
+def _numbers(metrics: dict | None) -> dict:
+    return {k: round(v, 4) for k, v in (metrics or {}).items() if isinstance(v, (int, float)) and v is not None}
 
 
 def run_compile(
@@ -280,7 +321,12 @@ def run_compile(
             compiled, result, critic_info = _compile_critic(job, student, trainset, proposer_lm, task_lm)
             mlflow.log_metrics(
                 tracking.numeric(
-                    {"before": critic_info["before"], "after": critic_info["after"], "harvest": critic_info["counts"]},
+                    {
+                        "zero_shot": critic_info["zero_shot"],
+                        "demos": critic_info["demos"] or {},
+                        "calibrator": critic_info["calibrator"] or {},
+                        "harvest": critic_info["counts"],
+                    },
                     "critic.",
                 )
             )
@@ -378,6 +424,7 @@ def compile_from_runtime(
     *,
     n_train: int,
     n_val: int,
+    train_offset: int = 0,
     val_split: str = "train",
     program_path: str | Path | None = None,
     system_config: dict | None = None,
@@ -393,16 +440,19 @@ def compile_from_runtime(
     n_sel = (n_val if n_select is None else n_select) if selects else 0
     if selects and n_sel < 1:
         raise ConfigError(f"{job.optimizer!r} selects candidates on held-out train questions: --n-select must be >= 1")
+    skip = max(0, train_offset)
     if val_split == "train":
         trainset, selectset, valset = split_train_val(
-            runtime.examples("train", limit=n_train + n_sel + n_val, seed=job.seed),
+            runtime.examples("train", limit=skip + n_train + n_sel + n_val, seed=job.seed)[skip:],
             train=n_train,
             selection=n_sel,
             validation=n_val,
         )
     else:
         trainset, selectset = split_train_val(
-            runtime.examples("train", limit=n_train + n_sel, seed=job.seed), train=n_train, selection=n_sel
+            runtime.examples("train", limit=skip + n_train + n_sel, seed=job.seed)[skip:],
+            train=n_train,
+            selection=n_sel,
         )
         valset = runtime.examples(val_split, limit=n_val, seed=job.seed)
     if program_path:
@@ -413,6 +463,14 @@ def compile_from_runtime(
     else:
         student = runtime.system(job.system, system_config)
         retriever_overrides = system_retriever(student.config)  # vanilla-dense, vanilla-hop: their own retriever
+    if job.target == "critic":  # what the calibrator's features come from, recorded with it and checked on load
+        settings = runtime.retriever_settings(retriever_overrides)
+        job.calibrator_fitted_on = {
+            "dataset": str(runtime.dataset),
+            "corpus_sha256": runtime.index_manifest().get("corpus_sha256"),
+            "reranker": settings.reranker,
+            "train_offset": skip,
+        }
     proposer = proposer_for(runtime, job.optimizer)
     params = {
         "dataset": runtime.dataset,

@@ -90,6 +90,7 @@ class Runtime:
         extra = getattr(module_cls, "extra_retrievers", None)  # e.g. CRAG's lexical fallback route
         extra = {kw: self.retriever(overrides) for kw, overrides in extra(cfg).items()} if extra else {}
         module = build_system(name, retriever, cfg, **extra)
+        self.check_calibrator(module, retriever_overrides(cfg))
         assign_lms(module, self.lm_config)
         return module
 
@@ -97,8 +98,16 @@ class Runtime:
         saved = read_program(path)
         retriever = self.retriever(saved.retriever)
         module = load_into(saved, retriever)
+        self.check_calibrator(module, saved.retriever)
         assign_lms(module, self.lm_config)
         return module, saved
+
+    def check_calibrator(self, module: dspy.Module, overrides: Mapping[str, Any] | None = None) -> None:
+        """A program's critic calibrator must have been fitted on this index's corpus with this reranker."""
+        calibrator = getattr(getattr(module, "config", None), "calibrator", None)
+        if calibrator is not None:
+            reranker = self.retriever_settings(overrides).reranker
+            calibrator.check_fits(self.index_manifest().get("corpus_sha256"), reranker)
 
 
 def configure_cache(enabled: bool, cache_dir: Path | None) -> None:

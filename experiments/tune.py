@@ -377,10 +377,12 @@ def tune_from_runtime(
     split: str = "train",
     program_path: str | Path | None = None,
     system_config: dict | None = None,
+    offset: int = 0,
 ) -> TuneOutcome:
     from experiments.compile import save_info
 
-    examples = runtime.examples(split, limit=n_questions, seed=job.seed)
+    skip = max(0, offset)
+    examples = runtime.examples(split, limit=skip + n_questions, seed=job.seed)[skip:]
     if program_path:
         base, saved = runtime.load_program(program_path)
         base_retriever = dict(saved.retriever)
@@ -401,6 +403,7 @@ def tune_from_runtime(
         "retriever": base_retriever,
         "dataset": runtime.dataset,
         "split": split,
+        **({"offset": skip} if skip else {}),
     }
     params = {
         "dataset": runtime.dataset,

@@ -72,8 +72,10 @@ def report(probs: Sequence[float], labels: Sequence[bool], threshold: float) -> 
 
 def pick_threshold(probs: Sequence[float], labels: Sequence[bool], max_over_trigger: float = 0.15) -> float:
     """The threshold with the fewest under-triggers (incomplete evidence let through) among those that send
-    at most ``max_over_trigger`` of the complete evidence back for more; the lowest such threshold."""
-    candidates = sorted({round(float(p), 4) for p in probs} | {0.0, 1.0})
+    at most ``max_over_trigger`` of the complete evidence back for more. Candidates lie halfway between
+    neighbouring probabilities (and at 0 and 1), so a rounded threshold never lands on a case."""
+    values = sorted({float(p) for p in probs})
+    candidates = [0.0, *(round((a + b) / 2, 4) for a, b in zip(values, values[1:])), 1.0]
     best, best_under = 1.0, None
     for t in candidates:
         r = report(probs, labels, t)

@@ -150,30 +150,39 @@ def critique_cases(
                 evidence_titles=titles,
                 program_verdict=step.get("verdict"),
                 program_confidence=step.get("confidence"),
+                p_token=step.get("p_sufficient"),
+                features=dict(step.get("features") or {}),
             ).with_inputs(*CRITIC_INPUTS)
         )
     return cases
 
 
-def harvest(program: dspy.Module, examples: Iterable[Any]) -> list[dspy.Example]:
-    """Run ``program`` on each example and collect its critique states as labelled cases."""
-    if not hasattr(program, "critic") or not hasattr(program, "retriever"):
+def harvest(program: dspy.Module, examples: Iterable[Any], max_retries: int | None = None) -> list[dspy.Example]:
+    """Run ``program``'s loop in explore mode (:meth:`program.sharp.SharpRAG.run`: it never stops on the
+    critic, so every round up to ``max_retries`` is critiqued, default the program's retry cap) on each
+    example and collect its critique states as labelled cases, each with the features the program's
+    calibrator reads (``features``) and the critic's own P(sufficient) (``p_token``)."""
+    if not hasattr(program, "critic") or not hasattr(program, "retriever") or not hasattr(program, "run"):
         raise ConfigError(f"{type(program).__name__} has no critic to compile; use --system sharp")
+    from optimize.replay import record_question
+
     with shared_retriever(program):
         runner = program.deepcopy()
     runner.retriever = plog = PassageLog(program.retriever)
     chars = runner.config.passage_chars
+    retries = runner.config.max_retries if max_retries is None else max_retries
     cases: list[dspy.Example] = []
     examples = list(examples)
     for i, ex in enumerate(examples, 1):
         try:
-            pred = runner(question=ex.question)
+            rec = record_question(runner, ex.question, retries)
         except RECOVERABLE as exc:
             if is_service_failure(exc):  # the LM is down or failing: no critique to harvest from anything
                 raise
             log.warning("question %s failed while harvesting critiques: %s", getattr(ex, "id", "?"), exc)
             continue
-        found = critique_cases(ex, pred, plog.by_id, chars)
+        trace = [*rec["head"]["steps"], *(s for r in rec["rounds"] for s in (r["retriever"], r["critic"]) if s)]
+        found = critique_cases(ex, dspy.Prediction(trace=trace), plog.by_id, chars)
         cases += found
         log.info("harvested %d/%d questions: %d critiques (%d so far)", i, len(examples), len(found), len(cases))
     return cases
@@ -325,11 +334,14 @@ critic_score = CriticScore()
 critic_feedback = critic_score.feedback
 
 
-def evaluate_critic(critic: CriticProgram, cases: Sequence[Any], threshold: float = DEFAULT_THRESHOLD) -> dict:
+def evaluate_critic(
+    critic: CriticProgram, cases: Sequence[Any], threshold: float = DEFAULT_THRESHOLD, points: list | None = None
+) -> dict:
     """Mean score plus calibration (accuracy, Brier, ECE, trigger rates) of ``critic`` on ``cases``, its
     calls made as SHARP makes them with ``confidence_threshold`` = ``threshold``."""
     metric = CriticScore(threshold)
-    points, scores, errors = [], [], 0
+    points = [] if points is None else points  # the caller's list gets one point per case, in order
+    scores, errors = [], 0
     for i, case in enumerate(cases, 1):
         if i == 1 or i % 5 == 0 or i == len(cases):
             log.info("evaluating the critic: critique %d/%d", i, len(cases))

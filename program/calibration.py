@@ -20,6 +20,7 @@ from pydantic import Field, model_validator
 
 from program.config import StrictConfig
 from program.digest import digest
+from program.errors import ConfigError
 from program.types import Passage
 
 # Every feature a calibrator may use, computed by :func:`critique_features`.
@@ -38,7 +39,7 @@ FEATURES = (
 _NAME = re.compile(r"\b[A-Z][\w'&.-]*(?:\s+(?:of|the|de|and|&|[A-Z][\w'&.-]*))*")
 
 
-class CalibratorError(ValueError):
+class CalibratorError(ConfigError):
     """A calibrator whose numbers do not match its digest, or that names unknown features."""
 
 
@@ -102,6 +103,32 @@ class Calibrator(StrictConfig):
                 "`sharp compile --target critic`"
             )
         return self
+
+    def with_info(self, **info: Any) -> Calibrator:
+        """The same calibrator with more ``fitted_on`` information (its digest recomputed)."""
+        return make_calibrator(
+            self.features, self.means, self.scales, self.weights, self.bias, {**self.fitted_on, **info}
+        )
+
+    def check_fits(self, corpus_sha256: str | None, reranker: str | None) -> None:
+        """Refuse to read features from another retriever than the one the calibrator was fitted on: its
+        score features are a given reranker's probabilities over a given corpus."""
+        fitted = self.fitted_on
+        problems = []
+        if corpus_sha256 and fitted.get("corpus_sha256") and fitted["corpus_sha256"] != corpus_sha256:
+            problems.append(
+                f"it was fitted on corpus {str(fitted['corpus_sha256'])[:12]} ({fitted.get('dataset')!r}), "
+                f"this index holds corpus {corpus_sha256[:12]}"
+            )
+        if "reranker" in fitted and fitted.get("reranker") != reranker:
+            problems.append(f"it was fitted with reranker {fitted.get('reranker')!r}, this retriever uses {reranker!r}")
+        if problems:
+            raise CalibratorError(
+                "the program's critic calibrator does not fit this retriever: "
+                + "; ".join(problems)
+                + ". Fit one for it with `sharp compile --target critic` on this dataset, or drop it "
+                "(--set calibrator=null)"
+            )
 
     def probability(self, features: Mapping[str, float]) -> float:
         z = self.bias + sum(

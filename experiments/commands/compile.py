@@ -91,6 +91,23 @@ def register(app: typer.Typer) -> None:
             help="--target critic: the compiled critic's demos show both verdicts "
             "(a gold critique is added for a missing one).",
         ),
+        critic_demos: bool = typer.Option(
+            True,
+            "--critic-demos/--no-critic-demos",
+            help="--target critic: compile the critic's demos (off: keep its prompt, fit the calibrator only).",
+        ),
+        calibrate: bool = typer.Option(
+            True,
+            "--calibrate/--no-calibrate",
+            help="--target critic: fit the calibrator of P(sufficient) on the harvested critiques and set the "
+            "stop threshold from it.",
+        ),
+        train_offset: int = typer.Option(
+            0,
+            "--train-offset",
+            help="Skip the first N seeded train questions (e.g. the ones a reranker was trained on, so the "
+            "calibrator sees reranker scores of unseen questions).",
+        ),
         freeze: list[str] | None = typer.Option(
             None,
             "--freeze",
@@ -101,6 +118,7 @@ def register(app: typer.Typer) -> None:
         config: Path | None = o.Config,
         set_: list[str] | None = o.Set,
         retriever_mode: str | None = typer.Option(None, "--retriever-mode", help="dense, bm25 or hybrid."),
+        retriever_set: list[str] | None = o.RetrieverSet,
         dataset: str = o.Dataset,
         data_dir: Path | None = o.DataDir,
         workspace: Path | None = o.Workspace,
@@ -132,6 +150,8 @@ def register(app: typer.Typer) -> None:
                 seed=seed,
                 threads=threads,
                 critic_balance=critic_balance,
+                critic_demos=critic_demos,
+                calibrate=calibrate,
                 freeze=tuple(freeze or ()),
             )
             check_sizes_early(job, n_train, n_val)
@@ -152,7 +172,7 @@ def register(app: typer.Typer) -> None:
                 lm_cfg,
                 no_cache,
                 cache_dir,
-                {"mode": retriever_mode} if retriever_mode else None,
+                {**o.parse_sets(retriever_set), **({"mode": retriever_mode} if retriever_mode else {})} or None,
             )
             tracking.configure(tracking_uri, rt.workspace, experiment)  # fail fast, before any LM work
             out = compile_from_runtime(
@@ -160,6 +180,7 @@ def register(app: typer.Typer) -> None:
                 job,
                 n_train=n_train,
                 n_val=n_val,
+                train_offset=train_offset,
                 val_split=val_split,
                 program_path=_program(program, rt),
                 system_config=_system_config(config, set_),
@@ -173,14 +194,15 @@ def register(app: typer.Typer) -> None:
             if b is not None and a is not None:
                 typer.echo(f"  {key:>15}: {b:.3f} -> {a:.3f}")
         if out.critic:
-            cb, ca = out.critic["before"], out.critic["after"]
+            views = [(k, out.critic.get(k)) for k in ("zero_shot", "demos", "calibrator") if out.critic.get(k)]
             typer.echo(
-                f"  critic, {ca['n_critiques']} held-out critiques of {out.critic['counts']['cases']}, "
-                f"calls at threshold {out.critic['threshold']:g}:"
+                f"  critic, {views[0][1]['n_critiques']} held-out critiques of {out.critic['counts']['cases']} "
+                f"(threshold now {out.critic['threshold']:g}):"
             )
-            for key in ("score", "verdict_accuracy", "brier", "auroc", "over_trigger", "under_trigger"):
-                b, a = cb.get(key), ca.get(key)
-                typer.echo(f"  {key:>16}: {'-' if b is None else f'{b:.3f}'} -> {'-' if a is None else f'{a:.3f}'}")
+            typer.echo("  " + " " * 16 + "".join(f"{name:>12}" for name, _ in views))
+            for key in ("auroc", "brier", "ece", "verdict_accuracy", "over_trigger", "under_trigger"):
+                cells = "".join(f"{'-' if v.get(key) is None else f'{v[key]:.3f}':>12}" for _, v in views)
+                typer.echo(f"  {key:>16}{cells}")
         typer.echo(
             f"  compile cost: {out.cost['lm_calls']} LM calls, "
             f"{out.cost['prompt_tokens'] + out.cost['completion_tokens']} tokens, {out.cost['seconds']:.0f}s"
@@ -207,6 +229,7 @@ def register(app: typer.Typer) -> None:
         objective: str = typer.Option("f1", "--objective", help="f1, em, or f1-cost (F1 vs LM calls, Pareto)."),
         n_questions: int = typer.Option(30, "--n", help="Questions to tune on."),
         split: str = typer.Option("train", "--split", help="Split to tune on (keep dev for the final report)."),
+        train_offset: int = typer.Option(0, "--train-offset", help="Skip the first N seeded questions of the split."),
         space: Path | None = typer.Option(None, "--space", help="YAML search space (SearchSpace keys)."),
         fix: list[str] | None = typer.Option(None, "--fix", help="Pin a parameter key=value (repeatable)."),
         verify: bool = typer.Option(False, "--verify", help="Run the best policy live and compare with replay."),
@@ -261,6 +284,7 @@ def register(app: typer.Typer) -> None:
                 split=split,
                 program_path=_program(program, rt),
                 system_config=_system_config(config, set_),
+                offset=train_offset,
             )
         except SharpError as exc:
             _fail(exc)
