@@ -175,7 +175,7 @@ def harvest(program: dspy.Module, examples: Iterable[Any], max_retries: int | No
     examples = list(examples)
     for i, ex in enumerate(examples, 1):
         try:
-            rec = record_question(runner, ex.question, retries)
+            rec = record_question(runner, ex.question, retries, answer_rounds=False)  # critiques need no answers
         except RECOVERABLE as exc:
             if is_service_failure(exc):  # the LM is down or failing: no critique to harvest from anything
                 raise

@@ -69,16 +69,17 @@ class Policy:
 
 
 # ---- recording ---------------------------------------------------------------------------------
-def record_question(program: SharpRAG, question: str, max_retries: int) -> dict:
+def record_question(program: SharpRAG, question: str, max_retries: int, answer_rounds: bool = True) -> dict:
     """Run ``program``'s own loop (:meth:`SharpRAG.run`) in explore mode for up to ``max_retries``
-    retries, answering at every round."""
+    retries, answering at every round (unless ``answer_rounds`` is False: such a record cannot be
+    replayed, only harvested for critiques)."""
     cfg = program.config
     q, truncated = check_question(question, cfg.max_question_chars)
     with recording() as ledger:
         tr = Tracer(Budget(max_lm_calls=None), ledger)
         if truncated:
             tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
-        run = program.run(q, tr, explore=max_retries)
+        run = program.run(q, tr, explore=max_retries, answer_rounds=answer_rounds)
     return {
         "format": FORMAT,
         "question": q,

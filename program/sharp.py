@@ -40,17 +40,22 @@ class SharpConfig(StrictConfig):
     max_retries: int = Field(2, ge=0, le=10)
     # the generator and critic read at most this many passages of the pool (plain RAG reads 5)
     evidence_cap: int = Field(5, ge=1, le=40)
-    # "score": the whole pool ranked by each passage's best reranker score; "round_robin": rank by rank
-    # across queries (for retrievers whose scores are not comparable across queries)
-    evidence_order: Literal["score", "round_robin"] = "score"
+    # "round_robin": rank by rank across queries (the hybrid retriever's fused scores are not comparable
+    # across queries); "score": the whole pool ranked by each passage's best score (a reranker's
+    # probability is comparable: use it with --retriever-set reranker=NAME)
+    evidence_order: Literal["score", "round_robin"] = "round_robin"
+    # the retriever searches again from each query's top passage (program/retrieval/hop.py; no LM call)
+    second_hop: bool = True
     passage_chars: int = Field(600, ge=50, le=5000)  # as plain RAG: 450 cut the answer from 4% of gold paragraphs
     planner: bool = True  # False: the question is the only first-round search (no planner call)
     max_sub_queries: int = Field(3, ge=1, le=8)
     queries_per_retry: int = Field(2, ge=1, le=6)
     include_question: bool = True
-    # the bridge step writes the next query from the evidence: "stale" when the critic's queries repeat
-    # earlier searches or add no new term, "always" on every retry (before the critic's), "off" never
-    bridge: Literal["off", "stale", "always"] = "stale"
+    # the bridge step names the entity to search next, from the evidence: "always" on every retry (first,
+    # then the critic's fresh queries), "stale" only when the critic's queries repeat earlier searches or
+    # add no new term, "off" never. "always": on held-out train questions its entities found a missing
+    # gold paragraph more often than the critic's queries (RESULTS.md, loop study)
+    bridge: Literal["off", "stale", "always"] = "always"
     bridge_max_tokens: int = Field(64, ge=8, le=1024)
     critic_reasoning: bool = False
     # "token": P(sufficient) read from the critic's token probabilities where the LM returns them
@@ -301,10 +306,11 @@ class SharpRAG(dspy.Module):
         return queries[: cfg.queries_per_retry]
 
     # ---- the loop ----------------------------------------------------------------------------
-    def run(self, q: str, tr: Tracer, explore: int | None = None) -> Run:
+    def run(self, q: str, tr: Tracer, explore: int | None = None, answer_rounds: bool = True) -> Run:
         """The loop, once. Live (``explore`` None): stop as the config's policy says. Explore (a recording
         for replay): never stop on the critic, retry up to ``explore`` times, and answer from every
-        round's evidence (each round's ``answer``, ``generator`` step and calls)."""
+        round's evidence (each round's ``answer``, ``generator`` step and calls; ``answer_rounds`` False
+        skips that, for a harvest of critiques that needs no answers)."""
         cfg = self.config
         policy = cfg if explore is None else _Explore(explore)
         sub_queries, queries = self._plan(q, tr)
@@ -330,7 +336,7 @@ class SharpRAG(dspy.Module):
                 rnd["critic"] = crit = self._critique(q, run.pool, tr, i)
                 rnd["critic_calls"] = _calls(tr, n_calls)
                 run.stop = stop_reason(crit, i, policy)
-            if explore is not None:
+            if explore is not None and answer_rounds:
                 self._answer_round(q, run, tr, rnd)
             if run.stop is None:
                 n_steps, n_calls = len(tr.steps), len(tr.ledger.records)

@@ -67,10 +67,10 @@ class BatchedInt8:
         from tokenizers import Tokenizer
 
         from program.retrieval.config import DEFAULT_EMBEDDING_MODEL
-        from program.retrieval.embedder import _local_folder, _model_max_length
+        from program.retrieval.embedder import local_model_folder, model_max_length
         from program.retrieval.onnx_export import ensure_onnx_model
 
-        folder = _local_folder(DEFAULT_EMBEDDING_MODEL)
+        folder = local_model_folder(DEFAULT_EMBEDDING_MODEL)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.intra_op_num_threads = threads
@@ -79,12 +79,12 @@ class BatchedInt8:
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.dimension = int(self.session.get_outputs()[0].shape[-1])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.enable_truncation(max_length=min(max_seq_length, _model_max_length(folder)))
+        self.tokenizer.enable_truncation(max_length=min(max_seq_length, model_max_length(folder)))
         self.tokenizer.no_padding()
         self.batch_size, self.max_tokens = batch_size, max_tokens
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        from program.retrieval.embedder import _normalize, _pool
+        from program.retrieval.embedder import normalize_rows, pool_tokens
 
         encs = self.tokenizer.encode_batch(list(texts))
         lengths = np.array([len(e.ids) for e in encs])
@@ -97,8 +97,8 @@ class BatchedInt8:
                 n = len(encs[i].ids)
                 ids[row, :n], mask[row, :n] = encs[i].ids, encs[i].attention_mask
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            out[idx] = _pool(self.session.run(None, feeds)[0], mask, "mean")
-        return _normalize(out)
+            out[idx] = pool_tokens(self.session.run(None, feeds)[0], mask, "mean")
+        return normalize_rows(out)
 
 
 # ---- static int8, for comparison ------------------------------------------------------------------
@@ -122,9 +122,9 @@ def static_int8(calibration: list[str], cache: Path, threads: int) -> Any:
     emb.encode(["load"])  # exports model.onnx once (cached)
     impl = emb._impl
     from program.retrieval.config import DEFAULT_EMBEDDING_MODEL
-    from program.retrieval.embedder import _local_folder
+    from program.retrieval.embedder import local_model_folder
 
-    raw = model_cache_dir(_local_folder(DEFAULT_EMBEDDING_MODEL)) / "model.onnx"
+    raw = model_cache_dir(local_model_folder(DEFAULT_EMBEDDING_MODEL)) / "model.onnx"
     out = cache / "static-qdq-u8s8-minmax-weight-matmuls.onnx"
     if not out.exists():
         encs = impl.tokenizer.encode_batch(calibration)
@@ -331,13 +331,13 @@ def main(argv: Sequence[str] | None = None) -> dict:
     from experiments.runtime import load_dataset_corpus
     from program.retrieval import RetrieverConfig
     from program.retrieval.dense import dense_document
-    from program.retrieval.embedder import _threads
+    from program.retrieval.embedder import embed_threads
     from program.retrieval.manifest import now_iso
 
     ws = settings.workspace(args.workspace)
     out_dir = ws / "benchmarks"
     out_dir.mkdir(parents=True, exist_ok=True)
-    threads = args.threads or _threads()
+    threads = args.threads or embed_threads()
     corpus = load_dataset_corpus(args.dataset, args.data_dir)
     dev = load_questions(args.dataset, "dev", args.data_dir)
     d = RetrieverConfig()

@@ -53,14 +53,14 @@ def embed_sorted(embedder: Any, texts: Sequence[str], chunk: int = 1024) -> tupl
 def throughput(texts: list[str], backends: list[str], seq_lengths: list[int], batch_sizes: list[int]) -> list[dict]:
     """Passages/s per backend x max_seq_length: torch per batch size, the ONNX backends (one text per
     run) per number of threads."""
-    from program.retrieval.embedder import Embedder, _threads
+    from program.retrieval.embedder import Embedder, embed_threads
 
     rows = []
     for backend, msl in itertools.product(backends, seq_lengths):
         if backend == "torch":
             grid = [(bs, None) for bs in batch_sizes]
         else:
-            grid = [(None, t) for t in sorted({1, _threads()})]
+            grid = [(None, t) for t in sorted({1, embed_threads()})]
         for bs, threads in grid:
             emb = Embedder(backend=backend, max_seq_length=msl, batch_size=bs or 64, threads=threads)
             emb.encode(texts[:8])  # load + warm up

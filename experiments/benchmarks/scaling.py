@@ -253,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     from experiments.runtime import load_dataset_corpus
     from program.retrieval import RetrieverConfig
     from program.retrieval.dense import dense_document
-    from program.retrieval.embedder import Embedder, _threads
+    from program.retrieval.embedder import Embedder, embed_threads
     from program.retrieval.manifest import BM25_DIR, CHROMA_DIR, now_iso
 
     ws = settings.workspace(args.workspace)
@@ -269,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     report: dict[str, Any] = {
         "dataset": args.dataset,
         "corpus_size": len(corpus),
-        "threads": _threads(),
+        "threads": embed_threads(),
         "machine": f"{os.cpu_count()} CPU cores, no GPU, shared with other jobs",
         "generated_at": now_iso(),
         "command": "python -m experiments.benchmarks.scaling " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -312,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         dense_document(corpus[i], cfg.dense_text)
         for i in rng.choice(len(corpus), min(2000, len(corpus)), replace=False)
     ]
-    report["throughput"] = throughput(sample, sorted({1, _threads()}))
+    report["throughput"] = throughput(sample, sorted({1, embed_threads()}))
     cmd = [sys.executable, "-m", "experiments.benchmarks.scaling", "--dataset", args.dataset, "--workspace", str(ws)]
     cmd += ["--probe", str(index_dir), "--latency-queries", str(args.latency_queries)]
     if args.data_dir:

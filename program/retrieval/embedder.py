@@ -55,7 +55,7 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
-def _local_folder(name: str) -> Path:
+def local_model_folder(name: str) -> Path:
     """A folder holding the model files (hub names are looked up in the local HF cache only)."""
     resolved = resolve_model_path(name)
     if Path(resolved).is_dir():
@@ -90,7 +90,7 @@ class Embedder:
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.onnx_cache_dir = onnx_cache_dir
-        self.threads = threads or _threads()
+        self.threads = threads or embed_threads()
         self.method = EMBEDDING_METHODS[backend]
         self._lock = threading.Lock()
         self._impl: _TorchImpl | _OnnxImpl | None = None
@@ -135,7 +135,7 @@ class Embedder:
             if not texts:
                 return np.zeros((0, impl.dimension), dtype=np.float32)
             vecs = impl.encode(texts, batch_size or self.batch_size, progress)
-        return _normalize(vecs)
+        return normalize_rows(vecs)
 
 
 def method_of(embedder: object) -> str:
@@ -145,7 +145,7 @@ def method_of(embedder: object) -> str:
     return method or f"custom:{getattr(embedder, 'backend', type(embedder).__name__)}"
 
 
-def _normalize(vecs: np.ndarray) -> np.ndarray:
+def normalize_rows(vecs: np.ndarray) -> np.ndarray:
     vecs = np.asarray(vecs, dtype=np.float32)
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     return vecs / np.maximum(norms, 1e-12)
@@ -184,7 +184,7 @@ class _OnnxImpl:
 
         from program.retrieval.onnx_export import ensure_onnx_model
 
-        folder = _local_folder(name)
+        folder = local_model_folder(name)
         self.pooling = _pooling_mode(folder)
         onnx_path = ensure_onnx_model(folder, int8=int8, cache_dir=cache_dir)
         opts = ort.SessionOptions()
@@ -199,7 +199,7 @@ class _OnnxImpl:
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.dimension = int(self.session.get_outputs()[0].shape[-1])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        limit = _model_max_length(folder)
+        limit = model_max_length(folder)
         self.tokenizer.enable_truncation(max_length=min(max_seq_length, limit))
         self.tokenizer.no_padding()
 
@@ -235,13 +235,13 @@ class _OnnxImpl:
             "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
         }
         hidden = self.session.run(None, {k: v for k, v in feeds.items() if k in self.input_names})[0]
-        return _pool(hidden, feeds["attention_mask"], self.pooling)[0]
+        return pool_tokens(hidden, feeds["attention_mask"], self.pooling)[0]
 
 
 PROGRESS_STEP = 64  # texts between two progress callbacks
 
 
-def _threads() -> int:
+def embed_threads() -> int:
     env = os.environ.get("SHARP_EMBED_THREADS")
     return int(env) if env else max(1, min(os.cpu_count() or 1, 8))
 
@@ -264,14 +264,14 @@ def _pooling_mode(folder: Path) -> str:
     return "mean"
 
 
-def _model_max_length(folder: Path) -> int:
+def model_max_length(folder: Path) -> int:
     cfg = folder / "config.json"
     if cfg.exists():
         return int(json.loads(cfg.read_text()).get("max_position_embeddings", 512))
     return 512
 
 
-def _pool(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
+def pool_tokens(hidden: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
     if mode == "cls":
         return hidden[:, 0]
     m = mask[:, :, None].astype(hidden.dtype)

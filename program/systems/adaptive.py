@@ -28,6 +28,7 @@ Route = Literal["no_retrieval", "single_step", "multi_step"]
 class AdaptiveConfig(SharpConfig):
     single_k: int = Field(5, ge=1, le=50, description="Passages retrieved on the single-step route.")
     default_route: Route = Field("multi_step", description="The route taken when the router's output is garbage.")
+    second_hop: bool = False  # as published: the single-step route is plain RAG over the runtime's retriever
 
 
 class AdaptiveRAG(SharpRAG):

@@ -142,7 +142,7 @@ def test_a_trial_beyond_the_total_and_a_second_baseline_are_skipped():
     objective = get_objective("f1")
     study = optuna.create_study(direction="maximize", sampler=TrialSeededSampler(0))
     tuner = Tuner(SearchSpace(), objective, fake_score, n_trials=3)
-    base = {"confidence_threshold": 0.5, "max_retries": 1, "k_start": 3, "k_step": 2, "evidence_cap": 6, "mode": "bm25"}
+    base = {"confidence_threshold": 0.5, "max_retries": 1, "k_start": 3, "k_step": 2, "evidence_cap": 5, "mode": "bm25"}
     assert enqueue_baseline(study, SearchSpace(), base)
     study.enqueue_trial(base, user_attrs={"baseline": True})  # what a second worker opening the study at once adds
     first, copy = study.ask(), study.ask()

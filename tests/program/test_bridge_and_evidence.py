@@ -42,6 +42,7 @@ def test_a_stale_critic_query_calls_the_bridge_whose_query_is_searched_at_the_ne
     pred, lms, retriever = run(
         [crit(suggested=["director of the film that won the Palme d'Or in 1994"]), crit("sufficient")],
         [{"entity": "Quentin Tarantino nationality"}],
+        SharpConfig(max_retries=1, bridge="stale"),
     )
     assert lms["bridge"].calls == 1
     assert ("Quentin Tarantino nationality", 5) in retriever.queries
@@ -51,7 +52,11 @@ def test_a_stale_critic_query_calls_the_bridge_whose_query_is_searched_at_the_ne
 
 
 def test_a_fresh_critic_query_needs_no_bridge_call():
-    pred, lms, retriever = run([crit(suggested=["Quentin Tarantino birthplace"]), crit("sufficient")], [])
+    pred, lms, retriever = run(
+        [crit(suggested=["Quentin Tarantino birthplace"]), crit("sufficient")],
+        [],
+        SharpConfig(max_retries=1, bridge="stale"),
+    )
     assert lms["bridge"].calls == 0 and not steps(pred, "bridge")
     assert ("Quentin Tarantino birthplace", 5) in retriever.queries
 
@@ -115,7 +120,7 @@ def test_score_order_lets_a_retry_passage_displace_a_weak_first_round_one():
     pred, _, _ = run(
         [crit(suggested=["Quentin Tarantino"]), crit("sufficient")],
         [],
-        SharpConfig(max_retries=1, evidence_cap=3),
+        SharpConfig(max_retries=1, evidence_cap=3, evidence_order="score"),
         retriever=Scored(CORPUS),
     )
     assert pred.passages[0].id == "p2" and len(pred.passages) == 3

@@ -111,6 +111,8 @@ def test_resume_and_rebuild_suggestions_work(tiny_dataset, tmp_path, fake_models
         pass
 
     class Dying(type(fake_embedder)):
+        method = RetrieverConfig().embedding_method  # the default embedder, as `sharp index` records it
+
         def encode(self, texts, batch_size=None, progress=None):
             raise Killed()
 
