@@ -14,6 +14,7 @@ import dspy
 from data.sources import DatasetSource, resolve_dataset
 from experiments import settings
 from program.digest import digest
+from program.errors import ProgramFileError
 from program.lm import LMConfig, assign_lms
 from program.registry import SYSTEMS, build_system, config_for
 from program.saved import SavedProgram, load_into, read_program
@@ -101,6 +102,33 @@ class Runtime:
         self.check_calibrator(module, saved.retriever)
         assign_lms(module, self.lm_config)
         return module, saved
+
+    def program_path(self, ref: str | None, system: str = "sharp", tracking_uri: str | None = None) -> Path | None:
+        """The saved program a command runs: ``ref`` (a path or an MLflow URI), ``"default"`` (the shipped
+        compiled program for this index and model; an error when none fits), ``"none"`` (no program: the
+        uncompiled system), or nothing given: for SHARP, the shipped program when one fits, else None."""
+        from program import shipped
+
+        if ref in (None, shipped.DEFAULT, shipped.NONE):
+            if ref == shipped.NONE or (ref is None and system != "sharp"):
+                return None
+            models = {self.lm_config.resolve(role).model for role in ("planner", "critic", "generator")}
+            lm = models.pop() if len(models) == 1 else None
+            found = shipped.default_program(self.index_manifest().get("corpus_sha256"), lm) if lm else None
+            if found is None:
+                if ref == shipped.DEFAULT:
+                    raise ProgramFileError(
+                        f"no shipped compiled program fits the {self.dataset!r} index with the model(s) "
+                        f"{sorted(models | ({lm} if lm else set()))}; shipped: "
+                        f"{[s.describe() for s in shipped.shipped_programs()] or 'none'}"
+                    )
+                log.info("no shipped compiled program fits this index and model: running the uncompiled %s", system)
+                return None
+            log.info("using %s; --program none runs the uncompiled SHARP", found.describe())
+            return found.path
+        from experiments.export import resolve_program_path
+
+        return resolve_program_path(ref, self.workspace, tracking_uri=tracking_uri)
 
     def check_calibrator(self, module: dspy.Module, overrides: Mapping[str, Any] | None = None) -> None:
         """A program's critic calibrator must have been fitted on this index's corpus with this reranker."""
