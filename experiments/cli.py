@@ -40,6 +40,8 @@ def _root(
         help="Write the full log here (default: WORKSPACE/logs/sharp.log). The console shows warnings and progress.",
     ),
 ) -> None:
+    if not verbose:  # the libraries' own progress bars (transformers' "Loading weights"): ours say more
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     logs.configure(verbose, log_file, ctx.invoked_subcommand)
 
 

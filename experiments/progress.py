@@ -96,8 +96,11 @@ class Tally:
         """Seconds left: None when unknown (nothing finished yet and no prior estimate)."""
         if not self.remaining:
             return 0.0
-        per = self.seconds_per_item if self.new else self.prior_seconds
-        return None if per is None else self.remaining * per
+        if self.new:
+            return self.remaining * self.elapsed / self.new
+        if self.prior_seconds is None:
+            return None
+        return max(self.remaining * self.prior_seconds - self.elapsed, 0.0)  # the estimate counts down
 
     @property
     def score(self) -> float | None:
@@ -116,6 +119,8 @@ class Tally:
             parts.append("done")
         elif self.eta is None:
             parts.append(f"ETA after the first {self.singular}")
+        elif self.eta_is_estimate and self.eta == 0:
+            parts.append(f"ETA: past the estimate, after the first {self.singular}")
         else:
             parts.append(f"ETA {'~' if self.eta_is_estimate else ''}{duration(self.eta)}")
         if self.unit != "questions" and self.rate is not None:
@@ -153,7 +158,7 @@ class _Periodic:
         while not self._stop.wait(self.interval / 2):
             if self.tally.clock() - self.last >= self.interval:
                 t = self.tally
-                self.say(t.line(self.label) + f" (on {t.singular} {t.done + 1})")
+                self.say(t.line(self.label) + (f" (on {t.singular} {t.done + 1})" if t.unit == "questions" else ""))
 
     def say(self, text: str) -> None:
         self.last = self.tally.clock()
@@ -169,19 +174,21 @@ class _Live:
     """The display in a terminal: a Rich bar whose status (elapsed, ETA, EM) is recomputed at each refresh."""
 
     def __init__(self, label: str, tally: Tally, console: Any):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn
+        from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn
         from rich.text import Text
 
         class StatusColumn(ProgressColumn):
+            """The count and the status, both read from the tally (one snapshot, never out of step)."""
+
             def render(self, task: Any) -> Text:
-                return Text(tally.status(), style="dim")
+                text = Text(f"{tally.done}/{tally.total} {tally.unit} ")
+                text.append(tally.status(), style="dim")
+                return text
 
         self.tally = tally
         self.bar = Progress(
             TextColumn(f"[bold]{label}"),
             BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn(tally.unit),
             StatusColumn(),
             console=console,
             transient=False,

@@ -237,6 +237,10 @@ class _Now:
 
 
 # ---- `sharp demo` ----------------------------------------------------------------------------------------
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
 def index_heads_up(dataset: str, index_dir: Any) -> None:
     err_console.print(
         f"[bold]building the {escape(dataset)} index[/bold] in {escape(str(index_dir))} (once): every passage of "
@@ -249,7 +253,7 @@ def index_heads_up(dataset: str, index_dir: Any) -> None:
 
 def demo_plan(n: int, dataset: str, split: str, vanilla_seconds: tuple[float, float] | None, factor: float) -> None:
     """What the demo will do and, with the default local model, about how long it takes."""
-    text = f"[bold]plain RAG, then SHARP[/bold], on {n} seeded {escape(dataset)} {escape(split)} questions"
+    text = f"[bold]plain RAG, then SHARP[/bold], on {n} seeded {escape(dataset)} {escape(split)} question{_s(n)}"
     if vanilla_seconds:
         lo, hi = vanilla_seconds
         total = (n * lo * (1 + factor), n * hi * (1 + factor))
@@ -295,8 +299,8 @@ def demo_end(
     if n < larger:
         eta = f": about {duration(larger_seconds)} here at the speeds just measured" if larger_seconds else ""
         console.print(
-            f"A first look on {n} questions: the 95% CIs are wide. For a real comparison run it larger{eta} "
-            f"(the {n} questions answered now come back from the LM cache):\n"
+            f"A first look on {n} question{_s(n)}: the 95% CIs are wide. For a real comparison run it larger{eta} "
+            f"(the {n} answered now come back from the LM cache):\n"
             f"  make run LIMIT={larger}    (or: sharp demo --limit {larger})",
             highlight=False,
         )

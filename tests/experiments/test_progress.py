@@ -61,9 +61,12 @@ def test_a_prior_estimate_is_the_eta_until_the_first_item_and_is_marked():
     clock = FakeClock()
     t = Tally(4, clock=clock, prior_seconds=90.0)
     assert t.eta == 360 and t.eta_is_estimate and "ETA ~6m00s" in t.status()
-    clock.tick(60)
+    clock.tick(100)  # the first one is still running: the estimate counts down
+    assert t.eta == 260 and "ETA ~4m20s" in t.status()
+    clock.tick(300)
+    assert t.eta == 0 and "past the estimate, after the first question" in t.status()
     t.advance()
-    assert t.eta == 3 * 60 and not t.eta_is_estimate and "ETA 3m00s" in t.status()
+    assert t.eta == 3 * 400 and not t.eta_is_estimate and "ETA 20m00s" in t.status()
 
 
 def test_passages_show_a_rate():
@@ -154,3 +157,29 @@ def test_step_lines():
     assert answer.startswith("[bold]answer[/bold]: American [dim](cites 1 passage)[/dim]")
     failed = step_line({**crit, "error": "AdapterParseError: failed to parse. \n\nLM Response: {"})
     assert "[red]failed: AdapterParseError: failed to parse[/red]" in failed and "\n" not in failed
+
+
+def test_a_long_question_gets_a_heartbeat_line_without_a_terminal():
+    import time
+
+    clock = FakeClock()
+    con, buf = console()
+    with showing("SHARP", Tally(3, clock=clock), live=False, console=con, interval=0.02) as shown:
+        clock.tick(45)  # the first question takes long: nothing has finished
+        deadline = time.monotonic() + 5
+        while "(on question 1)" not in buf.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        shown.advance()
+    assert "SHARP: 0/3 questions, 45s elapsed, ETA after the first question (on question 1)" in buf.getvalue()
+
+
+def test_the_live_bar_shows_the_count_and_status_from_the_tally():
+    clock = FakeClock()
+    buf = io.StringIO()
+    con = Console(file=buf, width=160, force_terminal=True, color_system=None)
+    t = Tally(4, clock=clock, score_name="EM")
+    with showing("plain RAG (vanilla)", t, live=True, console=con) as shown:
+        clock.tick(20)
+        shown.advance(score=1.0)
+    last = buf.getvalue().replace("\r", "\n").splitlines()[-2:]
+    assert any("plain RAG (vanilla)" in ln and "1/4 questions 20s elapsed, ETA 1m00s, EM 1.000" in ln for ln in last)
