@@ -14,9 +14,10 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from data.errors import DatasetError
 from program.errors import IndexCorruptError, IndexMismatchError, SharpError, StorageError
@@ -166,8 +167,13 @@ def _up_to_date(
 
 
 @contextlib.contextmanager
-def _progress(enabled: bool, total: int, done: int) -> Iterator:
-    """A callback advancing a Rich progress bar on stderr (a no-op when disabled)."""
+def _progress(enabled: bool | Callable[[int, int], Any], total: int, done: int) -> Iterator:
+    """A callback advancing a Rich progress bar on stderr (a no-op when disabled). ``enabled`` may be a
+    factory of its own, ``(total, done) -> context manager yielding advance(n)`` (the CLI's display)."""
+    if callable(enabled):
+        with enabled(total, done) as advance:
+            yield advance
+        return
     if not enabled:
         yield lambda n: None
         return
@@ -207,7 +213,7 @@ def build_index(
     index_dir: str | os.PathLike,
     config: RetrieverConfig | None = None,
     batch_size: int | None = None,
-    progress: bool = True,
+    progress: bool | Callable[[int, int], Any] = True,
     rebuild: bool = False,
     embedder: Embedder | None = None,
     dataset: str | DatasetRef | None = None,
@@ -240,7 +246,7 @@ def _build(
     config: RetrieverConfig,
     corpus_hash: str,
     batch_size: int | None,
-    progress: bool,
+    progress: bool | Callable[[int, int], Any],
     rebuild: bool,
     embedder: Embedder | None,
     dataset: str | DatasetRef | None,

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments import report, tracking
-from experiments.evaluation import settings_of
-from optimize.evaluate import EvalResult, ResultsMismatchError, evaluate, is_failed, read_rows
+from experiments.evaluation import evaluate_shown, settings_of
+from optimize.evaluate import EvalResult, ResultsMismatchError, is_failed, read_rows
 from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
 from program.digest import digest
@@ -311,20 +311,30 @@ def _log_report(folder: Path) -> None:
 
 
 def _evaluate(
-    module: Any, examples: list, path: Path, spec: ArenaSpec, settings: dict, row_fn: Any, progress: bool
+    module: Any,
+    examples: list,
+    path: Path,
+    spec: ArenaSpec,
+    settings: dict,
+    row_fn: Any,
+    progress: bool,
+    label: str | None = None,
 ) -> EvalResult:
-    """One system on these questions, resuming its result file (a file of other settings: a hint)."""
+    """One system on these questions, resuming its result file (a file of other settings: a hint), with a
+    progress display (experiments/progress.py)."""
+    system = Path(path).stem
     try:
-        return evaluate(
+        return evaluate_shown(
             module,
             examples,
             path,
-            threads=spec.threads,
+            label=label or system,
             progress=progress,
+            threads=spec.threads,
             meta=settings,
             seed=spec.seed,
             row_fn=row_fn,
-            compact_path=compact_file(spec, Path(path).stem),
+            compact_path=compact_file(spec, system),
         )
     except ResultsMismatchError as exc:
         raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
@@ -360,6 +370,7 @@ def _interleave(
                 settings[system],
                 row_fn,
                 progress,
+                label=f"{system} (stage: first {stop})",
             )
         if any(system in modules for system in names):
             report_from_files(

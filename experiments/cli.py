@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import signal
+from pathlib import Path
 
 import typer
+
+from experiments import logs
 
 # Offline by default: no hub, no LiteLLM price-table fetch, no telemetry.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -26,11 +28,21 @@ COMMAND_MODULES = ["data", "lm", "program", "arena", "compile", "reranker"]
 
 
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level.")) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+def _root(
+    ctx: typer.Context,
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Every log record on the console, at DEBUG level (libraries' too)."
+    ),
+    log_file: Path | None = typer.Option(
+        None,
+        "--log-file",
+        envvar="SHARP_LOG_FILE",
+        help="Write the full log here (default: WORKSPACE/logs/sharp.log). The console shows warnings and progress.",
+    ),
+) -> None:
+    if not verbose:  # the libraries' own progress bars (transformers' "Loading weights"): ours say more
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    logs.configure(verbose, log_file, ctx.invoked_subcommand)
 
 
 for _name in COMMAND_MODULES:

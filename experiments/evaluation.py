@@ -10,9 +10,12 @@ from typing import Any
 import dspy
 
 from experiments import tracking
+from experiments.progress import Tally, showing, watched
 from experiments.runtime import Runtime
-from optimize.evaluate import EvalResult, evaluate, is_failed
+from optimize.evaluate import EvalResult, evaluate, is_failed, read_rows
+from optimize.metrics import question_row
 from program.digest import digest
+from program.errors import SharpError
 from program.saved import read_program
 
 log = logging.getLogger(__name__)
@@ -94,7 +97,11 @@ def run_eval(
     threads: int = 1,
     progress: bool = True,
     module: dspy.Module | None = None,
+    label: str | None = None,
+    prior_seconds: float | None = None,
 ) -> tuple[EvalResult, dict, dspy.Module, Path]:
+    """One system on ``examples``, resuming its results file, with a progress display (``label``, default
+    the system's name; ``prior_seconds``: an ETA estimate per question until the first is answered)."""
     if module is None:
         module, system = build(rt, system, config, program_path)
     settings = settings_of(
@@ -108,8 +115,58 @@ def run_eval(
     )
     path = results_file(rt, settings)
     log.info("evaluating %s on %d %s questions; results in %s", system, len(examples), split, path)
-    result = evaluate(module, examples, path, threads=threads, progress=progress, meta=settings)
+    result = evaluate_shown(
+        module,
+        examples,
+        path,
+        label=label or system,
+        progress=progress,
+        prior_seconds=prior_seconds,
+        threads=threads,
+        meta=settings,
+    )
     return result, settings, module, path
+
+
+def answered_before(path: Path | None, examples: list, compact_path: Path | None = None) -> list[dict]:
+    """The rows of these questions that a results file (or its compact copy) already holds answered: what
+    a resumed evaluation will not ask again."""
+    try:
+        rows = read_rows(Path(path) if path else None, Path(compact_path) if compact_path else None)
+    except (SharpError, OSError, ValueError):  # evaluate() itself says what is wrong with the file
+        return []
+    ids = {getattr(e, "id", None) for e in examples}
+    return [r for i, r in rows.items() if i in ids and not is_failed(r)]
+
+
+def evaluate_shown(
+    system: Any,
+    examples: list,
+    path: Path | None,
+    *,
+    label: str,
+    progress: bool = True,
+    prior_seconds: float | None = None,
+    row_fn: Any = question_row,
+    compact_path: Path | None = None,
+    **kwargs: Any,
+) -> EvalResult:
+    """:func:`optimize.evaluate.evaluate` with a progress display (experiments/progress.py): questions done
+    of the total (a resumed file's included), elapsed, ETA, running EM. ``progress`` False: the log file
+    only. ``prior_seconds``: an estimate per question for the ETA before the first one finishes."""
+    before = answered_before(path, examples, compact_path)
+    tally = Tally(
+        len(examples),
+        "questions",
+        done=len(before),
+        prior_seconds=prior_seconds,
+        score_name="EM",
+        score_sum=sum(float(r.get("em") or 0.0) for r in before),
+        scored=len(before),
+    )
+    with showing(label, tally, enabled=progress) as shown:
+        call, row = watched(system, row_fn, shown)
+        return evaluate(call, examples, path, progress=False, row_fn=row, compact_path=compact_path, **kwargs)
 
 
 def log_to_mlflow(

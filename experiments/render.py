@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+
+from experiments.progress import duration
 
 console = Console()
 err_console = Console(stderr=True)
@@ -116,3 +121,194 @@ def metrics_table(results: Mapping[str, Mapping[str, Any]], title: str = "evalua
             )
         table.add_row(head, *cells)
     return table
+
+
+# ---- `sharp ask`: each step as it happens (program.steps observer) -------------------------------------
+ROLE_NAMES = {"planner": "planning", "critic": "the critic", "bridge": "the bridge step", "generator": "answering"}
+
+
+def _seconds(step: Mapping[str, Any]) -> str:
+    if not step.get("lm_calls") and step.get("seconds") is None:
+        return ""
+    tokens = (step.get("prompt_tokens") or 0) + (step.get("completion_tokens") or 0)
+    cached = " cached" if step.get("cached_calls") else ""
+    return f" [dim]({_fmt(step.get('seconds'), 1)} s, {tokens} tokens{cached})[/dim]"
+
+
+def _p_sufficient(step: Mapping[str, Any]) -> str:
+    p = step.get("p_calibrated") if step.get("p_calibrated") is not None else step.get("p_sufficient")
+    if p is None:
+        p = step.get("confidence")
+    if p is None:
+        return "P(sufficient) -"
+    source = "calibrated" if step.get("p_calibrated") is not None else step.get("confidence_source")
+    return f"P(sufficient) {p:.2f}" + (f" ({source})" if source else "")
+
+
+def step_line(step: Mapping[str, Any]) -> str:
+    """One line (Rich markup) saying what a step did: the planner's sub-queries, a retrieval's k and how
+    many passages were new, the critic's round, verdict and P(sufficient), the bridge step's entity, the
+    answer."""
+    role = str(step.get("role", "?"))
+    rnd = f", round {step['round']}" if step.get("round") is not None else ""
+    if role == "planner":
+        subs = step.get("sub_queries") or []
+        text = "[bold]plan[/bold]: " + (
+            " | ".join(escape(s) for s in subs) if subs else "(no sub-query: the question is searched)"
+        )
+    elif role in ("retriever", "fallback"):
+        queries = step.get("queries") or []
+        hits = sum(len(ids) for ids in step.get("retrieved_ids") or [])
+        text = (
+            f"[bold]retrieve[/bold]{rnd}, k={_fmt(step.get('k'))}: {len(queries)} "
+            f"quer{'y' if len(queries) == 1 else 'ies'} -> {hits} passages, {len(step.get('new_ids') or [])} new"
+            + (f" [dim]({escape('; '.join(queries))[:160]})[/dim]" if queries else "")
+        )
+    elif role == "critic":
+        text = f"[bold]critic[/bold]{rnd}: {escape(str(step.get('verdict') or '-'))}, {_p_sufficient(step)}"
+        if step.get("missing_information"):
+            text += "; missing: " + escape("; ".join(map(str, step["missing_information"])))[:160]
+        if step.get("action"):
+            text += f"; next: {step['action']}"
+    elif role == "bridge":
+        query = step.get("query")
+        text = f"[bold]bridge[/bold]{rnd}: " + (
+            f"search '{escape(str(query))}'"
+            if query and not step.get("problem")
+            else f"no entity to search ({escape(str(step.get('problem') or 'none'))})"
+        )
+    elif role == "generator":
+        cited = len(step.get("cited_ids") or [])
+        text = f"[bold]answer[/bold]: {escape(str(step.get('answer') or ''))}" + (
+            f" [dim](cites {cited} passage{'s' if cited != 1 else ''})[/dim]" if cited else ""
+        )
+    else:
+        detail = step.get("note") or step.get("route") or step.get("grade") or step.get("decision") or ""
+        text = f"[bold]{escape(role)}[/bold]{rnd}" + (f": {escape(str(detail))}" if detail else "")
+    if step.get("error"):
+        first = " ".join(str(step["error"]).split())
+        first = first.split(". ")[0][:100]
+        text += f" [red]failed: {escape(first)}[/red]"
+    return text + _seconds(step)
+
+
+@contextmanager
+def live_steps(enabled: bool = True, console: Console | None = None) -> Iterator[None]:
+    """Show each step of the questions answered in the block as it happens, on stderr: a line per step,
+    and in a terminal a spinner saying what runs now. Off (``enabled`` False) for ``--json``."""
+    if not enabled:
+        yield
+        return
+    from program.steps import observing
+
+    out = console or err_console
+    t0 = time.monotonic()
+
+    def on_step(step: dict) -> None:
+        out.print(step_line(step), highlight=False, soft_wrap=True)
+
+    if not out.is_terminal:
+        with observing(on_step):
+            yield
+        return
+    now = _Now("starting", t0)
+    with out.status(now):
+
+        def on_start(role: str, inputs: dict) -> None:
+            now.what = f"{ROLE_NAMES.get(role, role)}: waiting for the model"
+
+        def on_done(step: dict) -> None:
+            on_step(step)
+            now.what = "working"
+
+        with observing(on_done, on_start):
+            yield
+
+
+class _Now:
+    """The spinner's text: what runs now and the seconds since the question started, recomputed each
+    time the spinner is drawn (so the clock moves while a model thinks)."""
+
+    def __init__(self, what: str, t0: float):
+        self.what, self.t0 = what, t0
+
+    def __rich__(self) -> str:
+        return f"{self.what}... [dim]({duration(time.monotonic() - self.t0)} into the question)[/dim]"
+
+
+# ---- `sharp demo` ----------------------------------------------------------------------------------------
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def index_heads_up(dataset: str, index_dir: Any) -> None:
+    err_console.print(
+        f"[bold]building the {escape(dataset)} index[/bold] in {escape(str(index_dir))} (once): every passage of "
+        "the corpus is embedded; the bar shows the count and the ETA (about 4 min on a quiet 2-core machine, "
+        "up to 10 when it is busy; a stopped build resumes)",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def demo_plan(n: int, dataset: str, split: str, vanilla_seconds: tuple[float, float] | None, factor: float) -> None:
+    """What the demo will do and, with the default local model, about how long it takes."""
+    text = f"[bold]plain RAG, then SHARP[/bold], on {n} seeded {escape(dataset)} {escape(split)} question{_s(n)}"
+    if vanilla_seconds:
+        lo, hi = vanilla_seconds
+        total = (n * lo * (1 + factor), n * hi * (1 + factor))
+        text += (
+            f". With the local model on a 2-core CPU plain RAG takes ~{lo:.0f}-{hi:.0f} s a question and SHARP "
+            f"about {factor:.0f}x that: expect ~{duration(total[0])}-{duration(total[1])} (the ETA below adjusts "
+            "as questions finish)"
+        )
+    err_console.print(text, highlight=False, soft_wrap=True)
+
+
+HEADLINE = [
+    ("em", "EM"),
+    ("f1", "F1"),
+    ("all_gold", "all-gold"),
+    ("lm_calls_per_q", "calls/q"),
+    ("seconds_per_q", "s/q"),
+]
+
+
+def system_done(label: str, metrics: Mapping[str, Any], results: Any = None) -> None:
+    """One system's headline, printed as soon as it finishes."""
+    table = Table(title=f"{label}: {metrics.get('n', 0)} questions", title_justify="left")
+    for _, head in HEADLINE:
+        table.add_column(head, justify="right")
+    table.add_row(*(_fmt(metrics.get(key), 1 if key == "seconds_per_q" else 3) for key, _ in HEADLINE))
+    console.print(table)
+    if metrics.get("errors"):
+        console.print(f"[red]{metrics['errors']} question(s) failed[/red] (see the end)")
+
+
+def demo_end(
+    results: Mapping[str, Mapping[str, Any]],
+    title: str,
+    n: int,
+    larger: int,
+    larger_seconds: float | None,
+    mlflow_uri: str,
+    traces: bool,
+    log_file: Any = None,
+) -> None:
+    console.print(metrics_table(results, title))
+    if n < larger:
+        eta = f": about {duration(larger_seconds)} here at the speeds just measured" if larger_seconds else ""
+        console.print(
+            f"A first look on {n} question{_s(n)}: the 95% CIs are wide. For a real comparison run it larger{eta} "
+            f"(the {n} answered now come back from the LM cache):\n"
+            f"  make run LIMIT={larger}    (or: sharp demo --limit {larger})",
+            highlight=False,
+        )
+    console.print(
+        f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {mlflow_uri}) then open http://127.0.0.1:5000"
+        + (": runs, metrics, and a trace per question (Traces tab)" if traces else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+    if log_file:
+        console.print(f"[dim]full log: {log_file}[/dim]", highlight=False, soft_wrap=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from experiments import logs
 from program.errors import ConfigError, StorageError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,9 @@ def workspace(explicit: str | Path | None = None) -> Path:
             f"cannot create the workspace {path}: {exc.strerror or exc}. Pass --workspace DIR (or set "
             "SHARP_WORKSPACE) to a folder you can write"
         ) from None
-    return path.resolve()
+    path = path.resolve()
+    logs.use_workspace(path)  # the CLI's log file lives here (experiments/logs.py; a no-op outside the CLI)
+    return path
 
 
 def index_dir(dataset: str, ws: Path | None = None) -> Path:

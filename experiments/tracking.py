@@ -51,8 +51,10 @@ def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> 
     import mlflow
     from mlflow.exceptions import MlflowException
 
+    from experiments import logs
     from optimize.storage import check_database, redact_url, scrub
 
+    logs.adopt_library_loggers()  # MLflow's console handlers (and alembic's, below): to the log file
     uri = tracking_uri or default_uri(ws)
     shown = redact_url(uri)
     if uri.startswith(("http://", "https://")):
@@ -80,6 +82,7 @@ def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> 
                 if mlflow.get_experiment_by_name(experiment) is None:
                     raise exc from None
         mlflow.set_experiment(experiment)
+        logs.adopt_library_loggers()  # alembic's handlers, added by a new store's migrations
         reap_dead_runs()
     except MlflowException as exc:
         if uri.startswith("sqlite:") and _is_storage_problem(exc):
@@ -285,4 +288,58 @@ def enable_dspy_traces() -> None:
     """Let mlflow.dspy record a trace per program call (LM inputs/outputs, per predictor)."""
     import mlflow
 
-    mlflow.dspy.autolog(log_traces=True, log_compiles=False, log_evals=False)
+    mlflow.dspy.autolog(log_traces=True, log_compiles=False, log_evals=False, silent=True)
+
+
+def disable_dspy_traces() -> None:
+    import mlflow
+
+    mlflow.dspy.autolog(disable=True, silent=True)
+
+
+@contextmanager
+def dspy_traces(enabled: bool = True) -> Iterator[None]:
+    """One DSPy trace per question in MLflow while the block runs (``sharp eval``, ``sharp demo``,
+    ``sharp arena``; off with ``--no-traces``): each program call becomes a trace with a span per module,
+    predictor and LM call, attached to the MLflow run active when the question was asked. Traces are
+    switched off again when the block ends, so a later step of the same process records none."""
+    if not enabled:
+        yield
+        return
+    import dspy
+    from mlflow.dspy.callback import MlflowCallback
+
+    enable_dspy_traces()
+    try:
+        seen = dspy.settings.callbacks or []
+        if any(isinstance(c, MlflowCallback) for c in seen):
+            yield
+        else:  # inside a dspy.context, which keeps the callbacks it started with: add it there too
+            with dspy.context(callbacks=[*seen, MlflowCallback()]):
+                yield
+    finally:
+        disable_dspy_traces()
+
+
+def run_traces(run_id: str) -> list[Any]:
+    """The traces recorded under one run (what the MLflow UI lists in that run's Traces tab)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    experiment = client.get_run(run_id).info.experiment_id
+    out, token = [], None
+    while True:
+        page = client.search_traces(
+            locations=[experiment], run_id=run_id, include_spans=False, page_token=token, flush=True
+        )
+        out += list(page)
+        token = getattr(page, "token", None)
+        if not token:
+            return out
+
+
+def log_params(values: Mapping[str, Any]) -> None:
+    """``values`` (nested keys dotted, long values cut) as params of the active run."""
+    import mlflow
+
+    mlflow.log_params(flatten(values))

@@ -17,6 +17,7 @@ Anything else is a bug and propagates.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -48,6 +49,39 @@ def adapter_settings(name: str | None) -> dict:
     return {}
 
 
+StepCallback = Callable[[dict], None]
+StartCallback = Callable[[str, dict], None]
+
+
+@dataclass(frozen=True)
+class StepObserver:
+    """Who watches the steps of the questions answered in this context (``sharp ask`` shows them live).
+
+    ``on_step(step)`` receives each step dict once it is complete (its caller has filled in the verdict,
+    the sub-queries, the answer...), in the order the steps were taken: a step is complete when the next
+    one starts or the question ends. ``on_start(role, inputs)``, if given, is told when an LM step begins
+    (before its model is called), so a display can say what is running. Plain callables: the program
+    knows nothing of how they show it. An observer that raises is a bug in the observer and propagates.
+    """
+
+    on_step: StepCallback
+    on_start: StartCallback | None = None
+
+
+_observer: contextvars.ContextVar[StepObserver | None] = contextvars.ContextVar("sharp_step_observer", default=None)
+
+
+@contextmanager
+def observing(on_step: StepCallback, on_start: StartCallback | None = None) -> Iterator[StepObserver]:
+    """Send the steps of every question answered in this context (this thread) to ``on_step``."""
+    obs = StepObserver(on_step, on_start)
+    token = _observer.set(obs)
+    try:
+        yield obs
+    finally:
+        _observer.reset(token)
+
+
 class Budget(StrictConfig):
     """Per-question limits. None means unlimited."""
 
@@ -64,6 +98,10 @@ class Tracer:
     ledger: Ledger
     started: float = field(default_factory=time.perf_counter)
     steps: list[dict] = field(default_factory=list)
+    observer: StepObserver | None = field(default_factory=_observer.get)
+    # steps added by add() and not yet sent to the observer (a system that copies another's steps into
+    # its trace, as Adaptive-RAG does, copies steps that the inner Tracer has already sent)
+    _unsent: list[dict] = field(default_factory=list, repr=False)
 
     def exhausted(self) -> str | None:
         """The name of the budget that is used up, or None."""
@@ -78,9 +116,19 @@ class Tracer:
         return None
 
     def add(self, role: str, **info: Any) -> dict:
+        self.flush()  # the steps before this one are complete
         step = {"step": len(self.steps), "role": role, **info}
         self.steps.append(step)
+        if self.observer is not None:
+            self._unsent.append(step)
         return step
+
+    def flush(self) -> None:
+        """Send the observer the steps it has not had yet (each is complete once another one starts)."""
+        if self.observer is None:
+            return
+        while self._unsent:
+            self.observer.on_step(self._unsent.pop(0))
 
     def call(
         self,
@@ -96,6 +144,9 @@ class Tracer:
         ``adapter="json"`` asks for JSON output (grammar-constrained where the backend supports
         it), which small models follow far more reliably for structured fields than chat markers.
         """
+        self.flush()
+        if self.observer is not None and self.observer.on_start is not None:
+            self.observer.on_start(role, summary)
         t0 = time.perf_counter()
         error, raw, pred, failed = None, None, None, None
         with recording() as calls, noting_replies() as replies, dspy.context(**adapter_settings(adapter)):
@@ -136,6 +187,9 @@ def check_question(question: Any, max_chars: int) -> tuple[str, bool]:
     return (q[:max_chars], True) if len(q) > max_chars else (q, False)
 
 
+_current: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar("sharp_tracer", default=None)
+
+
 @contextmanager
 def traced(question: Any, max_chars: int, budget: Budget | None = None) -> Iterator[tuple[str, Tracer]]:
     """One question's scope: the checked question and a Tracer whose ledger sees every LM call.
@@ -144,11 +198,19 @@ def traced(question: Any, max_chars: int, budget: Budget | None = None) -> Itera
     the same for all of them.
     """
     q, truncated = check_question(question, max_chars)
+    outer = _current.get()
+    if outer is not None:  # a system running another inside it (Adaptive-RAG): its steps so far come first
+        outer.flush()
     with recording() as ledger:
         tr = Tracer(budget or Budget(max_lm_calls=None), ledger)
-        if truncated:
-            tr.add("input", note=f"question truncated to {max_chars} characters")
-        yield q, tr
+        token = _current.set(tr)
+        try:
+            if truncated:
+                tr.add("input", note=f"question truncated to {max_chars} characters")
+            yield q, tr
+        finally:  # the last steps, also of a question that failed
+            _current.reset(token)
+            tr.flush()
 
 
 def finish(
@@ -164,6 +226,7 @@ def finish(
     retries: int = 0,
 ) -> dspy.Prediction:
     """The prediction every system returns (the same keys as SharpRAG's)."""
+    tr.flush()
     return dspy.Prediction(
         answer=answer,
         passages=list(passages),

@@ -86,6 +86,7 @@ def arena(
     tracking_uri: str | None = o.TrackingUri,
     no_tracking: bool = typer.Option(False, "--no-tracking", help="Write the report only; no MLflow runs."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+    traces: bool = typer.Option(True, "--traces/--no-traces", help="Record a DSPy trace per question in MLflow."),
 ) -> None:
     """Compare systems on the same questions: EM/F1 with paired CIs against the baseline, cost, Pareto front,
     per-type scores and grader decision rates. Interrupted arenas resume; finished systems are not rerun."""
@@ -131,7 +132,8 @@ def arena(
             report=report,
             results_dir=results_dir,
         )
-        result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
+        with tracking.dspy_traces(traces and not no_tracking):
+            result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
     except SharpError as exc:
         from rich.markup import escape
 

@@ -46,6 +46,7 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as one JSON object."),
 ) -> None:
     """Answer one question and show how: plan, each round's verdict and confidence, evidence, cost."""
+    from experiments import progress, render
     from program.errors import SharpError
 
     try:
@@ -54,13 +55,15 @@ def ask(
         )
         o.check_lms(lm_cfg)  # a server that is down fails now, before the index and models load
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, chroma_url=chroma_url)
-        if program:
-            from experiments.export import resolve_program_path
+        with progress.status("opening the index and building the program", enabled=not as_json):
+            if program:
+                from experiments.export import resolve_program_path
 
-            module, _ = rt.load_program(resolve_program_path(program, rt.workspace, tracking_uri=tracking_uri))
-        else:
-            module = rt.system(system, {**o.read_mapping(config), **o.parse_sets(set_)})
-        pred = module(question=question)
+                module, _ = rt.load_program(resolve_program_path(program, rt.workspace, tracking_uri=tracking_uri))
+            else:
+                module = rt.system(system, {**o.read_mapping(config), **o.parse_sets(set_)})
+        with render.live_steps(enabled=not as_json):
+            pred = module(question=question)
     except SharpError as exc:
         _fail(exc)
     if as_json:
@@ -68,8 +71,6 @@ def ask(
         out["passages"] = [p.to_dict() for p in pred.passages]
         sys.stdout.write(json.dumps(out, default=str) + "\n")
         return
-    from experiments import render
-
     render.prediction(pred, question)
 
 
@@ -128,9 +129,10 @@ def eval_(
 
             program_path = resolve_program_path(program, rt.workspace)
         module, name = build(rt, system, {**o.read_mapping(config), **o.parse_sets(set_)}, program_path)
-        if traces:
-            tracking.enable_dspy_traces()
-        with tracking.run(f"eval-{name}-{Path(dataset).stem}-{split}", tags={"kind": "eval", "system": name}):
+        with (
+            tracking.run(f"eval-{name}-{Path(dataset).stem}-{split}", tags={"kind": "eval", "system": name}),
+            tracking.dspy_traces(traces),
+        ):
             result, settings, module, path = run_eval(
                 rt,
                 name,
@@ -141,9 +143,7 @@ def eval_(
                 progress=not as_json,
                 module=module,
             )
-            import mlflow
-
-            mlflow.log_params(tracking.flatten({**settings, "limit": limit, "seed": seed, "balanced": balanced}))
+            tracking.log_params({**settings, "limit": limit, "seed": seed, "balanced": balanced})
             log_to_mlflow(result, settings, module, path)
     except SharpError as exc:
         _fail(exc)
@@ -158,7 +158,12 @@ def eval_(
 def demo(
     dataset: str = o.Dataset,
     split: str = typer.Option("dev", "--split"),
-    limit: int = typer.Option(20, "--limit", help="Seeded sample size."),
+    limit: int = typer.Option(
+        5,
+        "--limit",
+        help="Seeded sample size. 5: a first comparison in about 10 min on a 2-core CPU; 100 for a real one "
+        "(a larger sample extends a smaller one).",
+    ),
     seed: int = typer.Option(0, "--seed"),
     data_dir: Path | None = o.DataDir,
     workspace: Path | None = o.Workspace,
@@ -167,50 +172,33 @@ def demo(
     critic_lm: str | None = o.CriticLM,
     chroma_url: str | None = o.ChromaUrl,
     tracking_uri: str | None = o.TrackingUri,
+    traces: bool = typer.Option(True, "--traces/--no-traces", help="Record a DSPy trace per question in MLflow."),
 ) -> None:
-    """The main job: build the index if needed, run SHARP and plain RAG on a seeded sample, compare."""
-    from experiments import render, tracking
-    from experiments.evaluation import failure_note, log_to_mlflow, run_eval
+    """The main job: build the index if needed, run plain RAG and SHARP on a seeded sample, compare."""
+    from experiments import demo as main_job
+    from experiments import logs, render, tracking
     from optimize.storage import redact_url
-    from program.errors import IndexMissingError, SharpError
-
-    notes: list[str | None] = []
+    from program.errors import SharpError
 
     try:
         lm_cfg = o.lm_config(None, lm, api_base, critic_lm=critic_lm)
         o.check_lms(lm_cfg)  # a server that is down fails now, before the index is built or models load
         rt = o.runtime(dataset, data_dir, workspace, lm_cfg, chroma_url=chroma_url)
         uri = tracking.configure(tracking_uri, rt.workspace)
-        try:
-            retriever = rt.retriever()
-        except IndexMissingError:
-            render.console.print(f"[bold]building the {dataset} index[/bold] (once; a few minutes)")
-            rt.build_index()
-            retriever = rt.retriever()
-        examples = rt.examples(split, limit, seed)
-        results = {}
-        with tracking.run(f"demo-{Path(dataset).stem}-{split}-{limit}", tags={"kind": "demo"}):
-            for name in ("vanilla", "sharp"):
-                render.console.print(f"[bold]{name}[/bold] on {len(examples)} {dataset} {split} questions")
-                with tracking.run(name, nested=True, tags={"system": name}):
-                    result, settings, module, path = run_eval(
-                        rt, name, examples, split, module=rt.system(name, retriever=retriever)
-                    )
-                    import mlflow
-
-                    mlflow.log_params(tracking.flatten(settings))
-                    log_to_mlflow(result, settings, module, path)
-                results[name] = result.metrics
-                notes.append(failure_note(result.rows, f"{name}: "))
+        done = main_job.run_demo(rt, dataset, split, limit, seed, traces=traces)
     except SharpError as exc:
         _fail(exc)
-    render.console.print(
-        render.metrics_table(results, f"SHARP vs plain RAG, {limit} seeded {dataset} {split} questions")
+    render.demo_end(
+        done.metrics,
+        f"SHARP vs plain RAG, {limit} seeded {dataset} {split} questions",
+        limit,
+        main_job.LARGER,
+        main_job.larger_run_seconds(done.seconds_per_q, main_job.LARGER),
+        redact_url(uri),
+        traces,
+        logs.log_file(),
     )
-    render.console.print(
-        f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {redact_url(uri)}) then open http://127.0.0.1:5000"
-    )
-    o.exit_if_failed(notes)
+    o.exit_if_failed(done.notes)
 
 
 def register(app: typer.Typer) -> None:
