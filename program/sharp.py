@@ -336,6 +336,7 @@ class SharpRAG(dspy.Module):
                 rnd["critic"] = crit = self._critique(q, run.pool, tr, i)
                 rnd["critic_calls"] = _calls(tr, n_calls)
                 run.stop = stop_reason(crit, i, policy)
+                crit["action"] = "stop" if run.stop else "retry"  # before the next step starts (observers see it)
             if explore is not None and answer_rounds:
                 self._answer_round(q, run, tr, rnd)
             if run.stop is None:
