@@ -21,7 +21,7 @@ import dspy
 
 from experiments import tracking
 from experiments.prompts import describe_program, render_prompts
-from optimize.calibrate import fit_calibrator, pick_threshold, report
+from optimize.calibrate import fit_calibrator, pick_threshold, report, select_features
 from optimize.compile import CompileResult, compile_program, shared_retriever
 from optimize.critic import (
     DEFAULT_THRESHOLD,
@@ -209,9 +209,14 @@ def _compile_critic(
     calibrated, cal_threshold = None, threshold
     if job.calibrate:
         fit_on = [c for c in train_cases if c.features]
+        points = [{"features": c.features, "label": c.sufficient} for c in fit_on]
+        # which inputs and how much regularisation: cross-validated by question on the train critiques
+        features, strength, selection = select_features(points, [c.question_id for c in fit_on])
         cal = fit_calibrator(
-            [{"features": c.features, "label": c.sufficient} for c in fit_on],
-            fitted_on={**job.calibrator_fitted_on, "critic_demos": job.critic_demos},
+            points,
+            features,
+            strength,
+            fitted_on={**job.calibrator_fitted_on, "critic_demos": job.critic_demos, "selection": selection},
         )
         train_probs = [cal.probability(c.features) for c in fit_on]
         cal_threshold = pick_threshold(train_probs, [c.sufficient for c in fit_on], job.max_over_trigger)
@@ -228,6 +233,7 @@ def _compile_critic(
         "zero_shot": zero_shot,
         "demos": demos,
         "calibrator": calibrated,
+        "calibrator_features": list(cal.features) if calibrated is not None else None,
         "balanced_with": added,
         "threshold": cal_threshold,
     }

@@ -81,3 +81,29 @@ def test_a_calibrator_of_another_corpus_or_reranker_is_refused():
 def test_one_label_only_cannot_be_fitted():
     with pytest.raises(ConfigError, match="all have the label"):
         fit_calibrator([c for c in cases() if c["label"]])
+
+
+def test_feature_selection_keeps_what_cross_validation_says_separates():
+    from optimize.calibrate import cv_auroc, select_features
+
+    data = cases(40)
+    groups = [i // 2 for i in range(40)]  # two critiques per question, kept in one fold
+    features, c, table = select_features(data, groups)
+    assert "score_2" in features  # the score separates here, the token probability is noise
+    assert len(table) == 10 and all(row["cv_auroc"] is not None for row in table)
+    best = max(row["cv_auroc"] for row in table)
+    assert cv_auroc(data, groups, features, c) == best == 1.0
+    assert cv_auroc(data, groups, ("p_token",), 1.0) < 0.7
+
+
+def test_feature_selection_prefers_the_token_probability_alone_when_nothing_adds():
+    from optimize.calibrate import select_features
+
+    data = []
+    for i in range(40):  # the token probability separates; the scores are constant
+        complete = i % 2 == 0
+        evidence = [Passage(f"p{i}{j}", f"T{j}", "text", 0.5) for j in range(3)]
+        crit = {"p_sufficient": 0.45 if complete else 0.30, "verdict": "insufficient"}
+        data.append({"features": critique_features(crit, evidence, "Who?", 0), "label": complete})
+    features, c, _ = select_features(data, list(range(40)))
+    assert features == ("p_token",) and c == 0.1  # ties: the fewest features, then the stronger regularisation
