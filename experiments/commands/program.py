@@ -38,6 +38,7 @@ def ask(
     generator_lm: str | None = o.GeneratorLM,
     lm_file: Path | None = o.LMConfigFile,
     no_cache: bool = o.NoCache,
+    cache_dir: Path | None = o.CacheDir,
     config: Path | None = o.Config,
     set_: list[str] | None = o.Set,
     chroma_url: str | None = o.ChromaUrl,
