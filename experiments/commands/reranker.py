@@ -57,12 +57,12 @@ def train_reranker(
     from program.errors import ConfigError
 
     opts = o.Options.of(locals())
+    training = o.pick(RerankerTraining, locals())
+    negatives_from = {"second_hop": True, **opts.retriever_settings()}
     name = name or Path(dataset).stem.lower()
     out = settings.rerankers_dir(settings.workspace(workspace)) / name
     if out.exists() and not overwrite:
         raise ConfigError(f"a reranker named {name!r} exists at {out}; pass --overwrite or another --name")
-    training = o.pick(RerankerTraining, locals())
-    negatives_from = {"second_hop": True, **opts.retriever_settings()}
     rt = o.build_runtime(opts, lms=False, track=not no_tracking)
     summary = _train(rt, out, split, n_train, training, negatives_from, track=not no_tracking, progress=not as_json)
     if as_json:
