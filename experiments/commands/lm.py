@@ -92,12 +92,16 @@ def info(
         engine = "llama-cpp-python not installed: pip install 'llama-cpp-python[server]==0.3.36'"
     if as_json:
         sys.stdout.write(json.dumps({"engine": engine, "cache": str(model_cache_dir()), "models": rows}) + "\n")
-        return
+    else:
+        _show_models(rows, f"local models (cache: {model_cache_dir()}; engine: {engine})")
+
+
+def _show_models(rows: list[dict], title: str) -> None:
     from rich.table import Table
 
     from experiments.render import console
 
-    table = Table(title=f"local models (cache: {model_cache_dir()}; engine: {engine})")
+    table = Table(title=title)
     table.add_column("model", no_wrap=True)
     for col in ("packages", "file", "MiB", "sha256 (pinned)", "hash ok"):
         table.add_column(col, overflow="fold")

@@ -90,11 +90,8 @@ def _train(
     (replacing what is there) and, with ``track``, log the run to MLflow (configured already)."""
     import shutil
 
-    from experiments import tracking
     from experiments.runtime import config_hash, load_dataset_corpus
-    from optimize.reranker import mine_pairs, train_reranker
-    from program.retrieval.config import DEFAULT_EMBEDDING_MODEL
-    from program.retrieval.embedder import resolve_model_path
+    from optimize.reranker import mine_pairs
     from program.retrieval.manifest import corpus_sha256
 
     examples = rt.examples(split, limit=n_train, seed=training.seed)
@@ -113,9 +110,19 @@ def _train(
     }
     if out.exists():
         shutil.rmtree(out)
+    return {**_fit(pairs, out, training, trained_on, track, progress), "folder": str(out)}
+
+
+def _fit(pairs: list, out: Path, training: RerankerTraining, trained_on: dict, track: bool, progress: bool) -> dict:
+    """Train from the bundled MiniLM weights and save in ``out``; with ``track``, as an MLflow run."""
+    from experiments import tracking
+    from optimize.reranker import train_reranker
+    from program.retrieval.config import DEFAULT_EMBEDDING_MODEL
+    from program.retrieval.embedder import resolve_model_path
+
     base = resolve_model_path(DEFAULT_EMBEDDING_MODEL)
     if not track:
-        return {**train_reranker(pairs, base, out, training, trained_on, progress=progress), "folder": str(out)}
+        return train_reranker(pairs, base, out, training, trained_on, progress=progress)
     params = {**trained_on, "training": training.model_dump(), "pairs": len(pairs)}
     with tracking.run(f"train-reranker-{out.name}", params, tags={"kind": "train-reranker"}):
         manifest = train_reranker(
@@ -129,7 +136,7 @@ def _train(
         )
         tracking.log_metrics({"train_seconds": manifest["train_seconds"], "pairs": manifest["pairs"]})
         tracking.log_json(manifest, "reranker.json")
-    return {**manifest, "folder": str(out)}
+    return manifest
 
 
 def register(app: typer.Typer) -> None:
