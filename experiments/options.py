@@ -120,10 +120,12 @@ def exit_if_failed(notes: list[str | None]) -> None:
     experiments.evaluation.failure_note; None where none did)."""
     notes = [n for n in notes if n]
     if notes:
-        from experiments.render import err_console
+        from rich.text import Text
 
-        for note in notes:
-            err_console.print(f"[red]failed questions:[/red] {note}")
+        from experiments import render
+
+        for note in notes:  # literally: a note quotes error messages, which may hold [brackets]
+            render.err_console.print(Text.assemble(("failed questions:", "red"), " ", note))
         raise typer.Exit(1)
 
 
