@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from experiments import report, tracking
 from experiments.evaluation import evaluate_shown, settings_of
@@ -26,6 +26,9 @@ from program.digest import digest
 from program.errors import ConfigError, ModelFileError, SharpError
 from program.registry import SYSTEMS, UnknownSystemError, config_for, system_names
 from program.systems.modes import retriever_overrides
+
+if TYPE_CHECKING:
+    from experiments.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +178,7 @@ class _NotRerun:
         raise RuntimeError(f"system {self.name} is finished and must not be rerun")
 
 
-def _judge(rt: Any, spec: ArenaSpec, judge: Any) -> Any:
+def _judge(rt: Runtime, spec: ArenaSpec, judge: Any) -> Any:
     if not spec.judge:
         return None
     if judge is None:
@@ -196,7 +199,9 @@ def _maybe_run(track: bool, name: str, **kw: Any) -> Iterator[None]:
         yield
 
 
-def run_arena(rt: Any, spec: ArenaSpec, *, track: bool = True, progress: bool = True, judge: Any = None) -> ArenaResult:
+def run_arena(
+    rt: Runtime, spec: ArenaSpec, *, track: bool = True, progress: bool = True, judge: Any = None
+) -> ArenaResult:
     """Run (or resume) every system of ``spec`` on the same questions; write and log the report.
 
     ``rt`` is an experiments.runtime.Runtime (or anything with its examples/system/retriever
@@ -421,7 +426,7 @@ def report_from_files(
 
 
 def _build_all(
-    rt: Any,
+    rt: Runtime,
     names: Sequence[str],
     configs: Mapping[str, Any],
     examples: list,
@@ -462,7 +467,7 @@ def paired_metrics(rows: list[dict], base_rows: list[dict], seed: int = 0) -> di
     return out
 
 
-def _build(rt: Any, system: str, values: Mapping[str, Any], retrievers: dict[str, Any]) -> Any:
+def _build(rt: Runtime, system: str, values: Mapping[str, Any], retrievers: dict[str, Any]) -> Any:
     """The system, sharing one retriever per retrieval mode across the arena."""
     if not getattr(SYSTEMS[system][0], "NEEDS_RETRIEVER", True):
         return rt.system(system, values)

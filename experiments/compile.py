@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import dspy
 
@@ -42,6 +42,9 @@ from program.errors import ConfigError
 from program.lm.accounting import recording
 from program.saved import save_program
 from program.systems.modes import retriever_overrides as system_retriever
+
+if TYPE_CHECKING:
+    from experiments.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -393,7 +396,7 @@ def _headline(result: EvalResult) -> dict:
 
 
 # ---- composition from a Runtime (the CLI path) -------------------------------------------------------
-def proposer_for(runtime: Any, optimizer: str) -> Any:
+def proposer_for(runtime: Runtime, optimizer: str) -> Any:
     """The proposer LM (role 'proposer' of the LM config) when the optimizer proposes instructions."""
     from program.lm.factory import build_lm
 
@@ -402,7 +405,7 @@ def proposer_for(runtime: Any, optimizer: str) -> Any:
     return build_lm(runtime.lm_config.resolve("proposer"), "proposer")
 
 
-def save_info(runtime: Any, retriever_overrides: dict | None = None, meta: dict | None = None) -> SaveInfo:
+def save_info(runtime: Runtime, retriever_overrides: dict | None = None, meta: dict | None = None) -> SaveInfo:
     return SaveInfo(
         retriever=runtime.retriever_settings(retriever_overrides).model_dump(mode="json"),
         lm=runtime.lm_config.model_dump(mode="json", exclude_none=True),
@@ -425,7 +428,7 @@ def split_train_val(examples: Sequence[Any], **sizes: int) -> tuple[list, ...]:
 
 
 def compile_from_runtime(
-    runtime: Any,
+    runtime: Runtime,
     job: CompileJob,
     *,
     n_train: int,

@@ -32,7 +32,7 @@ def build(
 
 
 def settings_of(
-    rt: Any,
+    rt: Runtime,
     system: str,
     split: str,
     examples: list,
@@ -179,6 +179,17 @@ def log_to_mlflow(
         {"metrics": result.metrics, "by_type": result.by_type, "settings": settings}, f"{prefix}summary.json"
     )
     tracking.log_file(results_path, artifact_path="results")
+
+
+def run_and_log(
+    rt: Runtime, system: str, examples: list, split: str, params: Mapping[str, Any] | None = None, **kw: Any
+) -> tuple[EvalResult, Path]:
+    """:func:`run_eval` (``kw`` passed on) inside the active MLflow run: its settings and ``params`` logged
+    as run parameters, then what :func:`log_to_mlflow` logs. (The result, the results file.)"""
+    result, settings, module, path = run_eval(rt, system, examples, split, **kw)
+    tracking.log_params({**settings, **(params or {})})
+    log_to_mlflow(result, settings, module, path)
+    return result, path
 
 
 def failure_note(rows: list[dict], label: str = "") -> str | None:

@@ -34,6 +34,7 @@ class Runtime:
     retriever_config: dict = field(default_factory=dict)
     cache: bool = True
     cache_dir: Path | None = None
+    index_path: Path | None = None  # --index-dir: the index folder, instead of WORKSPACE/indexes/<dataset>
 
     def __post_init__(self) -> None:
         configure_cache(self.cache, self.cache_dir)
@@ -50,6 +51,8 @@ class Runtime:
         return load_examples(self.source, split, limit=limit, seed=seed, balanced=balanced)
 
     def index_dir(self) -> Path:
+        if self.index_path is not None:
+            return Path(self.index_path)
         return settings.index_dir(self.source.name, self.workspace)
 
     # ---- retrieval -------------------------------------------------------------------------
@@ -68,14 +71,27 @@ class Runtime:
             rerankers_dir=settings.rerankers_dir(self.workspace),
         )
 
-    def build_index(self, progress: bool = True) -> dict:
-        """Build (or resume) this dataset's index with the runtime's retriever settings."""
+    def build_index(self, progress: bool = True, rebuild: bool = False, batch_size: int | None = None) -> dict:
+        """Build (or resume, repair, or with ``rebuild`` build anew) this dataset's index with the runtime's
+        retriever settings."""
         from data.indexing import build_index
 
         source = self.source
         return build_index(
-            source.corpus(), self.index_dir(), self.retriever_settings(), progress=progress, dataset=source.ref()
+            source.corpus(),
+            self.index_dir(),
+            self.retriever_settings(),
+            batch_size=batch_size,
+            progress=progress,
+            rebuild=rebuild,
+            dataset=source.ref(),
         )
+
+    def verify_index(self) -> dict:
+        """Check the built index fully (every file's size and sha256, the vectors' store); write nothing."""
+        from data.indexing import verify_index
+
+        return verify_index(self.index_dir(), self.retriever_settings(), dataset=self.source.ref())
 
     def index_manifest(self) -> dict:
         from program.retrieval.manifest import read_manifest

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from experiments import tracking
 from experiments.compile import SaveInfo, data_hash, state_hash
@@ -46,6 +46,9 @@ from program.digest import digest
 from program.errors import ConfigError
 from program.saved import save_program
 from program.sharp import SharpRAG
+
+if TYPE_CHECKING:
+    from experiments.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -370,7 +373,7 @@ def _verify(scorer: ReplayScorer, params: dict, replayed: dict, threads: int) ->
 
 # ---- composition from a Runtime (the CLI path) -------------------------------------------------------
 def tune_from_runtime(
-    runtime: Any,
+    runtime: Runtime,
     job: TuneJob,
     *,
     n_questions: int,

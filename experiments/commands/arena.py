@@ -5,69 +5,83 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from experiments import options as o
 
+if TYPE_CHECKING:
+    from experiments.arena import ArenaResult
+    from experiments.runtime import Runtime
+
+
+Systems = typer.Option(
+    "all",
+    "--systems",
+    help="Comma list of systems, or 'all'. E.g. sharp,vanilla,vanilla-hybrid,self-rag,crag,adaptive,react,closed-book.",
+)
+Name = typer.Option(
+    None,
+    "--name",
+    help="Arena name (report folder workspace/reports/arena-NAME; default from dataset, split, limit, seed). "
+    "The same name resumes.",
+)
+Step = typer.Option(
+    None,
+    "--step",
+    help="Interleave: every unfinished system answers the first STEP questions, then the first 2*STEP, ...; "
+    "stopped early, every system has a common prefix of the sample.",
+)
+ReportOnly = typer.Option(
+    False,
+    "--report-only",
+    help="Rebuild the report from the result files as they stand (partial systems on the questions they "
+    "answered); runs nothing, loads no model, logs nothing to MLflow.",
+)
+Programs = typer.Option(
+    None,
+    "--program",
+    help="A saved program as one more entrant (repeatable): PATH, NAME=PATH or NAME=models:/M/V; the name "
+    "defaults to the file's stem.",
+)
+Report = typer.Option(
+    None,
+    "--report",
+    help="Write the report into this subfolder of the arena folder (the result files stay shared), "
+    "e.g. --report compiled.",
+)
+ResultsDir = typer.Option(
+    None,
+    "--results-dir",
+    help="Also keep each system's compact rows (answer, EM, F1, all-gold, cost, stop reason; no traces) "
+    "in DIR/SYSTEM.jsonl, to commit (e.g. experiments/results/NAME); the arena resumes from them and "
+    "--report-only rebuilds the report from them on a machine without the workspace.",
+)
+Configs = typer.Option(None, "--config", help="YAML/JSON mapping: system name -> its config.")
+Sets = typer.Option(
+    None, "--set", help="One system's key: --set crag.upper=0.7 (repeatable; KEY=VALUE, the value read as YAML)."
+)
+
 
 def arena(
-    systems: str = typer.Option(
-        "all",
-        "--systems",
-        help="Comma list of systems, or 'all'. "
-        "E.g. sharp,vanilla,vanilla-hybrid,self-rag,crag,adaptive,react,closed-book.",
-    ),
+    systems: str = Systems,
     dataset: str = o.Dataset,
     split: str = typer.Option("dev", "--split"),
     limit: int | None = typer.Option(None, "--limit", help="A seeded sample of N questions (the same for all)."),
     balanced: bool = typer.Option(False, "--balanced", help="Balance the sample by question type."),
     seed: int = typer.Option(0, "--seed"),
-    name: str | None = typer.Option(
-        None,
-        "--name",
-        help="Arena name (report folder workspace/reports/arena-NAME; "
-        "default from dataset, split, limit, seed). The same name resumes.",
-    ),
+    name: str | None = Name,
     baseline: str = typer.Option("vanilla", "--baseline", help="System the paired differences are taken against."),
     judge: bool = typer.Option(
         False, "--judge", help="Add LLM-as-judge answer accuracy and faithfulness (role judge)."
     ),
     threads: int = typer.Option(1, "--threads", help="Parallel questions per system (helps for remote LMs)."),
-    step: int | None = typer.Option(
-        None,
-        "--step",
-        help="Interleave: every unfinished system answers the first "
-        "STEP questions, then the first 2*STEP, ...; stopped early, every system "
-        "has a common prefix of the sample.",
-    ),
-    report_only: bool = typer.Option(
-        False,
-        "--report-only",
-        help="Rebuild the report from the result files as "
-        "they stand (partial systems on the questions they answered); runs nothing, "
-        "loads no model, logs nothing to MLflow.",
-    ),
-    program: list[str] | None = typer.Option(
-        None,
-        "--program",
-        help="A saved program as one more entrant "
-        "(repeatable): PATH, NAME=PATH or NAME=models:/M/V; the name "
-        "defaults to the file's stem.",
-    ),
-    report: str | None = typer.Option(
-        None,
-        "--report",
-        help="Write the report into this subfolder of the "
-        "arena folder (the result files stay shared), e.g. --report compiled.",
-    ),
-    results_dir: Path | None = typer.Option(
-        None,
-        "--results-dir",
-        help="Also keep each system's compact rows (answer, EM, F1, all-gold, cost, stop reason; no traces) "
-        "in DIR/SYSTEM.jsonl, to commit (e.g. experiments/results/NAME); the arena resumes from them and "
-        "--report-only rebuilds the report from them on a machine without the workspace.",
-    ),
+    step: int | None = Step,
+    report_only: bool = ReportOnly,
+    program: list[str] | None = Programs,
+    report: str | None = Report,
+    results_dir: Path | None = ResultsDir,
     data_dir: Path | None = o.DataDir,
     workspace: Path | None = o.Workspace,
     lm: str | None = o.LM,
@@ -76,13 +90,13 @@ def arena(
     critic_lm: str | None = o.CriticLM,
     generator_lm: str | None = o.GeneratorLM,
     judge_lm: str | None = o.JudgeLM,
-    lm_config: Path | None = o.LMConfigFile,
+    lm_file: Path | None = o.LMConfigFile,
     no_cache: bool = o.NoCache,
     cache_dir: Path | None = o.CacheDir,
     retriever_set: list[str] | None = o.RetrieverSet,
     chroma_url: str | None = o.ChromaUrl,
-    config: Path | None = typer.Option(None, "--config", help="YAML/JSON mapping: system name -> its config."),
-    set_: list[str] | None = typer.Option(None, "--set", help="One system's key: --set crag.upper=0.7 (repeatable)."),
+    config: Path | None = Configs,
+    set_: list[str] | None = Sets,
     tracking_uri: str | None = o.TrackingUri,
     no_tracking: bool = typer.Option(False, "--no-tracking", help="Write the report only; no MLflow runs."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
@@ -90,76 +104,43 @@ def arena(
 ) -> None:
     """Compare systems on the same questions: EM/F1 with paired CIs against the baseline, cost, Pareto front,
     per-type scores and grader decision rates. Interrupted arenas resume; finished systems are not rerun."""
-    from experiments import render, tracking
     from experiments.arena import ArenaSpec, resolve_systems, run_arena
-    from program.errors import SharpError
 
-    try:
-        names = resolve_systems(systems)  # an unknown name fails here, before any model or index is loaded
-        lm_cfg = o.lm_config(
-            lm_config,
-            lm,
-            api_base,
-            planner_lm=planner_lm,
-            critic_lm=critic_lm,
-            generator_lm=generator_lm,
-            judge_lm=judge_lm,
-        )
-        if not report_only:  # a server that is down fails now, before any index or model loads
-            o.check_lms(lm_cfg, *(("judge",) if judge else ()))
-        retriever = o.parse_sets(retriever_set)
-        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, cache_dir, retriever, chroma_url)
-        programs = program_entrants(program or [], rt.workspace, None if no_tracking else tracking_uri)
-        if report_only:
-            no_tracking = True
-        if not no_tracking:
-            tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
-        spec = ArenaSpec(
-            systems=names,
-            split=split,
-            limit=limit,
-            seed=seed,
-            balanced=balanced,
-            name=name,
-            baseline=baseline,
-            judge=judge,
-            threads=threads,
-            step=step,
-            report_only=report_only,
-            configs={**o.read_mapping(config), **o.parse_sets(set_)},
-            skip_unavailable=systems.strip() == "all",
-            programs=programs,
-            report=report,
-            results_dir=results_dir,
-        )
-        with tracking.dspy_traces(traces and not no_tracking):
-            result = run_arena(rt, spec, track=not no_tracking, progress=not as_json)
-    except SharpError as exc:
-        from rich.markup import escape
+    opts = o.Options.of(locals())
+    names = resolve_systems(systems)  # an unknown name fails here, before any model or index is loaded
+    configs = opts.system_config()
+    track = not (no_tracking or report_only)
+    roles = ("judge",) if judge else ()
+    rt = o.build_runtime(opts, lms=not report_only, extra_roles=roles, track=track)
+    programs = program_entrants(program or [], rt.workspace, None if no_tracking else tracking_uri, rt)
+    spec = o.pick(
+        ArenaSpec,
+        locals(),
+        systems=names,
+        configs=configs,
+        skip_unavailable=systems.strip() == "all",
+        programs=programs,
+    )
+    from experiments import tracking
 
-        render.err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+    with tracking.dspy_traces(traces and track):
+        result = run_arena(rt, spec, track=track, progress=not as_json)
+    _show(result, f"arena on {dataset} {split}", report_only, as_json)
+
+
+def _show(result: ArenaResult, title: str, report_only: bool, as_json: bool) -> None:
+    from experiments import render
     from experiments.evaluation import failure_note
 
     notes = [failure_note(r.rows, f"{s}: ") for s, r in result.results.items()]
     if as_json:
-        sys.stdout.write(
-            json.dumps(
-                {
-                    "report": str(result.report),
-                    "ran": result.ran,
-                    "reused": result.reused,
-                    "skipped": result.skipped,
-                    "summary": result.summary,
-                },
-                default=str,
-            )
-            + "\n"
-        )
+        keys = ("ran", "reused", "skipped", "summary")
+        out = {"report": str(result.report), **{k: getattr(result, k) for k in keys}}
+        sys.stdout.write(json.dumps(out, default=str) + "\n")
         o.exit_if_failed(notes)
         return
     table = {s: e["metrics"] for s, e in result.summary["systems"].items()}
-    render.console.print(render.metrics_table(table, f"arena on {dataset} {split}"))
+    render.console.print(render.metrics_table(table, title))
     if report_only:
         render.console.print(f"report rebuilt from the result files of: {', '.join(result.reused)}")
     elif result.reused:
@@ -170,18 +151,27 @@ def arena(
     o.exit_if_failed(notes)
 
 
-def program_entrants(refs: list[str], workspace: Path, tracking_uri: str | None = None) -> dict[str, str]:
+def program_entrants(
+    refs: list[str], workspace: Path, tracking_uri: str | None = None, rt: Runtime | None = None
+) -> dict[str, str]:
     """--program values -> {entrant name: local program file}; MLflow URIs are downloaded (from
-    ``tracking_uri`` when given)."""
+    ``tracking_uri`` when given); ``default`` is the shipped compiled program for ``rt``'s index and model."""
     from experiments.export import resolve_program_path
-    from program.errors import ConfigError
+    from program import shipped
+    from program.errors import ConfigError, ProgramFileError
 
     out: dict[str, str] = {}
     for ref in refs:
         name, sep, target = ref.partition("=")
         if not sep:
             name, target = "", ref
-        path = resolve_program_path(target, workspace, tracking_uri=tracking_uri)
+        if target == shipped.DEFAULT:
+            found = rt.program_path(target, "sharp") if rt is not None else None
+            if found is None:
+                raise ProgramFileError("--program default needs the runtime that says which shipped program fits")
+            path, name = found, name or "sharp-compiled"
+        else:
+            path = resolve_program_path(target, workspace, tracking_uri=tracking_uri)
         if not name and target.startswith("models:/"):  # models:/NAME/VERSION -> NAME-vVERSION
             model, _, version = target[len("models:/") :].strip("/").partition("/")
             name = f"{model}-v{version}" if version else model.replace("@", "-")
@@ -193,4 +183,4 @@ def program_entrants(refs: list[str], workspace: Path, tracking_uri: str | None 
 
 
 def register(app: typer.Typer) -> None:
-    app.command("arena")(arena)
+    o.add_command(app, "arena", arena)

@@ -31,7 +31,15 @@ Dataset = typer.Option(
     help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with corpus.jsonl, or a file).",
 )
 RetrieverConfigFile = typer.Option(None, "--retriever-config", help="YAML/JSON file with RetrieverConfig keys.")
-RetrieverSet = typer.Option(None, "--set", help="Override one RetrieverConfig key: --set rrf_k=30 (repeatable).")
+Rebuild = typer.Option(False, "--rebuild", help="Delete the index and build it anew.")
+Verify = typer.Option(
+    False,
+    "--verify",
+    help="Only check the built index: every file's size and sha256 against its manifest, the vectors' "
+    "store; writes nothing (exit 2 and the repair command when damaged).",
+)
+BatchSize = typer.Option(None, "--batch-size", help="Texts per embedding batch, torch backend (default: the config's).")
+Progress = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr.")
 
 
 # ---- helpers shared with experiments/benchmarks/retrieval.py --------------------------------
@@ -48,12 +56,6 @@ def resolve_index_dir(dataset: str, workspace: Path | None, index_dir: Path | No
     return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
 
 
-def _rerankers(workspace: Path | None) -> Path:
-    from experiments import settings
-
-    return settings.rerankers_dir(settings.workspace(workspace))
-
-
 def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int | None = None, seed: int = 0) -> list:
     """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
     from data.loaders import load_examples
@@ -62,95 +64,37 @@ def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int |
     return load_examples(dataset_source(dataset, data_dir), split, limit=limit, seed=seed)
 
 
-def retriever_config(
-    mode: str | None = None,
-    backend: str | None = None,
-    config_file: Path | None = None,
-    sets: list[str] | None = None,
-    chroma_url: str | None = None,
-) -> Any:
-    from program.retrieval import RetrieverConfig
-
-    values = {**o.read_mapping(config_file), **o.parse_sets(sets)}
-    return RetrieverConfig.from_mapping(values, mode=mode, backend=backend, chroma_url=chroma_url)
-
-
-def _target(dataset: str, data_dir: Path | None, workspace: Path | None, index_dir: Path | None, cfg: Any):
-    """(dataset source, index folder), after checking the Chroma server when one is asked for: the
-    one resolution of --dataset (experiments/runtime.py dataset_source), before any expensive work."""
-    from experiments import settings
-    from experiments.runtime import dataset_source
-    from program.retrieval.store import check_server
-
-    source = dataset_source(dataset, data_dir)
-    target = Path(index_dir) if index_dir else settings.index_dir(source.name, settings.workspace(workspace))
-    if cfg.chroma_url:
-        check_server(cfg.chroma_url, target)
-    return source, target
-
-
-def _fail(exc: Exception) -> None:
-    from rich.markup import escape
-
-    from experiments.render import err_console
-
-    err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-    raise typer.Exit(2)
-
-
 # ---- commands ------------------------------------------------------------------------------
 def index(
     dataset: str = Dataset,
     data_dir: Path | None = o.DataDir,
     workspace: Path | None = o.Workspace,
     index_dir: Path | None = IndexDir,
-    rebuild: bool = typer.Option(False, "--rebuild", help="Delete the index and build it anew."),
-    verify: bool = typer.Option(
-        False,
-        "--verify",
-        help="Only check the built index: every file's size and sha256 against its manifest, the vectors' "
-        "store; writes nothing (exit 2 and the repair command when damaged).",
-    ),
+    rebuild: bool = Rebuild,
+    verify: bool = Verify,
     backend: str | None = Backend,
-    batch_size: int | None = typer.Option(
-        None, "--batch-size", help="Texts per embedding batch, torch backend (default: the config's)."
-    ),
-    config_file: Path | None = RetrieverConfigFile,
-    set_: list[str] | None = RetrieverSet,
+    batch_size: int | None = BatchSize,
+    retriever_file: Path | None = RetrieverConfigFile,
+    retriever_set: list[str] | None = o.RetrieverSet,
+    old_set: list[str] | None = o.SetIsRetrieverSet,
     chroma_url: str | None = o.ChromaUrl,
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    progress: bool = Progress,
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as one JSON object."),
 ) -> None:
     """Build (or resume, repair, or --verify) the dense + BM25 index of a dataset's corpus."""
-    from program.errors import SharpError
-
-    try:
-        from data.indexing import build_index, verify_index
-
-        cfg = retriever_config(None, backend, config_file, set_, chroma_url)
-        source, target = _target(dataset, data_dir, workspace, index_dir, cfg)
-        if verify:
-            manifest = verify_index(target, cfg, dataset=source.ref())
-        else:
-            manifest = build_index(
-                source.corpus(),
-                target,
-                cfg,
-                batch_size=batch_size,
-                progress=progress,
-                rebuild=rebuild,
-                dataset=source.ref(),
-            )
-    except SharpError as exc:
-        _fail(exc)
+    rt = o.build_runtime(o.Options.of(locals()), lms=False, track=False)
+    manifest = rt.verify_index() if verify else rt.build_index(progress, rebuild, batch_size)
     if as_json:
-        sys.stdout.write(
-            json.dumps({"index_dir": str(target), **({"verified": True} if verify else {}), **manifest}) + "\n"
-        )
-        return
+        extra = {"verified": True} if verify else {}
+        sys.stdout.write(json.dumps({"index_dir": str(rt.index_dir()), **extra, **manifest}) + "\n")
+    else:
+        _show_index(rt.index_dir(), manifest, verify)
+
+
+def _show_index(target: Path, manifest: dict, verified: bool) -> None:
     from experiments.render import console
 
-    if verify:
+    if verified:
         checked = len(manifest.get("files") or {})
         console.print(
             f"[green]index verified[/green] at {target}: "
@@ -176,31 +120,26 @@ def retrieve(
     data_dir: Path | None = o.DataDir,
     workspace: Path | None = o.Workspace,
     index_dir: Path | None = IndexDir,
-    mode: str = Mode,
+    retriever_mode: str = Mode,
     k: int = typer.Option(5, "-k", "--k", help="Passages to return."),
     backend: str | None = Backend,
-    config_file: Path | None = RetrieverConfigFile,
-    set_: list[str] | None = RetrieverSet,
+    retriever_file: Path | None = RetrieverConfigFile,
+    retriever_set: list[str] | None = o.RetrieverSet,
+    old_set: list[str] | None = o.SetIsRetrieverSet,
     chroma_url: str | None = o.ChromaUrl,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the passages."),
 ) -> None:
     """Retrieve passages for a query from a built index (a Rich table, or --json)."""
-    from program.errors import SharpError
-    from program.retrieval import open_retriever
-
-    try:
-        cfg = retriever_config(mode, backend, config_file, set_, chroma_url)
-        source, target = _target(dataset, data_dir, workspace, index_dir, cfg)
-        retriever = open_retriever(target, cfg, dataset=source.ref(), rerankers_dir=_rerankers(workspace))
-        start = time.perf_counter()
-        hits = retriever.retrieve(query, k)
-        ms = (time.perf_counter() - start) * 1000
-    except SharpError as exc:
-        _fail(exc)
+    rt = o.build_runtime(o.Options.of(locals()), lms=False, track=False)
+    retriever = rt.retriever()
+    start = time.perf_counter()
+    hits = retriever.retrieve(query, k)
+    ms = (time.perf_counter() - start) * 1000
+    mode = rt.retriever_settings().mode
     if as_json:
         out = {
             "query": query,
-            "mode": cfg.mode,
+            "mode": mode,
             "k": k,
             "latency_ms": round(ms, 2),
             "passages": [p.to_dict() for p in hits],
@@ -211,7 +150,7 @@ def retrieve(
 
     from experiments.render import console
 
-    table = Table(title=f"{cfg.mode} top-{k} for: {query[:80]}", caption=f"{ms:.0f} ms")
+    table = Table(title=f"{mode} top-{k} for: {query[:80]}", caption=f"{ms:.0f} ms")
     for col in ("#", "score", "title", "text"):
         table.add_column(col, overflow="fold")
     for i, p in enumerate(hits, start=1):
@@ -259,35 +198,35 @@ def eval_retrieval(
     data_dir: Path | None = o.DataDir,
     workspace: Path | None = o.Workspace,
     index_dir: Path | None = IndexDir,
-    mode: str = Mode,
+    retriever_mode: str = Mode,
     k: int = typer.Option(10, "-k", "--k", help="Depth to score (recall/precision/all-gold at 2, 5, 10, 20 up to k)."),
     limit: int | None = typer.Option(None, "--limit", help="Score a seeded sample of N questions."),
     seed: int = typer.Option(0, "--seed", help="Seed of the --limit sample."),
     backend: str | None = Backend,
-    config_file: Path | None = RetrieverConfigFile,
-    set_: list[str] | None = RetrieverSet,
+    retriever_file: Path | None = RetrieverConfigFile,
+    retriever_set: list[str] | None = o.RetrieverSet,
+    old_set: list[str] | None = o.SetIsRetrieverSet,
     chroma_url: str | None = o.ChromaUrl,
     as_json: bool = typer.Option(
         False, "--json", help="Print ONE JSON object with the aggregate metrics (logs go to stderr)."
     ),
 ) -> None:
     """Score retrieval against the gold titles of a split: recall@k, precision@k, all-gold@k."""
-    from data.loaders import load_examples
-    from program.errors import SharpError
+    from experiments import settings
     from program.retrieval import open_retriever
     from program.retrieval.manifest import corpus_sha256
 
-    try:
-        cfg = retriever_config(mode, backend, config_file, set_, chroma_url)
-        source, target = _target(dataset, data_dir, workspace, index_dir, cfg)
-        questions = load_examples(source, split, limit=limit, seed=seed)
-        corpus_hash = corpus_sha256(source.corpus())
-        retriever = open_retriever(
-            target, cfg, corpus_sha256=corpus_hash, dataset=source.ref(), rerankers_dir=_rerankers(workspace)
-        )
-        metrics, latency = evaluate_retriever(retriever, questions, k)
-    except SharpError as exc:
-        _fail(exc)
+    rt = o.build_runtime(o.Options.of(locals()), lms=False, track=False)
+    cfg = rt.retriever_settings()
+    questions = rt.examples(split, limit, seed)
+    retriever = open_retriever(
+        rt.index_dir(),
+        cfg,
+        corpus_sha256=corpus_sha256(rt.source.corpus()),
+        dataset=rt.source.ref(),
+        rerankers_dir=settings.rerankers_dir(rt.workspace),
+    )
+    metrics, latency = evaluate_retriever(retriever, questions, k)
     result = {
         "dataset": dataset,
         "split": split,
@@ -302,7 +241,11 @@ def eval_retrieval(
     }
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
-        return
+    else:
+        _show_retrieval(metrics, f"retrieval {cfg.mode} on {dataset}/{split}")
+
+
+def _show_retrieval(metrics: dict, title: str) -> None:
     from rich.table import Table
 
     from experiments.render import console
@@ -311,10 +254,7 @@ def eval_retrieval(
     ks = sorted({int(c.split("@")[1]) for c in metrics["overall"] if "@" in c})
     cols = [(f"R@{kk}", f"recall@{kk}") for kk in ks] + [(f"AG@{kk}", f"all_gold@{kk}") for kk in ks]
     cols.append((f"P@{ks[-1]}", f"precision@{ks[-1]}") if ks else ("P", "precision"))
-    table = Table(
-        title=f"retrieval {cfg.mode} on {dataset}/{split}",
-        caption="R recall, AG all gold titles retrieved, P precision; by question type",
-    )
+    table = Table(title=title, caption="R recall, AG all gold titles retrieved, P precision; by question type")
     for head in ["type", "n", *(h for h, _ in cols)]:
         table.add_column(head, justify="right", no_wrap=True)
     for name, m in rows.items():
@@ -323,6 +263,6 @@ def eval_retrieval(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("index")(index)
-    app.command("retrieve")(retrieve)
-    app.command("eval-retrieval")(eval_retrieval)
+    o.add_command(app, "index", index)
+    o.add_command(app, "retrieve", retrieve)
+    o.add_command(app, "eval-retrieval", eval_retrieval)

@@ -11,6 +11,8 @@ import sys
 
 import typer
 
+from experiments import options as o
+
 log = logging.getLogger(__name__)
 
 lm_app = typer.Typer(
@@ -25,16 +27,7 @@ NThreads = typer.Option(2, "--n-threads", help="CPU threads for llama.cpp.")
 BenchModels = typer.Option(None, "--model", "-m", help="Local model(s) to time (default: all installed).")
 
 
-def _fail(exc: Exception) -> None:
-    from rich.markup import escape
-
-    from experiments.render import err_console
-
-    err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-    raise typer.Exit(2)
-
-
-@lm_app.command("serve")
+@lm_app.command("serve", cls=o.Command)
 def serve(
     model: str = ModelOpt,
     port: int = typer.Option(8008, "--port", "-p"),
@@ -43,7 +36,6 @@ def serve(
     n_threads: int = NThreads,
 ) -> None:
     """Serve a local model as an OpenAI-compatible endpoint so several processes share one loaded model."""
-    from program.errors import SharpError
     from program.lm.local import get_session
     from program.lm.server import SERVED_ALIAS, make_server
     from program.lm.specs import SERVED_MODEL
@@ -51,8 +43,8 @@ def serve(
     try:
         session = get_session(model, n_ctx=n_ctx, n_threads=n_threads)
         server = make_server(session, host, port)
-    except (SharpError, OSError) as exc:
-        _fail(exc)
+    except OSError as exc:  # e.g. the port is taken (a SharpError is the Command's error exit)
+        o.fail(exc)
     base = f"http://{host}:{server.server_address[1]}/v1"
     print(
         f"serving {model} as '{SERVED_ALIAS}' on {base} (n_ctx={session.n_ctx}, n_threads={n_threads}); "
@@ -68,7 +60,7 @@ def serve(
         server.server_close()
 
 
-@lm_app.command("info")
+@lm_app.command("info", cls=o.Command)
 def info(
     verify: bool = typer.Option(False, "--verify", help="Assemble missing files and re-hash every file (slow)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -100,12 +92,16 @@ def info(
         engine = "llama-cpp-python not installed: pip install 'llama-cpp-python[server]==0.3.36'"
     if as_json:
         sys.stdout.write(json.dumps({"engine": engine, "cache": str(model_cache_dir()), "models": rows}) + "\n")
-        return
+    else:
+        _show_models(rows, f"local models (cache: {model_cache_dir()}; engine: {engine})")
+
+
+def _show_models(rows: list[dict], title: str) -> None:
     from rich.table import Table
 
     from experiments.render import console
 
-    table = Table(title=f"local models (cache: {model_cache_dir()}; engine: {engine})")
+    table = Table(title=title)
     table.add_column("model", no_wrap=True)
     for col in ("packages", "file", "MiB", "sha256 (pinned)", "hash ok"):
         table.add_column(col, overflow="fold")
@@ -124,7 +120,7 @@ def info(
             console.print(f"{r['model']}: {r['install']}")
 
 
-@lm_app.command("bench")
+@lm_app.command("bench", cls=o.Command)
 def bench(
     models: list[str] | None = BenchModels,
     repeats: int = typer.Option(2, "--repeats", help="Timed runs per measurement (the best is kept)."),
@@ -133,14 +129,7 @@ def bench(
     """Prompt and generation tokens/s of local models on this machine, one at a time."""
     from experiments.benchmarks import lm_speed
 
-    try:
-        lm_speed.main(models or None, repeats=repeats, n_threads=n_threads)
-    except Exception as exc:  # a missing package or engine: say so and stop
-        from program.errors import SharpError
-
-        if isinstance(exc, SharpError):
-            _fail(exc)
-        raise
+    lm_speed.main(models or None, repeats=repeats, n_threads=n_threads)  # a missing package or engine: exit 2
 
 
 def register(app: typer.Typer) -> None:

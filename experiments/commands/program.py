@@ -14,19 +14,16 @@ from experiments import options as o
 log = logging.getLogger(__name__)
 
 
-def _fail(exc: Exception) -> None:
-    from rich.markup import escape
-
-    from experiments.render import err_console
-
-    err_console.print(f"[red]error:[/red] {escape(str(exc))}")
-    raise typer.Exit(2)
+Program = typer.Option(None, "--program", help="A saved program: file path or models:/NAME/VERSION.")
+System = typer.Option("sharp", "--system", "-s", help="sharp | vanilla | any registered system.")
+Split = typer.Option("dev", "--split")
+Seed = typer.Option(0, "--seed")
 
 
 def ask(
     question: str = typer.Argument(..., help="The question to answer."),
     system: str = typer.Option("sharp", "--system", "-s", help="System to run (see `sharp eval --help`)."),
-    program: str | None = typer.Option(None, "--program", help="A saved program: file path or models:/NAME/VERSION."),
+    program: str | None = Program,
     dataset: str = o.Dataset,
     data_dir: Path | None = o.DataDir,
     workspace: Path | None = o.Workspace,
@@ -35,8 +32,9 @@ def ask(
     planner_lm: str | None = o.PlannerLM,
     critic_lm: str | None = o.CriticLM,
     generator_lm: str | None = o.GeneratorLM,
-    lm_config: Path | None = o.LMConfigFile,
+    lm_file: Path | None = o.LMConfigFile,
     no_cache: bool = o.NoCache,
+    cache_dir: Path | None = o.CacheDir,
     config: Path | None = o.Config,
     set_: list[str] | None = o.Set,
     chroma_url: str | None = o.ChromaUrl,
@@ -47,25 +45,15 @@ def ask(
 ) -> None:
     """Answer one question and show how: plan, each round's verdict and confidence, evidence, cost."""
     from experiments import progress, render
-    from program.errors import SharpError
 
-    try:
-        lm_cfg = o.lm_config(
-            lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm, generator_lm=generator_lm
-        )
-        o.check_lms(lm_cfg)  # a server that is down fails now, before the index and models load
-        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, no_cache, chroma_url=chroma_url)
-        with progress.status("opening the index and building the program", enabled=not as_json):
-            if program:
-                from experiments.export import resolve_program_path
-
-                module, _ = rt.load_program(resolve_program_path(program, rt.workspace, tracking_uri=tracking_uri))
-            else:
-                module = rt.system(system, {**o.read_mapping(config), **o.parse_sets(set_)})
-        with render.live_steps(enabled=not as_json):
-            pred = module(question=question)
-    except SharpError as exc:
-        _fail(exc)
+    opts = o.Options.of(locals())
+    system_config = opts.system_config()
+    rt = o.build_runtime(opts, track=False)
+    with progress.status("opening the index and building the program", enabled=not as_json):
+        path = o.program_path(program, rt, opts.tracking_uri, system)
+        module = rt.load_program(path)[0] if path else rt.system(system, system_config)
+    with render.live_steps(enabled=not as_json):
+        pred = module(question=question)
     if as_json:
         out = {k: pred.get(k) for k in pred if k != "passages"}
         out["passages"] = [p.to_dict() for p in pred.passages]
@@ -75,12 +63,12 @@ def ask(
 
 
 def eval_(
-    system: str = typer.Option("sharp", "--system", "-s", help="sharp | vanilla | any registered system."),
+    system: str = System,
     program: str | None = typer.Option(None, "--program", help="Evaluate a saved program instead of a fresh system."),
     dataset: str = o.Dataset,
-    split: str = typer.Option("dev", "--split"),
+    split: str = Split,
     limit: int | None = typer.Option(None, "--limit", help="A seeded sample of N questions."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = Seed,
     balanced: bool = typer.Option(False, "--balanced", help="Balance by type."),
     threads: int = typer.Option(1, "--threads", help="Parallel questions (helps for remote LMs)."),
     data_dir: Path | None = o.DataDir,
@@ -90,7 +78,7 @@ def eval_(
     planner_lm: str | None = o.PlannerLM,
     critic_lm: str | None = o.CriticLM,
     generator_lm: str | None = o.GeneratorLM,
-    lm_config: Path | None = o.LMConfigFile,
+    lm_file: Path | None = o.LMConfigFile,
     no_cache: bool = o.NoCache,
     cache_dir: Path | None = o.CacheDir,
     config: Path | None = o.Config,
@@ -103,50 +91,30 @@ def eval_(
 ) -> None:
     """Evaluate a system on a split; resumable; one MLflow run with config, metrics and the per-question table."""
     from experiments import render, tracking
-    from experiments.evaluation import build, failure_note, log_to_mlflow, run_eval
-    from program.errors import SharpError
+    from experiments.evaluation import build, failure_note, run_and_log
 
-    try:
-        lm_cfg = o.lm_config(
-            lm_config, lm, api_base, planner_lm=planner_lm, critic_lm=critic_lm, generator_lm=generator_lm
+    opts = o.Options.of(locals())
+    system_config = opts.system_config()
+    rt = o.build_runtime(opts)
+    examples = rt.examples(split, limit, seed, balanced)
+    program_path = o.program_path(program, rt, opts.tracking_uri, system)
+    module, name = build(rt, system, system_config, program_path)
+    with (
+        tracking.run(f"eval-{name}-{Path(dataset).stem}-{split}", tags={"kind": "eval", "system": name}),
+        tracking.dspy_traces(traces),
+    ):
+        params = {"limit": limit, "seed": seed, "balanced": balanced}
+        result, path = run_and_log(
+            rt,
+            name,
+            examples,
+            split,
+            params,
+            program_path=program_path,
+            threads=threads,
+            progress=not as_json,
+            module=module,
         )
-        o.check_lms(lm_cfg)  # a server that is down fails now, before the index and models load
-        rt = o.runtime(
-            dataset,
-            data_dir,
-            workspace,
-            lm_cfg,
-            no_cache,
-            cache_dir,
-            retriever=o.parse_sets(retriever_set),
-            chroma_url=chroma_url,
-        )
-        tracking.configure(tracking_uri, rt.workspace)  # fail fast, before any LM work
-        examples = rt.examples(split, limit, seed, balanced)
-        program_path = None
-        if program:
-            from experiments.export import resolve_program_path
-
-            program_path = resolve_program_path(program, rt.workspace)
-        module, name = build(rt, system, {**o.read_mapping(config), **o.parse_sets(set_)}, program_path)
-        with (
-            tracking.run(f"eval-{name}-{Path(dataset).stem}-{split}", tags={"kind": "eval", "system": name}),
-            tracking.dspy_traces(traces),
-        ):
-            result, settings, module, path = run_eval(
-                rt,
-                name,
-                examples,
-                split,
-                program_path=program_path,
-                threads=threads,
-                progress=not as_json,
-                module=module,
-            )
-            tracking.log_params({**settings, "limit": limit, "seed": seed, "balanced": balanced})
-            log_to_mlflow(result, settings, module, path)
-    except SharpError as exc:
-        _fail(exc)
     if as_json:
         sys.stdout.write(json.dumps({"metrics": result.metrics, "by_type": result.by_type}, default=str) + "\n")
     else:
@@ -157,14 +125,14 @@ def eval_(
 
 def demo(
     dataset: str = o.Dataset,
-    split: str = typer.Option("dev", "--split"),
+    split: str = Split,
     limit: int = typer.Option(
         5,
         "--limit",
         help="Seeded sample size. 5: a first comparison in about 10 min on a 2-core CPU; 100 for a real one "
         "(a larger sample extends a smaller one).",
     ),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = Seed,
     data_dir: Path | None = o.DataDir,
     workspace: Path | None = o.Workspace,
     lm: str | None = o.LM,
@@ -176,18 +144,13 @@ def demo(
 ) -> None:
     """The main job: build the index if needed, run plain RAG and SHARP on a seeded sample, compare."""
     from experiments import demo as main_job
-    from experiments import logs, render, tracking
+    from experiments import logs, render
     from optimize.storage import redact_url
-    from program.errors import SharpError
 
-    try:
-        lm_cfg = o.lm_config(None, lm, api_base, critic_lm=critic_lm)
-        o.check_lms(lm_cfg)  # a server that is down fails now, before the index is built or models load
-        rt = o.runtime(dataset, data_dir, workspace, lm_cfg, chroma_url=chroma_url)
-        uri = tracking.configure(tracking_uri, rt.workspace)
-        done = main_job.run_demo(rt, dataset, split, limit, seed, traces=traces)
-    except SharpError as exc:
-        _fail(exc)
+    opts = o.Options.of(locals())
+    rt = o.build_runtime(opts, track=False)
+    uri = o.start_tracking(opts, rt.workspace)
+    done = main_job.run_demo(rt, dataset, split, limit, seed, traces=traces)
     render.demo_end(
         done.metrics,
         f"SHARP vs plain RAG, {limit} seeded {dataset} {split} questions",
@@ -202,6 +165,6 @@ def demo(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("ask")(ask)
-    app.command("eval")(eval_)
-    app.command("demo")(demo)
+    o.add_command(app, "ask", ask)
+    o.add_command(app, "eval", eval_)
+    o.add_command(app, "demo", demo)

@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--retriever-set", action="append", default=[], help="RetrieverConfig key=value")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    rt = Runtime(dataset=args.dataset, retriever_config=o.parse_sets(args.retriever_set))
+    rt = Runtime(dataset=args.dataset, retriever_config=o.parse_sets(args.retriever_set, "--retriever-set"))
     examples = rt.examples(args.split, limit=args.offset + args.limit, seed=0)[args.offset :]
     program = rt.system("sharp", o.parse_sets(args.set))
     done = record(program, examples, args.max_retries, args.out)

@@ -6,7 +6,7 @@ distinct ``api_base`` of the roles a command uses for ``GET {api_base}/models`` 
 servers, ``sharp lm serve`` included, answer). Any HTTP answer, even 401 or 404, means something
 listens there and the first real call will tell the rest (a 404 is logged as a likely wrong path: a
 server without that route must still work, so it does not stop the command); no answer at all
-(refused, unknown host, timeout, not HTTP) is an :class:`LMUnavailableError` naming the URL and how
+(refused, unknown host, timeout, not HTTP, not a URL) is an :class:`LMUnavailableError` naming the URL and how
 to start the server.
 No key is sent: the probe needs none and so cannot leak one.
 """
@@ -44,7 +44,7 @@ def check_endpoint(api_base: str, timeout_s: float = PROBE_TIMEOUT_S, model: str
                 api_base,
                 url,
             )
-    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:  # ValueError: not a URL
         reason = getattr(exc, "reason", None) or exc
         if isinstance(reason, (socket.timeout, TimeoutError)):
             reason = f"no answer within {timeout_s:g}s"

@@ -86,6 +86,14 @@ def test_probe_names_the_url_and_how_to_start_the_server(closed_port_base):
     assert isinstance(info.value, LMError)
 
 
+@pytest.mark.parametrize("base", ["127.0.0.1:8008/v1", "http://[::1/v1", "http://exa mple/v1"])
+def test_probe_of_a_wrong_url_names_it_and_how_to_start_the_server(base):
+    """No scheme, a broken host, a space: each one is the same clear error, never a traceback."""
+    with pytest.raises(LMUnavailableError) as info:
+        check_endpoint(base)
+    assert base in str(info.value) and "sharp lm serve" in str(info.value)
+
+
 def test_probe_of_a_server_that_never_answers_times_out():
     with socket.socket() as sock:  # accepts connections (the backlog) but never says a word
         sock.bind(("127.0.0.1", 0))

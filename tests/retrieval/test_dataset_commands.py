@@ -126,8 +126,8 @@ def test_resume_and_rebuild_suggestions_work(tiny_dataset, tmp_path, fake_models
     assert "incomplete" in res.output and "Resume it with" in res.output
     run_suggestion(res)
     # built with other BM25 settings than asked: the --rebuild suggestion works
-    res = invoke("retrieve", "Eiffel", *base, "--set", "bm25_k1=2.0")
+    res = invoke("retrieve", "Eiffel", *base, "--retriever-set", "bm25_k1=2.0")
     assert "does not match" in res.output and "--rebuild" in res.output
     args = suggested(res.output)
-    assert invoke(*args, "--no-progress", "--set", "bm25_k1=2.0").exit_code == 0
-    assert invoke("retrieve", "Eiffel", *base, "--set", "bm25_k1=2.0").exit_code == 0
+    assert invoke(*args, "--no-progress", "--retriever-set", "bm25_k1=2.0").exit_code == 0
+    assert invoke("retrieve", "Eiffel", *base, "--retriever-set", "bm25_k1=2.0").exit_code == 0
