@@ -55,7 +55,7 @@ bench-retrieval: setup
 	$(BIN)/python -m experiments.benchmarks.retrieval --dataset hotpotqa
 
 bench-lm: setup
-	$(BIN)/python -m experiments.benchmarks.lm_speed
+	$(BIN)/sharp lm bench
 
 mlflow-ui: setup
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(abspath workspace)/mlflow.db --workers 1 --host 127.0.0.1 --port 5000

@@ -131,16 +131,16 @@ def bench(
     n_threads: int = NThreads,
 ) -> None:
     """Prompt and generation tokens/s of local models on this machine, one at a time."""
-    from experiments.benchmarks import lm_speed
+    from experiments import lm_timing
+    from program.errors import SharpError
 
-    try:
-        lm_speed.main(models or None, repeats=repeats, n_threads=n_threads)
-    except Exception as exc:  # a missing package or engine: say so and stop
-        from program.errors import SharpError
-
-        if isinstance(exc, SharpError):
-            _fail(exc)
-        raise
+    try:  # a missing package or engine, an unwritable workspace: say so and stop
+        rows, out = lm_timing.time_models(models or None, repeats=repeats, n_threads=n_threads)
+    except (SharpError, OSError) as exc:
+        _fail(exc)
+    for row in rows:
+        print(lm_timing.row_line(row), flush=True)
+    print(f"wrote {out}")
 
 
 def register(app: typer.Typer) -> None:
