@@ -69,7 +69,8 @@ def stop(proc: subprocess.Popen, timeout: float = 20.0) -> None:
 @contextmanager
 def managed_process(name: str, cmd: Sequence[str], ready_url: str, wait_s: float) -> Iterator[subprocess.Popen]:
     """Start ``cmd``; yield it once ``ready_url`` answers 200; stop it when the block ends."""
-    with tempfile.NamedTemporaryFile(prefix=f"sharp-bench-{name}-", suffix=".log", delete=False) as fh:
+    slug = "".join(c if c.isalnum() else "-" for c in name)
+    with tempfile.NamedTemporaryFile(prefix=f"sharp-bench-{slug}-", suffix=".log", delete=False) as fh:
         log_path = Path(fh.name)
     try:
         with open(log_path, "wb") as out:

@@ -20,7 +20,7 @@ Sections, each against its baseline row (experiments/benchmarks/bench_report.py 
                      1 (and whether the answers are those of 1 thread)
 Writes OUT/bench.json and OUT/bench.md (default WS/reports/bench); nothing else is written to WS. DSPy's
 answer cache is off: every LM call is computed. Every server binds 127.0.0.1 and is stopped at the end,
-also on error. A section that cannot run is reported as skipped or failed with the reason; the exit
+also on error or interrupt. A section that cannot run is reported as skipped or failed with the reason; the exit
 status is 1 when one failed. On 2 cores with the 1.5B model the full run takes about 10-15 minutes,
 --quick (smaller samples, one question) about 4. Run it alone: the figures are only as quiet as the CPU.
 """
@@ -91,6 +91,8 @@ class LMBackend(Protocol):
 
     def serve(self) -> contextlib.AbstractContextManager[str]: ...
 
+    def reset(self) -> None: ...
+
 
 class LocalBackend:
     """A local model in this process (program/lm/local.py) and as `sharp lm serve` in another."""
@@ -113,6 +115,10 @@ class LocalBackend:
 
     def serve(self) -> contextlib.AbstractContextManager[str]:
         return servers.lm_server(self.model, n_threads=self.n_threads, n_ctx=self.n_ctx)
+
+    def reset(self) -> None:
+        """Forget the in-process model's cached prompt prefixes (when the systems run on it)."""
+        self.session().clear_states()
 
 
 class MemoEmbedder:
@@ -147,7 +153,6 @@ class Bench:
     # (RetrieverConfig, threads) -> embedder for the builds; None: program.retrieval.embedder.Embedder
     new_embedder: Callable[[Any, int], Any] | None = None
     query_embedder: Any = None  # for opened retrievers; None: the index's own model
-    stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     tmp: Path | None = None
     # handed from section to section
     sample: list = field(default_factory=list)
@@ -155,7 +160,6 @@ class Bench:
     sample_index: Path | None = None
     sharp: Any = None
     sharp_rows: dict[str, dict] = field(default_factory=dict)
-    lm_base: str | None = None
 
     def __post_init__(self) -> None:
         from experiments import settings
@@ -295,6 +299,7 @@ def systems(b: Bench, s: Section) -> None:
     examples = b.dev[: b.sizes.questions]
     for name in ("vanilla", "vanilla-hop", "sharp"):
         module = b.system(name)
+        b.backend.reset()  # no system starts with another's prompts cached
         res = evaluate(module, examples, threads=1, progress=False, max_failed_in_a_row=None)
         m = res.metrics
         s.add(
@@ -317,6 +322,7 @@ def replay(b: Bench, s: Section) -> None:
         raise BenchError("needs the live SHARP run of the systems section")
     examples = [e for e in b.dev[: b.sizes.replay_questions] if e.id in b.sharp_rows]
     cfg = b.sharp.config
+    b.backend.reset()  # the recording starts as cold as the live run did
     t0 = time.perf_counter()
     records = record(b.sharp, examples, cfg.max_retries, max_failed_in_a_row=None)
     record_s = time.perf_counter() - t0
@@ -383,25 +389,30 @@ def lm_server(b: Bench, s: Section) -> None:
     from experiments.lm_timing import prompt_messages
 
     session = b.backend.session()
+    session.clear_states()
     prompts = [prompt_messages(6 + 3 * i) for i in range(b.sizes.server_calls)]
+    sides = {
+        "in-process": lambda m, base: session.chat(m, max_tokens=16, temperature=0.0).text,
+        "`sharp lm serve`": lambda m, base: _post_chat(base, m, 16),
+    }
+    outputs: dict[str, list[str]] = {k: [] for k in sides}
+    seconds = dict.fromkeys(sides, 0.0)
     t0 = time.perf_counter()
-    base = b.stack.enter_context(b.backend.serve())  # stopped when the bench ends, also on error
-    start_s = time.perf_counter() - t0
-    outputs: dict[str, list[str]] = {}
-    for label, call in (
-        ("in-process", lambda m: session.chat(m, max_tokens=16, temperature=0.0).text),
-        ("`sharp lm serve`", lambda m: _post_chat(base, m, 16)),
-    ):
-        session.clear_states()  # both sides start without cached prefixes (the server's process is new)
-        t0 = time.perf_counter()
-        outputs[label] = [call(m) for m in prompts]
-        s.add(label, seconds_per_call=round((time.perf_counter() - t0) / len(prompts), 6))
+    with b.backend.serve() as base:  # a new process: no cached prefix, like the in-process session now
+        start_s = time.perf_counter() - t0
+        for m in prompts:  # the two sides alternate, so a change in the machine's load hits both
+            for label, call in sides.items():
+                t = time.perf_counter()
+                outputs[label].append(call(m, base))
+                seconds[label] += time.perf_counter() - t
+    for label in sides:
+        s.add(label, seconds_per_call=round(seconds[label] / len(prompts), 6))
     same = sum(a == c for a, c in zip(*outputs.values()))
     s.notes.append(
-        f"{len(prompts)} chat calls of 100-300 prompt tokens and 16 answer tokens, temperature 0; identical "
-        f"outputs: {same}/{len(prompts)}; the server started (model loaded) in {start_s:.1f} s"
+        f"{len(prompts)} chat calls of 100-300 prompt tokens and 16 answer tokens, temperature 0, alternating "
+        f"between the two; identical outputs: {same}/{len(prompts)}; the server started (model loaded) in "
+        f"{start_s:.1f} s"
     )
-    b.lm_base = base
 
 
 def eval_threads(b: Bench, s: Section) -> None:
@@ -409,23 +420,17 @@ def eval_threads(b: Bench, s: Section) -> None:
     from optimize.evaluate import evaluate
     from program.lm import SERVED_MODEL, LMConfig
 
-    if b.lm_base is None:
-        raise BenchError("needs the server of the lm_server section")
-    rt = Runtime(
-        b.dataset,
-        b.data_dir,
-        b.workspace,
-        lm_config=LMConfig().with_overrides(lm=SERVED_MODEL, api_base=b.lm_base),
-        cache=False,
-    )
-    module = b.system("vanilla", rt)
     examples = b.dev[: b.sizes.thread_questions]
     first: dict[str, str] | None = None
     s.baseline = f"{b.sizes.threads[0]} thread(s)"
     for threads in b.sizes.threads:
-        t0 = time.perf_counter()
-        res = evaluate(module, examples, threads=threads, progress=False, max_failed_in_a_row=None)
-        wall = time.perf_counter() - t0
+        # a fresh server per run: none starts with the prompts of the run before cached
+        with b.backend.serve() as base:
+            lms = LMConfig().with_overrides(lm=SERVED_MODEL, api_base=base)
+            module = b.system("vanilla", Runtime(b.dataset, b.data_dir, b.workspace, lm_config=lms, cache=False))
+            t0 = time.perf_counter()
+            res = evaluate(module, examples, threads=threads, progress=False, max_failed_in_a_row=None)
+            wall = time.perf_counter() - t0
         answers = {r["id"]: r["answer"] for r in res.rows}
         first = answers if first is None else first
         same = sum(answers.get(i) == a for i, a in first.items())
@@ -436,7 +441,10 @@ def eval_threads(b: Bench, s: Section) -> None:
             same_answers_as_first=f"{same}/{len(first)}",
             errors=res.metrics["errors"],
         )
-    s.notes.append(f"vanilla on {len(examples)} dev question(s) through {b.lm_base} (one model, calls queue)")
+    s.notes.append(
+        f"vanilla on {len(examples)} dev question(s) through `sharp lm serve` (one model: calls queue), a new "
+        "server for each run"
+    )
 
 
 # key -> (title, {figure: unit}, compared figures, baseline row, measure)
@@ -520,7 +528,7 @@ def run(bench: Bench, only: list[str] | None = None, command: str = "") -> dict:
         bench.check_index()
     started = time.perf_counter()
     out: dict[str, dict] = {}
-    with bench.stack, tempfile.TemporaryDirectory(prefix="sharp-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sharp-bench-") as tmp:
         bench.tmp = Path(tmp)
         for key, (title, figures, compared, baseline, measure) in SECTIONS.items():
             if only and key not in only:
@@ -589,7 +597,8 @@ def main(argv: list[str] | None = None) -> int:
         with _sigterm_unwinds():
             bench = Bench(
                 backend=LocalBackend(args.model, n_threads=args.n_threads),
-                lm_config=LMConfig().with_overrides(lm=args.model),
+                # the systems' LMs share the backend's in-process session (same model, n_ctx, threads)
+                lm_config=LMConfig.from_mapping({"default": {"model": args.model, "n_threads": args.n_threads}}),
                 sizes=QUICK if args.quick else FULL,
                 dataset=args.dataset,
                 data_dir=args.data_dir,

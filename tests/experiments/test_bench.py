@@ -66,8 +66,12 @@ class FakeBackend:
     def lm(self, prefix_reuse):
         return session_lm(self.session(), prefix_reuse)
 
+    def reset(self):
+        self.fake.clear_states()
+
     @contextlib.contextmanager
     def serve(self):
+        self.reset()  # `sharp lm serve` is a new process: nothing cached
         server = make_server(self.session(), "127.0.0.1", 0)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -179,7 +183,7 @@ def test_quick_bench_reports_every_section_against_its_baseline(toy_bench, tmp_p
         assert "same hits: 4/4" in sections["chroma_server"]["notes"][0]
 
     # every server is down again
-    assert backend.stopped == 1 and all(down(b) for b in backend.bases)
+    assert backend.stopped == len(backend.bases) == 4 and all(down(b) for b in backend.bases)
     assert all(down(u) for u in chroma_seen)
     # the report files: JSON as returned, Markdown with every section
     js, md = bench_report.write(report, tmp_path / "out")
@@ -195,7 +199,7 @@ def test_a_failing_section_is_reported_and_the_rest_still_run(toy_bench):
     assert list(s) == ["lm_speed", "systems", "lm_server", "eval_threads"]
     assert s["lm_speed"]["status"] == "failed" and "packages missing" in s["lm_speed"]["reason"]
     assert s["lm_server"]["status"] == "failed"
-    assert s["eval_threads"]["status"] == "skipped" and "lm_server" in s["eval_threads"]["reason"]
+    assert s["eval_threads"]["status"] == "failed" and "packages missing" in s["eval_threads"]["reason"]
     assert s["systems"]["status"] == "ok"
     assert "**failed**: ModelFileError" in bench_report.markdown(report)
 
@@ -203,11 +207,10 @@ def test_a_failing_section_is_reported_and_the_rest_still_run(toy_bench):
 def test_an_interrupted_bench_stops_its_servers(toy_bench, monkeypatch):
     backend = FakeBackend()
 
-    def interrupted(b, s):
+    def interrupted(base, messages, max_tokens):  # Ctrl-C (or SIGTERM) while the server answers
         raise KeyboardInterrupt
 
-    title, figs, compared, baseline, _ = suite.SECTIONS["eval_threads"]
-    monkeypatch.setitem(suite.SECTIONS, "eval_threads", (title, figs, compared, baseline, interrupted))
+    monkeypatch.setattr(suite, "_post_chat", interrupted)
     with pytest.raises(KeyboardInterrupt):
         suite.run(make_bench(toy_bench, backend), only=["lm_server", "eval_threads"])
     assert backend.stopped == 1 and down(backend.bases[0])
