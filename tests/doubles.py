@@ -279,5 +279,5 @@ def session_lm(session: Any, prefix_reuse: bool | str = True, **spec: Any) -> ds
         def session(self) -> Any:
             return session
 
-    lm_spec = LMSpec(model="local/smollm2-135m", cache=False, max_tokens=48, **spec)
+    lm_spec = LMSpec(**{"model": "local/smollm2-135m", "cache": False, "max_tokens": 48, **spec})
     return SharpLM(lm_spec, "generator", engine=SessionEngine())
