@@ -39,7 +39,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,6 +61,7 @@ class BenchError(SharpError):
 
 @dataclass(frozen=True)
 class Sizes:
+    mode: str = "full"
     sample: int = 1000  # passages built into the temp index (twice) and into the Chroma server
     queries: int = 100  # queries timed per retrieval mode
     repeats: int = 2  # LM speed runs per measurement (the best is kept)
@@ -75,7 +76,15 @@ class Sizes:
 
 FULL = Sizes()
 QUICK = Sizes(
-    sample=200, queries=20, repeats=1, gen_tokens=32, prefix_calls=3, questions=1, replay_questions=1, server_calls=2
+    mode="quick",
+    sample=200,
+    queries=20,
+    repeats=1,
+    gen_tokens=32,
+    prefix_calls=3,
+    questions=1,
+    replay_questions=1,
+    server_calls=2,
 )
 
 
@@ -549,7 +558,7 @@ def run(bench: Bench, only: list[str] | None = None, command: str = "") -> dict:
     return {
         "generated_at": time.strftime("%Y-%m-%d %H:%M:%S"),
         "command": command,
-        "quick": bench.sizes != FULL,
+        "quick": bench.sizes.mode == "quick",
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "settings": {
             "model": bench.backend.model,
@@ -589,9 +598,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workspace", type=Path, default=None, help="holds the index (read only); default ./workspace")
     ap.add_argument("--out", type=Path, default=None, help="report folder (default WORKSPACE/reports/bench)")
     ap.add_argument("--only", default=None, help=f"comma-separated sections: {','.join(SECTIONS)}")
+    ap.add_argument("--questions", type=int, default=None, help="questions per system (and at most as many replayed)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
+    sizes = QUICK if args.quick else FULL
+    if args.questions is not None:
+        if args.questions < 1:
+            ap.error("--questions must be at least 1")
+        sizes = replace(sizes, questions=args.questions, replay_questions=min(sizes.replay_questions, args.questions))
     command = "python -m experiments.benchmarks.suite " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         with _sigterm_unwinds():
@@ -599,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
                 backend=LocalBackend(args.model, n_threads=args.n_threads),
                 # the systems' LMs share the backend's in-process session (same model, n_ctx, threads)
                 lm_config=LMConfig.from_mapping({"default": {"model": args.model, "n_threads": args.n_threads}}),
-                sizes=QUICK if args.quick else FULL,
+                sizes=sizes,
                 dataset=args.dataset,
                 data_dir=args.data_dir,
                 workspace=args.workspace,

@@ -293,3 +293,9 @@ def test_a_missing_index_is_refused_before_any_section_runs(toy_bench, tmp_path)
     with pytest.raises(suite.BenchError, match="no complete index at .*sharp index --dataset hotpotqa"):
         suite.run(bench, only=["lm_speed", "systems"])
     assert suite.run(bench, only=["lm_speed"])["sections"]["lm_speed"]["status"] == "ok"
+
+
+def test_the_command_line_refuses_zero_questions(capsys):
+    with pytest.raises(SystemExit):
+        suite.main(["--quick", "--questions", "0"])
+    assert "--questions must be at least 1" in capsys.readouterr().err
