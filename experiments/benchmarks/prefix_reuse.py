@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import dspy
+from dspy.utils.exceptions import AdapterParseError
 
 PEOPLE = [
     "Ada Varga",
@@ -128,7 +129,7 @@ def local_lm(model: str, mode: str, **spec: object):
     from program.lm import LMSpec, SharpLM
     from program.lm.local import LocalEngine
 
-    lm_spec = LMSpec(model=model, cache=False, max_tokens=48, **spec)
+    lm_spec = LMSpec(**{"model": model, "cache": False, "max_tokens": 48, **spec})
     return SharpLM(lm_spec, "generator", engine=LocalEngine.for_spec(lm_spec, prefix_reuse=mode))
 
 
@@ -148,8 +149,11 @@ def run_calls(lm, mode: str, calls: list[tuple[dspy.Predict, dict]]) -> dict:
     with recording() as ledger:
         for pred, inputs in calls:
             t = time.perf_counter()
-            out = pred(lm=lm, **inputs)
-            rows.append({"seconds": round(time.perf_counter() - t, 3), "output": dict(out.toDict())})
+            try:
+                output = dict(pred(lm=lm, **inputs).toDict())
+            except AdapterParseError as exc:  # a weak model broke the format: the call still ran and is timed
+                output = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            rows.append({"seconds": round(time.perf_counter() - t, 3), "output": output})
     wall = time.perf_counter() - t0
     for row, rec in zip(rows, ledger.records):
         row.update(

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from dspy.utils.exceptions import DSPyError
 
 from experiments.benchmarks import prefix_reuse as prefix_bench
 from experiments.benchmarks import servers
@@ -549,7 +550,7 @@ def run(bench: Bench, only: list[str] | None = None, command: str = "") -> dict:
                 measure(bench, s)
             except BenchError as exc:
                 s.skip(str(exc))
-            except (SharpError, OSError, RuntimeError, ValueError) as exc:
+            except (SharpError, DSPyError, OSError, RuntimeError, ValueError) as exc:
                 log.exception("bench section %s failed", key)
                 s.fail(f"{type(exc).__name__}: {exc}")
             s.seconds = round(time.perf_counter() - t0, 1)

@@ -18,6 +18,7 @@ from typing import Literal
 import dspy
 import pytest
 from doubles import TimedSession, session_lm
+from dspy.utils.exceptions import AdapterParseError
 
 from program.lm import SERVED_MODEL, LMSpec, build_lm
 from program.lm.server import make_server
@@ -59,7 +60,7 @@ def _fields(call) -> dict:
     must then break it the same way)."""
     try:
         return dict(call().toDict())
-    except (ValueError, RuntimeError) as exc:  # DSPy's AdapterParseError is a RuntimeError
+    except AdapterParseError as exc:
         return {"error": type(exc).__name__}
 
 
