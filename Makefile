@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 LIMIT ?= 5
 
-.PHONY: setup setup-dev run test lint test-local bench-retrieval bench-lm index mlflow-ui clean
+.PHONY: setup setup-dev run test lint test-local bench bench-retrieval bench-lm index mlflow-ui clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -53,11 +53,18 @@ lint: setup
 test-local: setup
 	$(BIN)/python -m pytest -q -m local_lm
 
+# One benchmark report: workspace/reports/bench/bench.{json,md}, every figure against a baseline measured in the
+# same run (experiments/benchmarks/suite.py). About 10-15 min on 2 cores with the default model; run it alone.
+# BENCH_ARGS=--quick for a short run, e.g. BENCH_ARGS="--quick --only systems,replay".
+BENCH_ARGS ?=
+bench: index
+	$(BIN)/python -m experiments.benchmarks.suite $(BENCH_ARGS)
+
 bench-retrieval: setup
 	$(BIN)/python -m experiments.benchmarks.retrieval --dataset hotpotqa
 
 bench-lm: setup
-	$(BIN)/python -m experiments.benchmarks.lm_speed
+	$(BIN)/sharp lm bench
 
 mlflow-ui: setup
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(abspath workspace)/mlflow.db --workers 1 --host 127.0.0.1 --port 5000

@@ -25,7 +25,7 @@ TOP_LOGPROBS = 10
 # flip for the metrics. It is recorded as "insufficient, 0.0" and the loop retries on it, but read
 # verbally that pair means "certainly sufficient" (P = 1.0), the opposite of what the program did.
 UNKNOWN_P_SUFFICIENT = 0.5
-# SHARP's default stop threshold on P(sufficient): the best one in experiments/benchmarks/critic_discrimination.py.
+# SHARP's default stop threshold on P(sufficient) (experiments/RESULTS.md, 'Critic discrimination').
 DEFAULT_CONFIDENCE_THRESHOLD = 0.35
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -178,3 +180,104 @@ class RankedRetriever:
 
     def _key(self, query: str) -> str:
         return next((key for key in sorted(self.ranked, key=len, reverse=True) if query.startswith(key)), "")
+
+
+# ---- a local model without a model ----------------------------------------------------------------
+FIELD_VALUES: dict[str, Any] = {
+    "answer": "Dijon",
+    "supported": "yes",
+    "verdict": "sufficient",
+    "confidence": 0.9,
+    "supporting_passages": [1],
+    "sub_queries": ["Eiffel Tower designer"],
+    "entity": "Gustave Eiffel",
+    "queries": ["Eiffel Tower designer"],
+    "missing": "nothing",
+}
+
+
+def _field_value(name: str, typ: str) -> Any:
+    if name in FIELD_VALUES:
+        return FIELD_VALUES[name]
+    if typ.startswith("Literal"):
+        return re.findall(r"'([^']*)'", typ)[0]
+    if typ.startswith(("list", "List")):
+        return []
+    return {"float": 0.5, "int": 1, "bool": True}.get(typ, "x")
+
+
+def field_reply(messages: Sequence[dict]) -> str:
+    """A reply that fills the output fields a DSPy prompt asks for (ChatAdapter markers, or JSON when the
+    prompt asks for a JSON object); a prompt that is not DSPy's gets a short sentence."""
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    if "Your output fields are:" not in system:
+        return "the keeper watched the storm"
+    block = system.split("Your output fields are:", 1)[1].split("All interactions", 1)[0]
+    values = {name: _field_value(name, typ) for name, typ in re.findall(r"^\d+\. `(\w+)` \(([^)]*)\)", block, re.M)}
+    if "JSON object" in messages[-1]["content"]:
+        return json.dumps(values)
+    parts = [f"[[ ## {k} ## ]]\n{v if isinstance(v, str) else json.dumps(v)}\n\n" for k, v in values.items()]
+    return "".join(parts) + "[[ ## completed ## ]]"
+
+
+class TimedSession:
+    """LocalSession's ``chat`` without a model, deterministic: a token is a word; the prompt's tokens past
+    the longest prefix reused (``prefix_reuse`` as LocalSession reads it) take 1/prompt_tps s each, each
+    answer token 1/gen_tps s; the reply fills DSPy's output fields (:func:`field_reply`)."""
+
+    n_ctx = 8192
+
+    def __init__(self, prompt_tps: float = 1000.0, gen_tps: float = 100.0):
+        self.prompt_tps, self.gen_tps = prompt_tps, gen_tps
+        self.states: list[tuple[str, ...]] = []
+        self.last: tuple[str, ...] = ()
+        self.calls: list[dict] = []
+        self._lock = threading.Lock()
+
+    def chat(self, messages, *, max_tokens, prefix_reuse=True, **kwargs):
+        from program.lm.local import ChatResult, _reuse_mode
+
+        tokens = tuple(" ".join(f"{m['role']}: {m['content']}" for m in messages).split())
+        mode = _reuse_mode(prefix_reuse)
+        with self._lock:
+            seen = [] if mode == "off" else [self.last] + (self.states if mode == "states" else [])
+            reused = max((_common_prefix(tokens, s) for s in seen), default=0)
+            self.last = tokens
+            if mode == "states":
+                self.states.append(tokens)
+            self.calls.append({"messages": messages, "max_tokens": max_tokens, "prefix_reuse": mode, **kwargs})
+        text = field_reply(messages)
+        completion = max(1, min(max_tokens, len(text.split())))
+        seconds = (len(tokens) - reused) / self.prompt_tps + completion / self.gen_tps
+        return ChatResult(text, "stop", len(tokens), completion, reused, seconds)
+
+    def clear_states(self) -> None:
+        with self._lock:
+            self.states.clear()
+            self.last = ()
+
+
+def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def session_lm(session: Any, prefix_reuse: bool | str = True, **spec: Any) -> dspy.LM:
+    """A SharpLM whose LocalEngine runs on ``session`` (a TimedSession) instead of a loaded model."""
+    from program.lm import LMSpec, SharpLM
+    from program.lm.local import LocalEngine
+
+    class SessionEngine(LocalEngine):
+        def __init__(self) -> None:  # no model file: the session is given
+            self.model, self.n_ctx, self.n_threads, self.prefix_reuse = "local/smollm2-135m", 8192, 2, prefix_reuse
+
+        @property
+        def session(self) -> Any:
+            return session
+
+    lm_spec = LMSpec(**{"model": "local/smollm2-135m", "cache": False, "max_tokens": 48, **spec})
+    return SharpLM(lm_spec, "generator", engine=SessionEngine())

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import dspy
+from dspy.utils.exceptions import AdapterParseError
 
 PEOPLE = [
     "Ada Varga",
@@ -123,25 +124,36 @@ def _predictors() -> tuple[dspy.Predict, dspy.Predict]:
     return qa, judge
 
 
-def _lm(model: str, mode: str):
+def local_lm(model: str, mode: str, **spec: object):
+    """A generator LM on the local ``model`` with prefix reuse ``mode`` (off, live, states), DSPy's cache off."""
     from program.lm import LMSpec, SharpLM
     from program.lm.local import LocalEngine
 
-    spec = LMSpec(model=model, cache=False, max_tokens=48)
-    return SharpLM(spec, "generator", engine=LocalEngine.for_spec(spec, prefix_reuse=mode))
+    lm_spec = LMSpec(**{"model": model, "cache": False, "max_tokens": 48, **spec})
+    return SharpLM(lm_spec, "generator", engine=LocalEngine.for_spec(lm_spec, prefix_reuse=mode))
 
 
-def _run(model: str, mode: str, calls: list[tuple[dspy.Predict, dict]]) -> dict:
+def single_calls(n: int) -> list[tuple[dspy.Predict, dict]]:
+    """Part 1's calls: one Predict with 4 demos over ``n`` different inputs."""
+    qa, _ = _predictors()
+    return [(qa, _qa(i).inputs().toDict()) for i in range(n)]
+
+
+def run_calls(lm, mode: str, calls: list[tuple[dspy.Predict, dict]]) -> dict:
+    """Run ``calls`` on ``lm`` (its session's cached prefixes cleared first): wall time, prompt tokens
+    evaluated and reused, and every output."""
     from program.lm import recording
 
-    lm = _lm(model, mode)
     lm.engine.session.clear_states()
     rows, t0 = [], time.perf_counter()
     with recording() as ledger:
         for pred, inputs in calls:
             t = time.perf_counter()
-            out = pred(lm=lm, **inputs)
-            rows.append({"seconds": round(time.perf_counter() - t, 3), "output": dict(out.toDict())})
+            try:
+                output = dict(pred(lm=lm, **inputs).toDict())
+            except AdapterParseError as exc:  # a weak model broke the format: the call still ran and is timed
+                output = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            rows.append({"seconds": round(time.perf_counter() - t, 3), "output": output})
     wall = time.perf_counter() - t0
     for row, rec in zip(rows, ledger.records):
         row.update(
@@ -154,7 +166,7 @@ def _run(model: str, mode: str, calls: list[tuple[dspy.Predict, dict]]) -> dict:
     return {
         "mode": mode,
         "calls": len(rows),
-        "wall_s": round(wall, 2),
+        "wall_s": round(wall, 3),
         "prompt_tokens": s["prompt_tokens"],
         "evaluated_tokens": s["prompt_tokens"] - s["reused_prompt_tokens"],
         "reused_tokens": s["reused_prompt_tokens"],
@@ -162,7 +174,7 @@ def _run(model: str, mode: str, calls: list[tuple[dspy.Predict, dict]]) -> dict:
     }
 
 
-def _compare(a: dict, b: dict) -> dict:
+def compare(a: dict, b: dict) -> dict:
     same = sum(x["output"] == y["output"] for x, y in zip(a["rows"], b["rows"]))
     return {
         "evaluated_fewer_pct": round(100 * (1 - b["evaluated_tokens"] / max(a["evaluated_tokens"], 1)), 1),
@@ -181,13 +193,13 @@ def _line(r: dict) -> str:
 
 def main(model: str = "local/qwen2.5-coder-0.5b", n: int = 20, n_interleaved: int = 6, out: Path | None = None) -> dict:
     qa, judge = _predictors()
-    single = [(qa, _qa(i).inputs().toDict()) for i in range(n)]
+    single = single_calls(n)
     result: dict = {"model": model, "single": {}, "interleaved": {}}
     print(f"{model}: one Predict with 4 demos, {n} inputs")
     for mode in ("off", "states"):
-        result["single"][mode] = r = _run(model, mode, single)
+        result["single"][mode] = r = run_calls(local_lm(model, mode), mode, single)
         print(_line(r), flush=True)
-    result["single"]["comparison"] = c = _compare(result["single"]["off"], result["single"]["states"])
+    result["single"]["comparison"] = c = compare(result["single"]["off"], result["single"]["states"])
     print(
         f"  -> {c['evaluated_fewer_pct']}% fewer prompt tokens evaluated, wall-time ratio {c['wall_ratio']}, "
         f"same outputs {c['same_outputs']}"
@@ -200,9 +212,9 @@ def main(model: str = "local/qwen2.5-coder-0.5b", n: int = 20, n_interleaved: in
         ]
         print(f"two predictors interleaved, {len(mixed)} calls")
         for mode in ("live", "states"):
-            result["interleaved"][mode] = r = _run(model, mode, mixed)
+            result["interleaved"][mode] = r = run_calls(local_lm(model, mode), mode, mixed)
             print(_line(r), flush=True)
-        result["interleaved"]["comparison"] = c = _compare(
+        result["interleaved"]["comparison"] = c = compare(
             result["interleaved"]["live"], result["interleaved"]["states"]
         )
         print(

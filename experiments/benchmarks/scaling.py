@@ -80,8 +80,9 @@ class TimedEmbedder:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.dimension, self.backend, self.method = inner.dimension, inner.backend, inner.method
-        self.max_seq_length = inner.max_seq_length
+        self.dimension, self.backend = inner.dimension, getattr(inner, "backend", "custom")
+        self.method = getattr(inner, "method", None)  # None: a custom embedder (program.retrieval.embedder.method_of)
+        self.max_seq_length = getattr(inner, "max_seq_length", None)
         self.seconds, self.first, self.last = 0.0, None, None
 
     def encode(self, texts, batch_size=None, progress=None):

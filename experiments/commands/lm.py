@@ -127,9 +127,15 @@ def bench(
     n_threads: int = NThreads,
 ) -> None:
     """Prompt and generation tokens/s of local models on this machine, one at a time."""
-    from experiments.benchmarks import lm_speed
+    from experiments import lm_timing
 
-    lm_speed.main(models or None, repeats=repeats, n_threads=n_threads)  # a missing package or engine: exit 2
+    try:  # a missing package or engine is a SharpError (the command's one error exit); an unwritable workspace too
+        rows, out = lm_timing.time_models(models or None, repeats=repeats, n_threads=n_threads)
+    except OSError as exc:
+        o.fail(exc)
+    for row in rows:
+        typer.echo(lm_timing.row_line(row))
+    typer.echo(f"wrote {out}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,4 @@
-"""Read a SHARP exploration recording (record_loop): what each round, query source and critic signal is worth.
+"""Study of SHARP's loop: what each round, query source and critic signal is worth, read from a recording.
 
 Per round: all-gold of the evidence and of the whole pool, EM/F1 of the round's answer; per query source
 (the question, planner sub-queries, the critic's suggestions, the bridge step): how often its hits hold a

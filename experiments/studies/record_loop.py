@@ -1,4 +1,4 @@
-"""Record SHARP's loop in explore mode on held-out train questions, for the loop's design choices.
+"""Study input: SHARP's loop recorded in explore mode on held-out train questions (read by loop_analysis).
 
 One recording per question (optimize.replay.record: every round's critique, bridge query, retrieval and
 answer), resumable; `loop_analysis` reads it. The held-out questions are the train split's seeded order

@@ -1,4 +1,4 @@
-"""Where the trained reranker goes in the retrieval stack, measured on held-out train questions (no LM).
+"""Study behind the reranker's place in the retrieval stack: where the trained reranker goes (no LM).
 
 Variants: hybrid; hybrid + second hop; the reranker over hybrid's top 20; over the hop's combined list
 (rerank after the hop); under the hop (each search reranked against its own query, then combined).

@@ -133,9 +133,9 @@ class TopLogprobs:
     llama-cpp-python returns logprobs only for models loaded with ``logits_all=True`` (logits for
     every prompt token: ~600 KB each for a 152k vocabulary, and a slower prompt pass). The sampler
     sees the next-token logits anyway, so this reads them there, before the grammar and the greedy
-    pick, at the cost of one log-softmax per generated token (about 1 ms for a 152k vocabulary, against
-    30-40 ms to generate the token on 2 cores). The chosen token of step i is read at step i+1 (it is
-    then the last input id).
+    pick, at the cost of one log-softmax per generated token (small against generating the token:
+    experiments/RESULTS.md, 'Token log-probabilities'). The chosen token of step i is read at step i+1
+    (it is then the last input id).
     """
 
     def __init__(self, k: int):
@@ -148,8 +148,8 @@ class TopLogprobs:
 
         if self._last is not None:
             self._close(int(input_ids[-1]))
-        # a float32 copy (later samplers, the grammar among them, rewrite the buffer in place);
-        # float64 conversions cost ~7 ms a token here, this ~1 ms
+        # a float32 copy (later samplers, the grammar among them, rewrite the buffer in place); float64
+        # conversions cost several times more a token (experiments/RESULTS.md, 'Token log-probabilities')
         logits = np.array(scores, dtype=np.float32)
         top_logit = float(logits.max())
         lse = top_logit + float(np.log(np.exp(logits - top_logit).sum(dtype=np.float64)))

@@ -13,15 +13,15 @@ Two kinds of settings live here:
 ``chroma_url`` says where the vectors live (the index folder, or a Chroma server); the manifest
 records which, and opening an index with the other is an IndexMismatchError that says what to pass.
 
-Defaults (measured with experiments/benchmarks/retrieval.py on 2 CPU cores):
-* backend onnx-int8 with 128 tokens: 4x the passages/s of plain sentence-transformers, dense recall
-  within 0.003 of torch at 256 tokens and hybrid recall no lower (HotpotQA dev);
+Defaults (the measurements behind them: experiments/RESULTS.md, 'Retrieval defaults' and 'Second hop'):
+* backend onnx-int8 with 128 tokens: several times the passages/s of plain sentence-transformers, with
+  dense recall close to torch at 256 tokens and hybrid recall no lower (HotpotQA dev);
 * BM25 over 'title x4 + text', k1=0.9, b=1.0; RRF k=5 with weights dense 0.6 / BM25 1.0 over the top
   100 of each: the best recall@10 + all-gold@10 of a grid scored on the HotpotQA *train* split only
-  (dev: hybrid 0.872 / 0.749 vs BM25 0.854 / 0.718 and dense 0.753 / 0.557).
+  (on dev, hybrid beats BM25 and dense alone on both);
 * second hop off (plain RAG over it is the ``vanilla-hop`` system); when on, one seed passage, 300
-  of its characters, 60% of k kept from the query's hits: all-gold@5 0.770 on 300 HotpotQA *train*
-  questions, within 0.003 of the grid's best (600 characters; experiments/benchmarks/second_hop.py).
+  of its characters, 60% of k kept from the query's hits: chosen on HotpotQA *train* questions, close
+  to the grid's best (600 characters).
 """
 
 from __future__ import annotations

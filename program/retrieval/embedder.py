@@ -12,9 +12,10 @@ tensor with no padding, and texts are spread over worker threads (one onnxruntim
 text's vector is therefore a function of that text only: the int8 activation scales are computed
 over its own tokens, never over other texts of a batch or their padding, so it embeds to the same
 bits alone, in any batch, in any order, with any number of threads (tests/retrieval checks this with
-the real model). Batched int8 (the old way) let one text's scale depend on its neighbours: all-gold@3
-moved from 0.45 (alone) to 0.43 (in a batch of 100). :data:`EMBEDDING_METHODS` names each method;
-the index manifest records it and opening an index built by another one is refused.
+the real model). Batched int8 (the old way) let one text's scale depend on its neighbours, which moved
+retrieval quality with the batch (experiments/RESULTS.md, 'Batch-independent embeddings').
+:data:`EMBEDDING_METHODS` names each method; the index manifest records it and opening an index built
+by another one is refused.
 The ONNX files are cached (see :mod:`program.retrieval.onnx_export`); once cached, the ONNX
 backends import neither torch nor sentence-transformers, so a query process starts fast.
 """

@@ -1,6 +1,6 @@
-"""The no-LM second hop (program/retrieval/hop.py): how often every gold paragraph is in the top k.
+"""Study behind the second-hop settings: how often every gold paragraph is in the top k with the no-LM hop.
 
-    python -m experiments.benchmarks.second_hop [--dataset hotpotqa] [--n-train 300] [--n-dev 100]
+    python -m experiments.studies.second_hop [--dataset hotpotqa] [--n-train 300] [--n-dev 100]
 
 Settings are chosen on a seeded sample of the *train* split (a grid over the share of k kept from the
 question's own hits, the number of seed passages and the characters of each seed in its hop query,
@@ -37,8 +37,8 @@ def all_gold(examples: Sequence[Any], ranked: Sequence[Sequence[Any]]) -> float:
 
 def one_by_one(retriever: Any, queries: Sequence[str], depth: int) -> list:
     """Each query alone, as the systems ask. (Since the ONNX embedders run one text at a time a query's
-    vector no longer depends on the other queries of a batch; the batched int8 embedder before gave
-    all-gold@3 0.45 alone and 0.43 in one batch of 100.)"""
+    vector no longer depends on the other queries of a batch; with the batched int8 embedder before it
+    did: experiments/RESULTS.md, 'Batch-independent embeddings'.)"""
     return [retriever.retrieve(q, depth) for q in queries]
 
 
