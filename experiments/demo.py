@@ -51,15 +51,21 @@ def open_retriever(rt: Any, dataset: str) -> Any:
             return rt.retriever()
 
 
-def build(rt: Any, name: str, retrievers: dict[str, Any]) -> Any:
-    """The system with the retriever its config asks for (SHARP's second hop), one per kind, shared."""
+def build(rt: Any, name: str, retrievers: dict[str, Any]) -> tuple[Any, Path | None]:
+    """The system with the retriever its config asks for (SHARP's second hop), one per kind, shared; for
+    SHARP, the shipped compiled program where one fits the index and model (program/shipped.py). (The
+    module, the program file or None.)"""
+    path = rt.program_path(None, name)
+    if path is not None:
+        with status(f"loading the compiled {LABELS.get(name, name)} program {path.name}"):
+            return rt.load_program(path)[0], path
     overrides = retriever_overrides(config_for(name, None))
     key = json.dumps(overrides, sort_keys=True) if overrides else "default"
     if key not in retrievers:
         settings = ", ".join(f"{k}={json.dumps(v)}" for k, v in (overrides or {}).items())
         with status(f"opening {LABELS.get(name, name)}'s retriever ({settings or 'default'})"):
             retrievers[key] = rt.retriever(overrides)
-    return rt.system(name, retriever=retrievers[key])
+    return rt.system(name, retriever=retrievers[key]), None
 
 
 def is_local(rt: Any) -> bool:
@@ -77,13 +83,15 @@ def run_demo(rt: Any, dataset: str, split: str, limit: int, seed: int, *, traces
         for name in SYSTEMS:
             prior = out.seconds_per_q["vanilla"] * SHARP_FACTOR if name == "sharp" and out.seconds_per_q else None
             with tracking.run(name, nested=True, tags={"system": name}), tracking.dspy_traces(traces):
+                module, program = build(rt, name, retrievers)
                 result, settings, module, path = run_eval(
                     rt,
                     name,
                     examples,
                     split,
-                    module=build(rt, name, retrievers),
-                    label=f"{LABELS[name]} ({name})",
+                    program_path=program,
+                    module=module,
+                    label=f"{LABELS[name]} ({program.stem if program else name})",
                     prior_seconds=prior,
                 )
                 tracking.log_params(settings)

@@ -8,6 +8,8 @@ an unknown system, a bad config or a tampered digest is a :class:`ProgramFileErr
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +71,9 @@ def save_program(
     body["sha256"] = digest(body)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    # a temp name of this writer's own: two processes saving the same program at once (parallel tune
+    # workers finishing one study) each rename a whole file; the last one wins, neither fails
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(json.dumps(body, indent=2, default=str))
     tmp.replace(path)
     return path

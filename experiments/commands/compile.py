@@ -269,7 +269,22 @@ def export_cmd(
     typer.echo(f'ask:    sharp ask --program {out.model_uri} "..."')
 
 
+def ship_cmd(
+    program: Path = typer.Argument(..., help="A compiled or tuned program (workspace/programs/NAME.json)."),
+    name: str = typer.Option(..., "--name", help="Its name in program/compiled/ (e.g. sharp-hotpotqa)."),
+    command: list[str] | None = typer.Option(None, "--command", help="A command that made it (repeatable)."),
+    figure: list[str] | None = typer.Option(None, "--figure", help="A measured figure KEY=VALUE (repeatable)."),
+) -> None:
+    """Ship a compiled program as the default (program/compiled/): what `sharp ask`, `sharp eval --system
+    sharp` and `sharp demo` run for its dataset and model when no --program is given."""
+    from experiments.ship import ship_program
+
+    out = ship_program(program, name, commands=command or [], figures=o.parse_sets(figure, "--figure"))
+    typer.echo(f"shipped {out}; commit it with program/compiled/MANIFEST.json")
+
+
 def register(app: typer.Typer) -> None:
     o.add_command(app, "compile", compile_cmd)
     o.add_command(app, "tune", tune_cmd)
     o.add_command(app, "export", export_cmd)
+    o.add_command(app, "ship", ship_cmd)

@@ -79,3 +79,24 @@ def test_unreadable_files(tmp_path, content, words):
         read_program(path)
     with pytest.raises(ProgramFileError, match="no program file"):
         read_program(tmp_path / "missing.json")
+
+
+def test_two_writers_saving_one_program_at_once_both_succeed(tmp_path, retriever):
+    import threading
+
+    prog, errors = compiled(retriever), []
+
+    def save():
+        try:
+            for _ in range(20):
+                save_program(tmp_path / "p.json", prog, "sharp")
+        except OSError as exc:  # a shared temp name: one writer's rename finds the other's file gone
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and read_program(tmp_path / "p.json").system == "sharp"
+    assert not list(tmp_path.glob("*.tmp"))

@@ -79,3 +79,30 @@ def test_runtime_default_program_none_and_default(tmp_path, retriever, monkeypat
     with pytest.raises(ProgramFileError, match="no shipped compiled program fits"):
         other.program_path("default", "sharp")
     assert rt.program_path(str(path), "sharp") == path
+
+
+def test_ship_copies_without_machine_paths_and_records_what_it_was_compiled_on(tmp_path, retriever):
+    from experiments.ship import ship_program
+
+    src = save_program(
+        tmp_path / "src.json",
+        compiled(retriever),
+        "sharp",
+        lm={"default": {"model": LM}},
+        index_manifest={"corpus_sha256": "c0ffee"},
+        meta={"dataset": "hotpotqa", "index_dir": "/home/me/ws/indexes/hotpotqa", "study": "s"},
+    )
+    folder = tmp_path / "compiled"
+    out = ship_program(src, "sharp-x", commands=["sharp tune ..."], figures={"em": 0.4}, folder=folder)
+    saved = read_program(out)  # its checksum holds after the edit
+    assert "index_dir" not in saved.meta and saved.meta["study"] == "s"
+    (found,) = shipped.shipped_programs(folder)
+    assert (
+        found.entry["lm"] == LM
+        and found.entry["commands"] == ["sharp tune ..."]
+        and found.entry["figures"]["em"] == 0.4
+    )
+    assert shipped.default_program("c0ffee", LM, folder).path == out
+    bare = save_program(tmp_path / "bare.json", compiled(retriever), "sharp")
+    with pytest.raises(ProgramFileError, match="records no index corpus"):
+        ship_program(bare, "bare", folder=folder)

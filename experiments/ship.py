@@ -1,0 +1,71 @@
+"""`sharp ship`: copy a compiled program into the package (program/compiled/) as a default, with its manifest.
+
+The copy is the saved program's JSON (no pickle) with machine-specific paths removed from its ``meta``; the
+manifest entry (program/shipped.py) says what it was compiled on (dataset, corpus sha256, the model), the
+commands that made it, and the figures measured for it, so a fresh checkout can tell what it runs by default.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from program import shipped
+from program.digest import digest
+from program.errors import ProgramFileError
+from program.saved import read_program
+
+# meta keys that name things on the machine that compiled the program, not what it is
+MACHINE_KEYS = ("index_dir", "storage")
+
+
+def ship_program(
+    source: Path,
+    name: str,
+    *,
+    commands: Sequence[str] = (),
+    figures: Mapping[str, Any] | None = None,
+    folder: Path | None = None,
+) -> Path:
+    """Copy ``source`` to ``folder/NAME.json`` and record it in the folder's manifest; return the copy."""
+    folder = folder or shipped.COMPILED_DIR
+    saved = read_program(source)  # refuses a tampered file or one from another code version
+    corpus = saved.index_manifest.get("corpus_sha256")
+    if not corpus:
+        raise ProgramFileError(f"{source} records no index corpus: recompile it against an index before shipping")
+    lm = (saved.lm.get("default") or {}).get("model")
+    roles = {r: (saved.lm.get(r) or {}).get("model", lm) for r in ("planner", "critic", "generator")}
+    if len(set(roles.values())) != 1:
+        raise ProgramFileError(f"{source} uses several models ({roles}); a shipped default is for one model")
+    body = json.loads(Path(source).read_text())
+    body.pop("sha256", None)
+    body["meta"] = {k: v for k, v in body.get("meta", {}).items() if k not in MACHINE_KEYS}
+    body["sha256"] = digest(body)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{name}.json"
+    out.write_text(json.dumps(body, indent=2, default=str) + "\n")
+    entry = shipped.manifest_entry(
+        out,
+        {
+            "system": saved.system,
+            "dataset": saved.meta.get("dataset"),
+            "corpus_sha256": corpus,
+            "lm": next(iter(roles.values())),
+            "compiled_on": _compiled_on(saved.meta, saved.config),
+            "commands": list(commands),
+            "figures": dict(figures or {}),
+        },
+    )
+    manifest = {"programs": {**shipped.read_manifest(folder), name: entry}}
+    (folder / shipped.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def _compiled_on(meta: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    calibrator = (config.get("calibrator") or {}).get("fitted_on") or {}
+    parts = [f"{meta.get('dataset', '?')} train"]
+    if "train_offset" in calibrator:
+        parts.append(f"after the first {calibrator['train_offset']} seeded questions")
+    return ", ".join(parts)
