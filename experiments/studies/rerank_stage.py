@@ -28,6 +28,7 @@ def main() -> None:
     ap.add_argument("--offset", type=int, default=478)
     ap.add_argument("--limit", type=int, default=120)
     ap.add_argument("--depth", type=int, default=20)
+    ap.add_argument("--variants", default=None, help="Comma-separated subset of the variants (default: all).")
     args = ap.parse_args()
     rt = Runtime(dataset=args.dataset)
     questions = rt.examples(args.split, limit=args.offset + args.limit, seed=0)[args.offset :]
@@ -45,6 +46,12 @@ def main() -> None:
         "rerank(hop)": RerankingRetriever(hop(hybrid), scorer, args.depth),
         "hop(rerank)": hop(RerankingRetriever(hybrid, scorer, args.depth)),
     }
+    if args.variants:
+        wanted = args.variants.split(",")
+        unknown = [v for v in wanted if v not in variants]
+        if unknown:
+            ap.error(f"unknown variants {unknown}; known: {', '.join(variants)}")
+        variants = {k: variants[k] for k in wanted}
     out = {}
     for name, r in variants.items():
         r.depends_on_k = True  # ask once per cutoff
