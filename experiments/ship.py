@@ -37,6 +37,8 @@ def ship_program(
         raise ProgramFileError(f"{source} records no index corpus: recompile it against an index before shipping")
     lm = (saved.lm.get("default") or {}).get("model")
     roles = {r: (saved.lm.get(r) or {}).get("model", lm) for r in ("planner", "critic", "generator")}
+    if None in roles.values():
+        raise ProgramFileError(f"{source} records no model for {sorted(r for r, m in roles.items() if m is None)}")
     if len(set(roles.values())) != 1:
         raise ProgramFileError(f"{source} uses several models ({roles}); a shipped default is for one model")
     body = json.loads(Path(source).read_text())
