@@ -28,7 +28,9 @@ def saved(tmp_path, retriever, *, lm=LM, corpus="c0ffee"):
 
 def test_ship_copies_the_program_drops_machine_paths_and_records_it(tmp_path, retriever):
     folder = tmp_path / "compiled"
-    out = ship_program(saved(tmp_path, retriever), "sharp-x", commands=["sharp tune ..."], figures={"em": 0.4}, folder=folder)
+    out = ship_program(
+        saved(tmp_path, retriever), "sharp-x", commands=["sharp tune ..."], figures={"em": 0.4}, folder=folder
+    )
     copy = read_program(out)  # the copy's own checksum holds
     assert copy.config["confidence_threshold"] == 0.6
     assert "index_dir" not in copy.meta and "storage" not in copy.meta and copy.meta["dataset"] == "hotpotqa"
