@@ -274,12 +274,13 @@ def runtime(opts: Options, lm_cfg: LMConfig) -> Runtime:
     """The Runtime of ``opts``. Checked here, before any work: the retriever settings, the dataset (one
     resolution of --dataset for every command) and the Chroma server, if any (--chroma-url, else
     $SHARP_CHROMA_URL)."""
-    from experiments import settings
+    from experiments import rankers, settings
     from experiments.runtime import Runtime
     from program.retrieval import RetrieverConfig
     from program.retrieval.store import check_server
 
-    retriever = opts.retriever_settings()
+    workspace = settings.workspace(opts.workspace)
+    retriever = rankers.resolve(opts.retriever_settings(), workspace)  # ranker=NAME: its numbers
     chroma_url = opts.chroma_url or os.environ.get("SHARP_CHROMA_URL")
     if chroma_url:
         retriever["chroma_url"] = chroma_url
@@ -287,7 +288,7 @@ def runtime(opts: Options, lm_cfg: LMConfig) -> Runtime:
     rt = Runtime(
         dataset=opts.dataset,
         data_dir=opts.data_dir,
-        workspace=settings.workspace(opts.workspace),
+        workspace=workspace,
         lm_config=lm_cfg,
         retriever_config=retriever,
         cache=not opts.no_cache,

@@ -123,6 +123,19 @@ def metrics_table(results: Mapping[str, Mapping[str, Any]], title: str = "evalua
     return table
 
 
+def ranker_table(summary: Mapping[str, Any]) -> Table:
+    """`sharp fit-ranker`: all-gold@k and recall@k of each ranking, one column per question set."""
+    scores = summary["scores"]
+    table = Table(title=f"evidence ranker {summary['name']!r}")
+    table.add_column("metric")
+    labels = {"train": "train (fitted)", "held_out": "held out: ranker", "held_out_hybrid": "held out: hybrid"}
+    for key in scores:
+        table.add_column(f"{labels.get(key, key)} (n={scores[key]['questions']})", justify="right")
+    for metric in [m for m in next(iter(scores.values())) if m != "questions"]:
+        table.add_row(metric, *(_fmt(s[metric]) for s in scores.values()))
+    return table
+
+
 # ---- `sharp ask`: each step as it happens (program.steps observer) -------------------------------------
 ROLE_NAMES = {"planner": "planning", "critic": "the critic", "bridge": "the bridge step", "generator": "answering"}
 

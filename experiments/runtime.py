@@ -37,7 +37,10 @@ class Runtime:
     index_path: Path | None = None  # --index-dir: the index folder, instead of WORKSPACE/indexes/<dataset>
 
     def __post_init__(self) -> None:
+        from experiments import rankers
+
         configure_cache(self.cache, self.cache_dir)
+        self.retriever_config = rankers.resolve(dict(self.retriever_config or {}), Path(self.workspace))
 
     # ---- data -----------------------------------------------------------------------------
     @property
@@ -57,9 +60,11 @@ class Runtime:
 
     # ---- retrieval -------------------------------------------------------------------------
     def retriever_settings(self, overrides: Mapping[str, Any] | None = None) -> Any:
+        from experiments import rankers
         from program.retrieval import RetrieverConfig
 
-        return RetrieverConfig.from_mapping({**self.retriever_config, **(overrides or {})})
+        merged = rankers.resolve({**self.retriever_config, **(overrides or {})}, Path(self.workspace))
+        return RetrieverConfig.from_mapping(merged)
 
     def retriever(self, overrides: Mapping[str, Any] | None = None) -> Any:
         from program.retrieval import open_retriever

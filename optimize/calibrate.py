@@ -13,21 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from optimize.linear import fit_linear
 from optimize.metrics import calibration
-from program.calibration import FEATURES, Calibrator, make_calibrator
+from program.calibration import FEATURES, Calibrator
 from program.errors import ConfigError
 
 # The calibrator's default inputs: the critic's own probability and what retrieval knows.
 DEFAULT_FEATURES = FEATURES
-
-
-def _matrix(cases: Sequence[Mapping[str, Any]], features: Sequence[str]) -> list[list[float]]:
-    missing = sorted({f for c in cases for f in features if f not in c["features"]})
-    if missing:
-        raise ConfigError(
-            f"the critiques lack the features {missing}: they were recorded by an older program; harvest again"
-        )
-    return [[float(c["features"][f]) for f in features] for c in cases]
 
 
 def fit_calibrator(
@@ -43,16 +35,13 @@ def fit_calibrator(
             f"cannot fit a calibrator on {len(cases)} critiques that all have the label {labels[:1]}: "
             "harvest more questions (some must reach complete evidence and some not)"
         )
-    import numpy as np
-    from sklearn.linear_model import LogisticRegression
-
-    x = np.array(_matrix(cases, features))
-    means = x.mean(axis=0)
-    scales = x.std(axis=0)
-    scales[scales == 0] = 1.0
-    model = LogisticRegression(C=c, max_iter=1000).fit((x - means) / scales, np.array(labels, dtype=int))
-    info = {"cases": len(cases), "complete": int(sum(labels)), "C": c, **dict(fitted_on or {})}
-    return make_calibrator(features, means, scales, model.coef_[0], float(model.intercept_[0]), info)
+    missing = sorted({f for case in cases for f in features if f not in case["features"]})
+    if missing:
+        raise ConfigError(
+            f"the critiques lack the features {missing}: they were recorded by an older program; harvest again"
+        )
+    info = {"complete": int(sum(labels)), **dict(fitted_on or {})}
+    return fit_linear(Calibrator, [case["features"] for case in cases], labels, features, c, info)
 
 
 def probabilities(calibrator: Calibrator, cases: Sequence[Mapping[str, Any]]) -> list[float]:

@@ -328,7 +328,7 @@ def _check_meta(path: Path, meta: dict | None) -> None:
                 f"use another output path or delete both files to start fresh"
             )
     else:
-        _write_atomic(meta_path, json.dumps(meta, indent=2, sort_keys=True))
+        write_atomic(meta_path, json.dumps(meta, indent=2, sort_keys=True))
 
 
 # ---- writing results: a full disk or a read-only folder is a StorageError, never half a file ----------
@@ -350,7 +350,7 @@ def _check_writable(folder: Path) -> None:
         raise _storage_error(folder, exc) from None
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` whole, or leave it as it was."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -411,7 +411,7 @@ def evaluate(
         latest = read_rows(path, compact)  # a retried question's last row wins
         for f, rows in ((path, latest), (compact, {i: compact_row(r) for i, r in latest.items()})):
             if f and (f.exists() or rows):  # rewritten whole: a line cut by a kill goes, the two files agree
-                _write_atomic(f, "".join(json.dumps(r, default=str) + "\n" for r in rows.values()))
+                write_atomic(f, "".join(json.dumps(r, default=str) + "\n" for r in rows.values()))
         done = {i: r for i, r in latest.items() if not is_failed(r)}
         if latest:
             ids = {getattr(e, "id", None) for e in examples}

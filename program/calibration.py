@@ -5,22 +5,17 @@ retriever knows more: how sure the reranker is of the best passages, how far the
 the first, how many distinct pages and searches the evidence spans. A logistic regression over those
 features, fitted on critiques harvested from train runs (labels from the gold paragraphs) by
 ``sharp compile --target critic``, turns them into one calibrated probability that the loop compares with
-its threshold. It is stored as plain numbers (means, scales, weights, bias) in the program's config, so
-it is saved, exported and loaded with the program; a digest of those numbers refuses a tampered one.
+its threshold. It is stored as plain numbers in the program's config (program/linear.py), so it is saved,
+exported and loaded with the program; a digest of those numbers refuses a tampered one.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import Field, model_validator
-
-from program.config import StrictConfig
-from program.digest import digest
-from program.errors import ConfigError
+from program.linear import LinearModel, LinearModelError
 from program.types import Passage
 
 # Every feature a calibrator may use, computed by :func:`critique_features`.
@@ -37,10 +32,6 @@ FEATURES = (
     "round",  # the loop round (0 = the first critique)
 )
 _NAME = re.compile(r"\b[A-Z][\w'&.-]*(?:\s+(?:of|the|de|and|&|[A-Z][\w'&.-]*))*")
-
-
-class CalibratorError(ConfigError):
-    """A calibrator whose numbers do not match its digest, or that names unknown features."""
 
 
 def question_names(question: str) -> list[str]:
@@ -78,48 +69,23 @@ def critique_features(
     }
 
 
-class Calibrator(StrictConfig):
+class CalibratorError(LinearModelError):
+    """A calibrator whose numbers do not match its digest, or that names unknown features."""
+
+
+class Calibrator(LinearModel):
     """A fitted logistic regression over standardised :data:`FEATURES`: plain numbers and their digest."""
 
-    features: tuple[str, ...]
-    means: tuple[float, ...]
-    scales: tuple[float, ...]
-    weights: tuple[float, ...]
-    bias: float
-    fitted_on: dict = Field(default_factory=dict)  # dataset, corpus digest, cases, held-out scores
-    digest: str = ""
-
-    @model_validator(mode="after")
-    def _check(self) -> Calibrator:
-        unknown = [f for f in self.features if f not in FEATURES]
-        if unknown:
-            raise CalibratorError(f"calibrator names unknown features {unknown}; known: {', '.join(FEATURES)}")
-        n = len(self.features)
-        if not (len(self.means) == len(self.scales) == len(self.weights) == n) or n == 0:
-            raise CalibratorError("calibrator: features, means, scales and weights must have the same non-zero length")
-        if self.digest != numbers_digest(self):
-            raise CalibratorError(
-                "the calibrator's numbers do not match its digest (edited by hand or damaged); refit it with "
-                "`sharp compile --target critic`"
-            )
-        return self
-
-    def with_info(self, **info: Any) -> Calibrator:
-        """The same calibrator with more ``fitted_on`` information (its digest recomputed)."""
-        return make_calibrator(
-            self.features, self.means, self.scales, self.weights, self.bias, {**self.fitted_on, **info}
-        )
+    KNOWN = FEATURES
+    KIND = "calibrator"
+    REFIT = "sharp compile --target critic"
+    ERROR = CalibratorError
 
     def check_fits(self, corpus_sha256: str | None, reranker: str | None) -> None:
         """Refuse to read features from another retriever than the one the calibrator was fitted on: its
         score features are a given reranker's probabilities over a given corpus."""
         fitted = self.fitted_on
-        problems = []
-        if corpus_sha256 and fitted.get("corpus_sha256") and fitted["corpus_sha256"] != corpus_sha256:
-            problems.append(
-                f"it was fitted on corpus {str(fitted['corpus_sha256'])[:12]} ({fitted.get('dataset')!r}), "
-                f"this index holds corpus {corpus_sha256[:12]}"
-            )
+        problems = [p for p in [self.corpus_problem(corpus_sha256)] if p]
         if "reranker" in fitted and fitted.get("reranker") != reranker:
             problems.append(f"it was fitted with reranker {fitted.get('reranker')!r}, this retriever uses {reranker!r}")
         if problems:
@@ -129,44 +95,3 @@ class Calibrator(StrictConfig):
                 + ". Fit one for it with `sharp compile --target critic` on this dataset, or drop it "
                 "(--set calibrator=null)"
             )
-
-    def probability(self, features: Mapping[str, float]) -> float:
-        z = self.bias + sum(
-            w * (float(features[f]) - m) / (s or 1.0)
-            for f, m, s, w in zip(self.features, self.means, self.scales, self.weights)
-        )
-        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
-
-
-def numbers_digest(cal: Any) -> str:
-    """sha256 over a calibrator's features and numbers (what decides its output)."""
-    payload = {k: getattr(cal, k) for k in ("features", "means", "scales", "weights", "bias")}
-    payload["fitted_on"] = getattr(cal, "fitted_on", {})
-    return digest(payload)
-
-
-def make_calibrator(
-    features: Sequence[str],
-    means: Sequence[float],
-    scales: Sequence[float],
-    weights: Sequence[float],
-    bias: float,
-    fitted_on: Mapping[str, Any],
-) -> Calibrator:
-    """A calibrator with its digest computed (what fitting code calls)."""
-
-    class _N:  # the numbers, for the digest
-        pass
-
-    n = _N()
-    n.features, n.means, n.scales = tuple(features), tuple(map(float, means)), tuple(map(float, scales))
-    n.weights, n.bias, n.fitted_on = tuple(map(float, weights)), float(bias), dict(fitted_on)
-    return Calibrator(
-        features=n.features,
-        means=n.means,
-        scales=n.scales,
-        weights=n.weights,
-        bias=n.bias,
-        fitted_on=n.fitted_on,
-        digest=numbers_digest(n),
-    )

@@ -8,7 +8,6 @@ that is tuned by replay is the policy that runs.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +25,7 @@ from program.parsing import as_text, items
 from program.retrieval.base import Retriever
 from program.signatures import BridgeQuery, CritiqueEvidence, GenerateAnswer, PlanSubQueries
 from program.steps import Budget, Tracer, finish, traced
+from program.text import content_terms
 from program.types import Passage
 
 __all__ = ["VERDICTS", "SharpConfig", "SharpRAG", "stop_reason"]
@@ -57,6 +57,10 @@ class SharpConfig(StrictConfig):
     # gold paragraph more often than the critic's queries (RESULTS.md, loop study)
     bridge: Literal["off", "stale", "always"] = "always"
     bridge_max_tokens: int = Field(64, ge=8, le=1024)
+    # a retry's searches are "QUESTION QUERY" instead of the query alone: what an evidence ranker wants (it
+    # scores a passage against the text searched; --retriever-set ranker=NAME), so the bridge entity's
+    # passages are ranked for the question (experiments/RESULTS.md, 'Evidence ranker')
+    retry_with_question: bool = False
     critic_reasoning: bool = False
     # "token": P(sufficient) read from the critic's token probabilities where the LM returns them
     # (program/confidence.py), else its written confidence; "verbal": always the written confidence
@@ -122,58 +126,6 @@ class Run:
 
 # a bridge "entity" longer than this is a sentence the model copied or wrote, not a name to search
 MAX_ENTITY_WORDS = 10
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "and",
-        "or",
-        "is",
-        "was",
-        "were",
-        "are",
-        "be",
-        "been",
-        "who",
-        "what",
-        "which",
-        "when",
-        "where",
-        "how",
-        "did",
-        "does",
-        "do",
-        "that",
-        "this",
-        "these",
-        "those",
-        "it",
-        "its",
-        "his",
-        "her",
-        "their",
-        "as",
-        "than",
-        "also",
-        "both",
-        "one",
-    ]
-)
-
-
-def _terms(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP}
 
 
 class SharpRAG(dspy.Module):
@@ -217,8 +169,12 @@ class SharpRAG(dspy.Module):
             tr.add("input", note="the planner wrote no query: the question is the only search")
         return planned, list(dict.fromkeys(queries))
 
-    def _retrieve(self, queries: list[str], k: int, pool: EvidencePool, tr: Tracer, round_no: int) -> list[Passage]:
-        results = self.retriever.retrieve_many(queries, k)
+    def _retrieve(
+        self, q: str, queries: list[str], k: int, pool: EvidencePool, tr: Tracer, round_no: int
+    ) -> list[Passage]:
+        with_question = round_no > 0 and self.config.retry_with_question
+        searched = [f"{q} {query}" if with_question else query for query in queries]
+        results = self.retriever.retrieve_many(searched, k)
         new: list[Passage] = []
         for query, passages in zip(queries, results):
             new += pool.add(query, passages)
@@ -227,6 +183,7 @@ class SharpRAG(dspy.Module):
             round=round_no,
             k=k,
             queries=queries,
+            **({"searched_with_question": True} if with_question else {}),
             retrieved_ids=[[p.id for p in ps] for ps in results],
             new_ids=[p.id for p in new],
         )
@@ -294,8 +251,8 @@ class SharpRAG(dspy.Module):
         a term no earlier search or the question had), with the bridge query first when the bridge step
         runs; when neither yields one, the missing facts the critic named that were not searched."""
         cfg = self.config
-        known = _terms(" ".join([q, *pool.by_query]))
-        fresh = [c for c in dict.fromkeys(crit["suggested_queries"]) if not pool.asked(c) and _terms(c) - known]
+        known = content_terms(" ".join([q, *pool.by_query]))
+        fresh = [c for c in dict.fromkeys(crit["suggested_queries"]) if not pool.asked(c) and content_terms(c) - known]
         queries = list(fresh)
         if cfg.bridge == "always" or (cfg.bridge == "stale" and not fresh):
             bridged = self._bridge(q, pool, tr, round_no)
@@ -318,7 +275,7 @@ class SharpRAG(dspy.Module):
         i = 0
         while True:
             n_steps, n_calls, t0 = len(tr.steps), len(tr.ledger.records), time.perf_counter()
-            new = self._retrieve(queries, cfg.k_for_round(i), run.pool, tr, i)
+            new = self._retrieve(q, queries, cfg.k_for_round(i), run.pool, tr, i)
             rnd: dict[str, Any] = {
                 "round": i,
                 "retriever": tr.steps[n_steps],

@@ -1,4 +1,8 @@
-"""`sharp train-reranker`: fine-tune a cross-encoder on a train split, save it by name, log it to MLflow."""
+"""Rerankers trained here, each saved by name and logged to MLflow.
+
+`sharp train-reranker` fine-tunes a cross-encoder on a train split; `sharp fit-ranker` fits the evidence
+ranker (a logistic regression over a candidate pool's features, no model weights) on one.
+"""
 
 from __future__ import annotations
 
@@ -139,5 +143,112 @@ def _fit(pairs: list, out: Path, training: RerankerTraining, trained_on: dict, t
     return manifest
 
 
+RankerName = typer.Option(None, "--name", help="Saved as WORKSPACE/rankers/NAME.json (default: the dataset's name).")
+RankerNTrain = typer.Option(
+    None,
+    "--n-train",
+    help="Fit on the first N seeded train questions (default: 80% of the split); the rest are held out and reported.",
+)
+
+
+def fit_ranker(
+    dataset: str = o.Dataset,
+    name: str | None = RankerName,
+    n_train: int | None = RankerNTrain,
+    seed: int = typer.Option(0, "--seed"),
+    c: float = typer.Option(1.0, "--c", help="Inverse regularisation strength of the logistic regression."),
+    depth: int = typer.Option(20, "--depth", help="Hits per search pooled (the query's and the second hop's)."),
+    link_from: int = typer.Option(5, "--link-from", help="Top hits whose title links join the pool."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a ranker of the same name."),
+    data_dir: Path | None = o.DataDir,
+    workspace: Path | None = o.Workspace,
+    tracking_uri: str | None = o.TrackingUri,
+    no_tracking: bool = typer.Option(False, "--no-tracking", help="Do not log to MLflow."),
+    retriever_set: list[str] | None = o.RetrieverSet,
+    as_json: bool = typer.Option(False, "--json", help="Print what was fitted and measured as one JSON object."),
+) -> None:
+    """Fit the evidence ranker on train questions' gold paragraphs (no LM call, seconds on a CPU).
+
+    Each question's pool is its hybrid hits, its second hop's hits and the passages its top hits name by
+    title; the ranker learns which are gold. Its all-gold@k on the held-out train questions is reported next
+    to the hybrid order's. Use it with `--retriever-set ranker=NAME` (any system)."""
+    from experiments import rankers, settings
+    from program.errors import ConfigError
+
+    opts = o.Options.of(locals())
+    name = name or Path(dataset).stem.lower()
+    out = rankers.rankers_dir(settings.workspace(workspace)) / f"{name}.json"
+    if out.exists() and not overwrite:
+        raise ConfigError(f"a ranker named {name!r} exists at {out}; pass --overwrite or another --name")
+    if depth < 1 or link_from < 0:
+        raise ConfigError(f"--depth must be >= 1 and --link-from >= 0 (got {depth}, {link_from})")
+    rt = o.build_runtime(opts, lms=False, track=not no_tracking)
+    summary = _fit_ranker(rt, out, n_train, seed, c, {"depth": depth, "link_from": link_from}, not no_tracking)
+    if as_json:
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return
+    from experiments.render import console, ranker_table
+
+    console.print(ranker_table(summary))
+    console.print(f"[green]ranker saved[/green] at {out}. Use it with --retriever-set ranker={name}")
+
+
+def _fit_ranker(rt: Runtime, out: Path, n_train: int | None, seed: int, c: float, pool: dict, track: bool) -> dict:
+    """Pool every train question, fit on the first ``n_train``, score the rest, save to ``out`` and, with
+    ``track``, log the run to MLflow."""
+    from experiments import rankers
+    from experiments.runtime import config_hash
+    from optimize.evidence_ranker import fit_ranker as fit
+    from optimize.evidence_ranker import hybrid_order, pool_scores, ranker_case
+    from program.errors import ConfigError
+    from program.retrieval.ranked import POOL_DEFAULTS, CandidatePools
+
+    examples = rt.examples("train", limit=1 << 30, seed=seed)
+    n_train = int(round(len(examples) * 0.8)) if n_train is None else n_train
+    if not 1 <= n_train <= len(examples):
+        raise ConfigError(f"--n-train must be between 1 and {len(examples)} (the train split), got {n_train}")
+    settings = rt.retriever_settings({"second_hop": False, "ranker": None})
+    if settings.mode != "hybrid":
+        raise ConfigError(f"the evidence ranker reads dense and BM25 ranks: it needs mode=hybrid, not {settings.mode}")
+    hybrid = rt.retriever({"second_hop": False, "ranker": None})
+    pool_settings = {**POOL_DEFAULTS, "seed_chars": settings.hop_seed_chars, **pool}
+    pools = CandidatePools(hybrid, hybrid.bm25.passages, **pool_settings)
+    cases = []
+    for n, ex in enumerate(examples, 1):
+        cases.append(ranker_case(ex, pools.pools([ex.question])[0]))
+        if n % 100 == 0 or n == len(examples):
+            log.info("pooled %d / %d train questions", n, len(examples))
+    train, held = cases[:n_train], cases[n_train:]
+    fitted_on = {
+        "dataset": str(rt.dataset),
+        "split": "train",
+        "corpus_sha256": rt.index_manifest().get("corpus_sha256"),
+        "question_ids_sha256": config_hash(sorted(case["id"] for case in train)),
+        "n_train": len(train),
+        "seed": seed,
+        "pool": pool_settings,
+    }
+    ranker = fit(train, c, fitted_on=fitted_on)
+    scores = {"train": pool_scores(train, ranker.probability)}
+    if held:
+        scores |= {
+            "held_out": pool_scores(held, ranker.probability),
+            "held_out_hybrid": pool_scores(held, hybrid_order),
+        }
+    ranker = ranker.with_info(scores=scores)
+    summary = {"name": out.stem, "file": str(out), "fitted_on": fitted_on, "scores": scores, "C": c}
+    if not track:
+        rankers.save_ranker(ranker, out)
+        return summary
+    from experiments import tracking
+
+    with tracking.run(f"fit-ranker-{out.stem}", {**fitted_on, "C": c}, tags={"kind": "fit-ranker"}):
+        rankers.save_ranker(ranker, out)
+        tracking.log_metrics(scores)
+        tracking.log_json(ranker.model_dump(mode="json"), f"{out.stem}.json")
+    return summary
+
+
 def register(app: typer.Typer) -> None:
     o.add_command(app, "train-reranker", train_reranker)
+    o.add_command(app, "fit-ranker", fit_ranker)

@@ -105,6 +105,11 @@ class BM25Retriever:
     def __len__(self) -> int:
         return len(self._passages)
 
+    @property
+    def passages(self) -> Sequence[Passage]:
+        """Every indexed passage, in index order."""
+        return self._passages
+
     def retrieve(self, query: str, k: int) -> list[Passage]:
         query = check_query(query, k)
         ids = [self._vocab[t] for t in dict.fromkeys(self._tok(query)) if t in self._vocab]

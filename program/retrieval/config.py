@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from program.config import StrictConfig
+from program.retrieval.ranked import EvidenceRanker
 
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -112,6 +113,14 @@ class RetrieverConfig(StrictConfig):
         "WORKSPACE/rerankers) or a folder. Each query's top rerank_depth hits are reordered by it.",
     )
     rerank_depth: int = Field(20, ge=1, le=1000, description="Hits per query the reranker scores.")
+    # --- evidence ranker (query-time; program/retrieval/ranked.py) ---
+    ranker: EvidenceRanker | None = Field(
+        None,
+        description="An evidence ranker fitted by `sharp fit-ranker` (on the command line: its name, a file "
+        "under WORKSPACE/rankers or shipped in program/compiled/rankers, or a path). Each query's hybrid "
+        "hits, second-hop hits and title-linked passages are ranked by it (hybrid mode; its own second hop, "
+        "pooled as it was fitted).",
+    )
 
     @field_validator("embedding_model")
     @classmethod
@@ -131,6 +140,10 @@ class RetrieverConfig(StrictConfig):
     def _weights(self) -> RetrieverConfig:
         if self.mode == "hybrid" and self.dense_weight + self.bm25_weight <= 0:
             raise ValueError("hybrid mode needs dense_weight + bm25_weight > 0")
+        if self.ranker is not None and self.mode != "hybrid":
+            raise ValueError(f"the evidence ranker reads dense and BM25 ranks: it needs mode=hybrid, not {self.mode}")
+        if self.ranker is not None and self.reranker:
+            raise ValueError("choose one of ranker (the fitted evidence ranker) and reranker (a cross-encoder)")
         return self
 
     def index_settings(self) -> dict:

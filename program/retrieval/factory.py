@@ -20,6 +20,7 @@ from program.retrieval.hop import HopRetriever
 from program.retrieval.hybrid import HybridRetriever
 from program.retrieval.integrity import Damage
 from program.retrieval.manifest import BM25_DIR, CHROMA_DIR, mismatches, read_manifest
+from program.retrieval.ranked import CandidatePools, RankedRetriever
 from program.retrieval.reranker import CrossEncoderReranker, RerankerError, RerankingRetriever, train_command
 from program.retrieval.store import EMBEDDED, SERVER, DenseStore, built_with, server_command
 
@@ -193,6 +194,14 @@ def open_retriever(
             raise IndexCorruptError(damage_message(index_dir, damage, dataset, url)) from None
 
     base: Retriever
+    if config.ranker is not None:
+        config.ranker.check_fits(manifest.get("corpus_sha256"))
+        lexical = bm25()
+        hybrid = HybridRetriever(
+            dense(), lexical, config.dense_weight, config.bm25_weight, config.rrf_k, config.candidate_depth
+        )
+        pools = CandidatePools(hybrid, lexical.passages, **config.ranker.pool_settings())
+        return RankedRetriever(pools, config.ranker)
     if config.mode == "dense":
         base = dense()
     elif config.mode == "bm25":

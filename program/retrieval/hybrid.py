@@ -56,8 +56,16 @@ class HybridRetriever:
         return self.retrieve_many([query], k)[0]
 
     def retrieve_many(self, queries: Sequence[str], k: int) -> list[list[Passage]]:
+        return [fused for fused, _, _ in self.ranked_lists(queries, k)]
+
+    def ranked_lists(self, queries: Sequence[str], k: int) -> list[tuple[list[Passage], list[Passage], list[Passage]]]:
+        """Per query: the fused top ``k``, and the dense and BM25 top ``k`` of the lists it was fused from
+        (the evidence ranker reads all three)."""
         cleaned = [check_query(q, k) for q in queries]
         depth = max(k, self.candidate_depth)
         dense_hits = self.dense.retrieve_many(cleaned, depth) if self.weights[0] > 0 else [[] for _ in cleaned]
         bm25_hits = self.bm25.retrieve_many(cleaned, depth) if self.weights[1] > 0 else [[] for _ in cleaned]
-        return [rrf_fuse([d, b], self.weights, self.rrf_k, k) for d, b in zip(dense_hits, bm25_hits)]
+        return [
+            (rrf_fuse([d, b], self.weights, self.rrf_k, k), list(d[:k]), list(b[:k]))
+            for d, b in zip(dense_hits, bm25_hits)
+        ]

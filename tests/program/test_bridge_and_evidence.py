@@ -71,6 +71,18 @@ def test_bridge_always_goes_first_and_keeps_the_fresh_critic_query():
     assert round1["queries"] == ["Quentin Tarantino", "Kieslowski Polish"]
 
 
+def test_retry_with_question_searches_the_question_with_each_retry_query():
+    pred, _, retriever = run(
+        [crit(suggested=["Kieslowski Polish"]), crit("sufficient")],
+        [{"entity": "Quentin Tarantino"}],
+        SharpConfig(max_retries=1, bridge="always", retry_with_question=True, planner=False),
+    )
+    # the first round searches the question alone; the retry, the question with each query
+    assert retriever.queries == [(Q, 3), (f"{Q} Quentin Tarantino", 5), (f"{Q} Kieslowski Polish", 5)]
+    round1 = [s for s in pred.trace if s["role"] == "retriever" and s["round"] == 1][0]
+    assert round1["queries"] == ["Quentin Tarantino", "Kieslowski Polish"] and round1["searched_with_question"]
+
+
 def test_garbage_or_empty_or_repeated_bridge_queries_are_traced_and_the_loop_still_answers():
     sentence = "Quentin Tarantino directed Pulp Fiction which won the Palme d'Or at Cannes in 1994"
     replies = (
