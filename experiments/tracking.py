@@ -216,7 +216,7 @@ def numeric(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
             out[name + "_lo"], out[name + "_hi"] = float(value[0]), float(value[1])
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             out[name] = float(value)
-    return {k.replace("/", "."): v for k, v in out.items()}
+    return {k.replace("/", ".").replace("@", "_at_"): v for k, v in out.items()}  # MLflow refuses "@"
 
 
 @contextmanager

@@ -243,9 +243,9 @@ def _fit_ranker(rt: Runtime, out: Path, n_train: int | None, seed: int, c: float
     from experiments import tracking
 
     with tracking.run(f"fit-ranker-{out.stem}", {**fitted_on, "C": c}, tags={"kind": "fit-ranker"}):
-        rankers.save_ranker(ranker, out)
         tracking.log_metrics(scores)
         tracking.log_json(ranker.model_dump(mode="json"), f"{out.stem}.json")
+        rankers.save_ranker(ranker, out)
     return summary
 
 

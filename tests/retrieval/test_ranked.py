@@ -208,9 +208,15 @@ def test_fit_ranker_command_saves_a_ranker_that_eval_retrieval_uses(tmp_path, ti
     runner = CliRunner()
     base = ["--dataset", str(data), "--workspace", str(ws)]
     assert runner.invoke(app, ["index", *base, "--no-progress"]).exit_code == 0
-    res = runner.invoke(app, ["fit-ranker", *base, "--n-train", "3", "--no-tracking", "--json"])
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    res = runner.invoke(app, ["fit-ranker", *base, "--n-train", "3", "--tracking-uri", uri, "--json"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout.strip().splitlines()[-1])
+    import mlflow
+
+    client = mlflow.MlflowClient(uri)
+    (run,) = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    assert run.info.status == "FINISHED" and "held_out.all_gold_at_3" in run.data.metrics  # MLflow refuses "@"
     assert summary["fitted_on"]["n_train"] == 3 and summary["scores"]["held_out"]["questions"] == 1
     saved = json.loads((ws / "rankers" / "tiny.json").read_text())
     assert saved["fitted_on"]["corpus_sha256"] and saved["fitted_on"]["pool"]["depth"] == 20
