@@ -201,12 +201,12 @@ class Bench:
         )
 
     def open_retriever(self, overrides: dict | None = None, index_dir: Path | None = None) -> Any:
-        from experiments import settings
+        from experiments import rankers, settings
         from program.retrieval import RetrieverConfig, open_retriever
 
         return open_retriever(
             index_dir or self.rt.index_dir(),
-            RetrieverConfig.from_mapping(overrides or {}),
+            RetrieverConfig.from_mapping(rankers.resolve(dict(overrides or {}), self.workspace)),
             embedder=self.query_embedder,
             dataset=self.rt.source.ref() if index_dir is None else None,
             rerankers_dir=settings.rerankers_dir(self.workspace),
@@ -267,6 +267,13 @@ def retrieval_latency(b: Bench, s: Section) -> None:
         modes["hybrid + reranker"] = {"mode": "hybrid", "reranker": name}
     else:
         s.notes.append(f"no reranker at {reranker} (`sharp train-reranker` makes one): no reranker row")
+    from experiments import rankers
+
+    ranker = rankers.rankers_dir(b.workspace) / f"{name}.json"
+    if ranker.is_file():
+        modes["hybrid + evidence ranker"] = {"mode": "hybrid", "ranker": str(ranker)}
+    else:
+        s.notes.append(f"no evidence ranker at {ranker} (`sharp fit-ranker` makes one): no ranker row")
     queries = b.queries()
     for label, overrides in modes.items():
         lat = latency(b.open_retriever(overrides), queries, k=10)
