@@ -279,8 +279,9 @@ def runtime(opts: Options, lm_cfg: LMConfig) -> Runtime:
     from program.retrieval import RetrieverConfig
     from program.retrieval.store import check_server
 
+    retriever = opts.retriever_settings()  # a malformed KEY=VALUE fails before the workspace is made
     workspace = settings.workspace(opts.workspace)
-    retriever = rankers.resolve(opts.retriever_settings(), workspace)  # ranker=NAME: its numbers
+    retriever = rankers.resolve(retriever, workspace)  # ranker=NAME: its numbers
     chroma_url = opts.chroma_url or os.environ.get("SHARP_CHROMA_URL")
     if chroma_url:
         retriever["chroma_url"] = chroma_url

@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import re
 import socket
 import tempfile
 import time
@@ -193,10 +194,15 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
+def mlflow_name(name: str) -> str:
+    """A param or metric name MLflow accepts (it refuses '@', e.g. 'all_gold@5' -> 'all_gold_at_5')."""
+    return re.sub(r"[^\w\-. :/]", "_", name.replace("@", "_at_"))
+
+
 def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in values.items():
-        name = f"{prefix}{key}"
+        name = f"{prefix}{mlflow_name(str(key))}"
         if isinstance(value, Mapping):
             out.update(flatten(value, name + "."))
         else:
@@ -216,7 +222,7 @@ def numeric(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
             out[name + "_lo"], out[name + "_hi"] = float(value[0]), float(value[1])
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             out[name] = float(value)
-    return {k.replace("/", ".").replace("@", "_at_"): v for k, v in out.items()}  # MLflow refuses "@"
+    return {mlflow_name(k.replace("/", ".")): v for k, v in out.items()}
 
 
 @contextmanager
