@@ -171,6 +171,21 @@ def cold_figures(rows: Sequence[dict]) -> dict:
 
 
 def _lm_steps(row: dict) -> list[dict]:
+    """The row's steps that called an LM: its trace's, or for a compact row (no trace; compact_row) one
+    step per role from its ``cost_by_role``, so costs can be imputed from committed result files too."""
+    if row.get("trace") is None and row.get("cost_by_role"):
+        return [
+            {
+                "role": role,
+                "lm_calls": c.get("lm_calls", 0),
+                "prompt_tokens": c.get("prompt_tokens", 0),
+                "completion_tokens": c.get("completion_tokens", 0),
+                "seconds": c.get("lm_seconds", 0.0),
+                "cached_calls": c.get("cached_calls", 0),
+            }
+            for role, c in row["cost_by_role"].items()
+            if c.get("lm_calls")
+        ]
     return [t for t in row.get("trace") or [] if isinstance(t, dict) and t.get("lm_calls")]
 
 

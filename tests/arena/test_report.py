@@ -249,3 +249,48 @@ def test_the_same_call_twins_do_run_the_same_signature():
         (mine, module, attr), (theirs, _, _) = predictors[kind], predictors[twin]
         assert mine.signature.__name__ == theirs.signature.__name__, (kind, twin)
         assert re.search(rf'"{kind}",\s*{re.escape(attr)}\b', inspect.getsource(module)), (kind, attr)
+
+
+def test_compact_rows_are_costed_from_their_cost_by_role(tmp_path):
+    """A report rebuilt from committed compact rows (no trace) imputes cached calls per role."""
+    from optimize.evaluate import compact_row
+
+    full = rows([1, 0, 1], calls=2, seconds=10.0, tokens=500)
+    for r in full:
+        r["trace"] = [step("critic", 1, 0, 300, 0, 4.0), step("generator", 1, 0, 200, 0, 6.0)]
+        r["cost_by_role"] = {
+            "critic": {
+                "lm_calls": 1,
+                "prompt_tokens": 300,
+                "completion_tokens": 0,
+                "lm_seconds": 4.0,
+                "cached_calls": 0,
+            },
+            "generator": {
+                "lm_calls": 1,
+                "prompt_tokens": 200,
+                "completion_tokens": 0,
+                "lm_seconds": 6.0,
+                "cached_calls": 0,
+            },
+        }
+    # question 0's critic call came from the cache: 0 tokens, ~0 s for it
+    full[0].update(cached_calls=1, seconds=6.0, prompt_tokens=200, trace=[step("critic", 1, 1), full[0]["trace"][1]])
+    full[0]["cost_by_role"]["critic"] = {
+        "lm_calls": 1,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "lm_seconds": 0.0,
+        "cached_calls": 1,
+    }
+    compact = [compact_row(r) for r in full]
+    assert all("trace" not in r for r in compact)
+    _, with_traces = write_report(tmp_path / "a", {"sharp": full}, baseline=None)
+    _, from_compact = write_report(tmp_path / "b", {"sharp": compact}, baseline=None)
+    a, b = (s["systems"]["sharp"]["metrics"] for s in (with_traces, from_compact))
+    assert b["seconds_per_q"] == pytest.approx(10.0) and b["prompt_tokens_per_q"] == pytest.approx(500)
+    assert (b["seconds_per_q"], b["tokens_per_q"], b["imputed_share"]) == (
+        a["seconds_per_q"],
+        a["tokens_per_q"],
+        a["imputed_share"],
+    )
