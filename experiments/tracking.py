@@ -86,22 +86,22 @@ def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> 
         logs.adopt_library_loggers()  # alembic's handlers, added by a new store's migrations
         reap_dead_runs()
     except MlflowException as exc:
-        if uri.startswith("sqlite:") and _is_storage_problem(exc):
-            store = uri.split(":///", 1)[-1]
-            raise StorageError(
-                f"cannot write the MLflow store {store} ({_first_line(exc)}): make {Path(store).parent} writable, "
-                "or pass --workspace DIR (a writable folder) or --tracking-uri URI"
-            ) from None
+        _raise_if_unwritable(uri, exc)
         raise TrackingError(f"the MLflow tracking store {shown} refused a request: {scrub(exc.message, uri)}") from None
     except Exception as exc:  # SQLAlchemy's own errors on a read-only or full store
-        if uri.startswith("sqlite:") and _is_storage_problem(exc):
-            store = uri.split(":///", 1)[-1]
-            raise StorageError(
-                f"cannot write the MLflow store {store} ({_first_line(exc)}): make {Path(store).parent} writable, "
-                "or pass --workspace DIR (a writable folder) or --tracking-uri URI"
-            ) from None
+        _raise_if_unwritable(uri, exc)
         raise
     return uri
+
+
+def _raise_if_unwritable(uri: str, exc: Exception) -> None:
+    """A StorageError naming the folder to fix when a SQLite store cannot be written (read-only, full)."""
+    if uri.startswith("sqlite:") and _is_storage_problem(exc):
+        store = uri.split(":///", 1)[-1]
+        raise StorageError(
+            f"cannot write the MLflow store {store} ({_first_line(exc)}): make {Path(store).parent} writable, "
+            "or pass --workspace DIR (a writable folder) or --tracking-uri URI"
+        ) from None
 
 
 @contextmanager
