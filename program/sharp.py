@@ -46,6 +46,9 @@ class SharpConfig(StrictConfig):
     evidence_order: Literal["score", "round_robin"] = "round_robin"
     # the retriever searches again from each query's top passage (program/retrieval/hop.py; no LM call)
     second_hop: bool = True
+    # the evidence grows with the k schedule, up to evidence_cap: few passages read best (a 1.5B reader), more
+    # when the critic asks for them (experiments/RESULTS.md, 'Evidence ranker')
+    evidence_widens: bool = False
     passage_chars: int = Field(600, ge=50, le=5000)  # as plain RAG: 450 cut the answer from 4% of gold paragraphs
     planner: bool = True  # False: the question is the only first-round search (no planner call)
     max_sub_queries: int = Field(3, ge=1, le=8)
@@ -189,12 +192,16 @@ class SharpRAG(dspy.Module):
         )
         return new
 
-    def evidence(self, pool: EvidencePool) -> list[Passage]:
-        return pool.select(self.config.evidence_cap, self.config.evidence_order)
+    def evidence(self, pool: EvidencePool, round_no: int = 0) -> list[Passage]:
+        """What the critic, the bridge step and the generator read at ``round_no``: the pool's best
+        ``evidence_cap`` passages, or with ``evidence_widens`` the round's k of them (at most the cap)."""
+        cfg = self.config
+        cap = min(cfg.evidence_cap, cfg.k_for_round(round_no)) if cfg.evidence_widens else cfg.evidence_cap
+        return pool.select(cap, cfg.evidence_order)
 
     def _critique(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> dict:
         cfg = self.config
-        evidence = self.evidence(pool)
+        evidence = self.evidence(pool, round_no)
         pred, step = tr.call(
             "critic",
             self.critic,
@@ -224,7 +231,7 @@ class SharpRAG(dspy.Module):
         """The bridge step's entity to search, or None (garbage, empty, a sentence rather than a name, or a
         search already made: recorded in the step's ``problem``)."""
         cfg = self.config
-        evidence = self.evidence(pool)
+        evidence = self.evidence(pool, round_no)
         pred, step = tr.call(
             "bridge",
             self.bridge,
@@ -313,7 +320,7 @@ class SharpRAG(dspy.Module):
 
     def _answer_round(self, q: str, run: Run, tr: Tracer, rnd: dict) -> None:
         n_calls = len(tr.ledger.records)
-        evidence = self.evidence(run.pool)
+        evidence = self.evidence(run.pool, rnd["round"])
         answer, cited = answer_from_evidence(
             self.generator, q, evidence, self.config.passage_chars, tr, adapter=self.config.generator_adapter
         )
@@ -329,7 +336,7 @@ class SharpRAG(dspy.Module):
         cfg = self.config
         with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
             run = self.run(q, tr)
-            evidence = self.evidence(run.pool)
+            evidence = self.evidence(run.pool, run.rounds[-1]["round"])
             answer, cited = answer_from_evidence(
                 self.generator, q, evidence, cfg.passage_chars, tr, adapter=cfg.generator_adapter
             )

@@ -133,6 +133,13 @@ LOOP_CONFIGS = {
     "bridge always": {"bridge": "always"},
     "bridge off": {"bridge": "off"},
     "round-robin evidence, no planner": {"evidence_order": "round_robin", "planner": False},
+    "widening evidence, retries searched with the question": {
+        "k_schedule": (2, 3, 4, 5),
+        "evidence_cap": 5,
+        "evidence_widens": True,
+        "retry_with_question": True,
+        "evidence_order": "score",
+    },
 }
 
 

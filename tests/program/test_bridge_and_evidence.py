@@ -83,6 +83,18 @@ def test_retry_with_question_searches_the_question_with_each_retry_query():
     assert round1["queries"] == ["Quentin Tarantino", "Kieslowski Polish"] and round1["searched_with_question"]
 
 
+def test_widening_evidence_reads_the_rounds_k_up_to_the_cap():
+    cfg = SharpConfig(max_retries=1, k_schedule=(2, 5), evidence_cap=4, evidence_widens=True, planner=False)
+    pred, _, _ = run([crit(suggested=["Quentin Tarantino"]), crit("sufficient")], [{"entity": "Pulp Fiction"}], cfg)
+    c0, c1 = steps(pred, "critic")
+    assert len(c0["evidence_ids"]) == 2 and len(c1["evidence_ids"]) == 4  # round 0 reads k=2, round 1 the cap
+    assert [p.id for p in pred.passages] == c1["evidence_ids"]  # the generator reads what the last critic read
+    # without widening the first round already reads the cap (its k of 4 fills it)
+    fixed, _, _ = run([crit("sufficient")], [], cfg.replace(evidence_widens=False, k_schedule=(4, 4)))
+    wide, _, _ = run([crit("sufficient")], [], cfg.replace(k_schedule=(4, 4)))
+    assert len(steps(fixed, "critic")[0]["evidence_ids"]) == 4 == len(steps(wide, "critic")[0]["evidence_ids"])
+
+
 def test_garbage_or_empty_or_repeated_bridge_queries_are_traced_and_the_loop_still_answers():
     sentence = "Quentin Tarantino directed Pulp Fiction which won the Palme d'Or at Cannes in 1994"
     replies = (
