@@ -281,7 +281,7 @@ def runtime(opts: Options, lm_cfg: LMConfig) -> Runtime:
 
     retriever = opts.retriever_settings()  # a malformed KEY=VALUE fails before the workspace is made
     workspace = settings.workspace(opts.workspace)
-    retriever = rankers.resolve(retriever, workspace)  # ranker=NAME: its numbers
+    retriever = rankers.resolve(retriever, workspace, opts.dataset)  # ranker=NAME: its numbers
     chroma_url = opts.chroma_url or os.environ.get("SHARP_CHROMA_URL")
     if chroma_url:
         retriever["chroma_url"] = chroma_url

@@ -27,8 +27,8 @@ def rankers_dir(ws: Path) -> Path:
     return ws / "rankers"
 
 
-def ranker_path(ref: str, ws: Path) -> Path:
-    """The file ``ref`` names (RankerNotFoundError listing the known names when none)."""
+def ranker_path(ref: str, ws: Path, dataset: str | None = None) -> Path:
+    """The file ``ref`` names (RankerNotFoundError listing the known names and the command that fits one)."""
     candidates = [Path(ref).expanduser()] if ("/" in ref or ref.endswith(".json")) else []
     candidates += [rankers_dir(ws) / f"{ref}.json", SHIPPED_RANKERS / f"{ref}.json"]
     for path in candidates:
@@ -37,15 +37,25 @@ def ranker_path(ref: str, ws: Path) -> Path:
     known = sorted({p.stem for d in (rankers_dir(ws), SHIPPED_RANKERS) if d.is_dir() for p in d.glob("*.json")})
     raise RankerNotFoundError(
         f"no evidence ranker {ref!r} (looked in {', '.join(str(c) for c in candidates)}); known: "
-        f"{', '.join(known) or 'none'}. Fit one with `sharp fit-ranker --dataset DATASET --name {Path(ref).stem}`"
+        f"{', '.join(known) or 'none'}. Fit one with `{fit_command(ref, ws, dataset)}`"
     )
 
 
-def load_ranker(ref: str, ws: Path) -> dict[str, Any]:
+def fit_command(ref: str, ws: Path, dataset: str | None) -> str:
+    import shlex
+
+    name = Path(ref).stem
+    return (
+        f"sharp fit-ranker --dataset {shlex.quote(dataset) if dataset else 'DATASET'} "
+        f"--workspace {shlex.quote(str(ws))} --name {shlex.quote(name)}"
+    )
+
+
+def load_ranker(ref: str, ws: Path, dataset: str | None = None) -> dict[str, Any]:
     """The ranker ``ref`` names, validated (digest, features), as the mapping RetrieverConfig takes."""
     from program.retrieval.ranked import EvidenceRanker
 
-    path = ranker_path(ref, ws)
+    path = ranker_path(ref, ws, dataset)
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -56,11 +66,11 @@ def load_ranker(ref: str, ws: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from None
 
 
-def resolve(retriever_config: dict[str, Any], ws: Path) -> dict[str, Any]:
+def resolve(retriever_config: dict[str, Any], ws: Path, dataset: str | None = None) -> dict[str, Any]:
     """``retriever_config`` with a ranker given by name replaced by its numbers."""
     ref = retriever_config.get("ranker")
     if isinstance(ref, str):
-        return {**retriever_config, "ranker": load_ranker(ref, ws)}
+        return {**retriever_config, "ranker": load_ranker(ref, ws, dataset)}
     return retriever_config
 
 

@@ -40,7 +40,7 @@ class Runtime:
         from experiments import rankers
 
         configure_cache(self.cache, self.cache_dir)
-        self.retriever_config = rankers.resolve(dict(self.retriever_config or {}), Path(self.workspace))
+        self.retriever_config = rankers.resolve(dict(self.retriever_config or {}), Path(self.workspace), self.dataset)
 
     # ---- data -----------------------------------------------------------------------------
     @property
@@ -63,7 +63,7 @@ class Runtime:
         from experiments import rankers
         from program.retrieval import RetrieverConfig
 
-        merged = rankers.resolve({**self.retriever_config, **(overrides or {})}, Path(self.workspace))
+        merged = rankers.resolve({**self.retriever_config, **(overrides or {})}, Path(self.workspace), self.dataset)
         return RetrieverConfig.from_mapping(merged)
 
     def retriever(self, overrides: Mapping[str, Any] | None = None) -> Any:

@@ -56,6 +56,12 @@ def index_command(
     return " ".join(parts) + (" --rebuild" if rebuild else "")
 
 
+def fit_ranker_command(index_dir: Path, dataset: str | DatasetRef | None = None) -> str:
+    """The `sharp fit-ranker` command that fits an evidence ranker for the index at ``index_dir``."""
+    command = index_command(index_dir, dataset).replace("sharp index ", "sharp fit-ranker ", 1)
+    return command.split(" --index-dir ")[0]
+
+
 def load_manifest(index_dir: Path, dataset: str | DatasetRef | None = None, chroma_url: str | None = None) -> dict:
     """The manifest of a complete index, or IndexMissingError / IndexCorruptError with the command that
     builds, resumes or rebuilds it."""
@@ -195,7 +201,7 @@ def open_retriever(
 
     base: Retriever
     if config.ranker is not None:
-        config.ranker.check_fits(manifest.get("corpus_sha256"))
+        config.ranker.check_fits(manifest.get("corpus_sha256"), fit_ranker_command(index_dir, dataset))
         lexical = bm25()
         hybrid = HybridRetriever(
             dense(), lexical, config.dense_weight, config.bm25_weight, config.rrf_k, config.candidate_depth

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 
 import pytest
@@ -149,8 +150,8 @@ def test_open_retriever_ranks_the_pool_and_refuses_another_corpus(tiny_index, fa
     assert plain[0] == "Beethoven" and plain.index("Bonn") >= 3
     assert [p.title for p in got[:2]] == ["Beethoven", "Bonn"] and got[0].score >= got[1].score
     other = _ranker({"linked": 1.0}, corpus_sha256="f" * 64, dataset="hotpotqa")
-    with pytest.raises(RankerError, match="fitted on corpus ffffffffffff.*'hotpotqa'.*sharp fit-ranker"):
-        open_retriever(idx, cfg.replace(ranker=other), embedder=fake_embedder)
+    with pytest.raises(RankerError, match="fitted on corpus ffffffffffff.*'hotpotqa'.*sharp fit-ranker --dataset tiny"):
+        open_retriever(idx, cfg.replace(ranker=other), embedder=fake_embedder, dataset="tiny")
 
 
 class _Lists:
@@ -229,3 +230,9 @@ def test_fit_ranker_command_saves_a_ranker_that_eval_retrieval_uses(tmp_path, ti
     assert json.loads(res.stdout.strip().splitlines()[-1])["overall"]["n"] == 4
     res = runner.invoke(app, ["eval-retrieval", *base, "--split", "dev", "--retriever-set", "ranker=nope"])
     assert res.exit_code != 0 and "no evidence ranker 'nope'" in res.output and "tiny" in res.output.split("known:")[1]
+    # the command the error suggests fits it, and the same retrieval then runs
+    suggested = shlex.split(" ".join(res.output.split()).split("Fit one with `")[1].split("`")[0])
+    assert suggested[:2] == ["sharp", "fit-ranker"] and "--workspace" in suggested
+    assert runner.invoke(app, [*suggested[1:], "--no-tracking"]).exit_code == 0
+    res = runner.invoke(app, ["eval-retrieval", *base, "--split", "dev", "--json", "--retriever-set", "ranker=nope"])
+    assert res.exit_code == 0, res.output
