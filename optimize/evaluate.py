@@ -331,19 +331,33 @@ def read_rows(path: Path | None, compact_path: Path | None = None) -> dict[str, 
     return rows
 
 
+# Settings that say what a run asks, not how any question is answered: rows are kept per question id (and a
+# report reads only its own questions' rows), so a larger seeded sample resumes a smaller one's rows; a
+# program is told by its config and state hash, not by the folder its file lies in, so a checkout elsewhere
+# resumes the committed results.
+RUN_ONLY_SETTINGS = ("question_ids_hash", "program_file")
+
+
 def _check_meta(path: Path, meta: dict | None) -> None:
+    """Refuse a results file written with other settings; record this run's (the run-only ones updated)."""
     meta_path = path.with_suffix(".meta.json")
     if meta is None:
         return
+    new = json.loads(json.dumps(meta))
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
-        if old != json.loads(json.dumps(meta)):
+
+        def deciding(m: dict) -> dict:
+            return {k: v for k, v in m.items() if k not in RUN_ONLY_SETTINGS}
+
+        if deciding(old) != deciding(new):
             raise ResultsMismatchError(
                 f"{path} holds results of a run with other settings ({meta_path}); "
                 f"use another output path or delete both files to start fresh"
             )
-    else:
-        write_atomic(meta_path, json.dumps(meta, indent=2, sort_keys=True))
+        if old == new:
+            return
+    write_atomic(meta_path, json.dumps(meta, indent=2, sort_keys=True))
 
 
 # ---- writing results: a full disk or a read-only folder is a StorageError, never half a file ----------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import dspy
@@ -63,6 +64,23 @@ class FakeRuntime:
         if pname.startswith("generator") or pname.startswith("closed_book"):
             return ScriptedLM("generator", {"question": {"answer": "American", "supporting_passages": [1]}})
         return GarbageLM(pname)
+
+
+class RecordingRuntime(FakeRuntime):
+    """Records the questions its systems are asked."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.asked = []
+
+    def system(self, name, config=None, retriever=None):
+        module = super().system(name, config, retriever)
+
+        def ask(**kw):
+            self.asked.append(kw["question"])
+            return module(**kw)
+
+        return ask
 
 
 class Interrupting:
@@ -129,10 +147,25 @@ def test_compact_results_survive_a_new_machine_resume_and_rebuild_the_report(tmp
         first.summary["systems"]["sharp"]["metrics"]["em"]
     )
     # a larger sample resumes from them: only the new questions are answered
+    from program.digest import digest
+
     bigger = ArenaSpec(systems=("vanilla", "sharp"), limit=6, results_dir=committed)
-    rt = FakeRuntime(tmp_path / "ws2", n=6)
-    with pytest.raises(Exception, match="other settings"):  # another sample is another run: refused, not mixed
-        run_arena(rt, bigger, track=False, progress=False)
+    rt = RecordingRuntime(tmp_path / "ws2", n=6)
+    grown = run_arena(rt, bigger, track=False, progress=False)
+    assert [r["id"] for r in grown.results["sharp"].rows] == [f"q{i}" for i in range(6)]
+    assert rt.asked == [e.question for e in examples(6)[4:]] * 2  # vanilla's and sharp's two new questions
+    meta = json.loads((committed / "sharp.meta.json").read_text())
+    assert meta["question_ids_hash"] == digest([e.id for e in examples(6)], 12)  # the run-only setting updated
+    # a report of the smaller sample reads only its own questions' rows
+    small = run_arena(
+        FakeRuntime(tmp_path / "ws3"), ArenaSpec(**{**spec.__dict__, "report_only": True}), track=False, progress=False
+    )
+    assert small.summary["systems"]["sharp"]["metrics"]["n"] == 4
+    # settings that decide answers are still refused, not mixed
+    other = FakeRuntime(tmp_path / "ws4")
+    other.cache = False
+    with pytest.raises(Exception, match="other settings"):
+        run_arena(other, bigger, track=False, progress=False)
 
 
 def test_evaluate_resumes_from_a_compact_file_without_calling_the_system(tmp_path):
@@ -374,6 +407,14 @@ def test_saved_programs_enter_the_arena_beside_systems_and_resume(tmp_path):
     rt2 = ProgramRuntime(tmp_path)  # finished: neither loaded nor rerun
     again = run_arena(rt2, spec, track=False, progress=False)
     assert again.ran == [] and rt2.built == [] and sorted(again.reused) == ["vanilla", "vanilla-compiled"]
+
+    import shutil  # the same program in another checkout's folder resumes the same rows
+
+    (tmp_path / "elsewhere").mkdir()
+    moved = shutil.copy(prog, tmp_path / "elsewhere" / prog.name)
+    rt3 = ProgramRuntime(tmp_path)
+    moved_run = run_arena(rt3, replace(spec, programs={"vanilla-compiled": str(moved)}), track=False, progress=False)
+    assert moved_run.ran == [] and rt3.built == []
 
     saved_vanilla(prog, instructions="Answer with one entity.")  # recompiled in place: other demos/instructions
     with pytest.raises(ResultsMismatchError, match="other settings"):
