@@ -111,10 +111,13 @@ def chroma_server(folder: Path, wait_s: float = 90.0) -> Iterator[str]:
 
 
 @contextmanager
-def lm_server(model: str, *, n_threads: int = 2, n_ctx: int = 8192, wait_s: float = 240.0) -> Iterator[str]:
-    """`sharp lm serve` for a local model, in its own process; yields its OpenAI base URL (…/v1)."""
+def lm_server(
+    model: str, *, n_threads: int = 2, n_ctx: int = 8192, parallel: int = 1, wait_s: float = 240.0
+) -> Iterator[str]:
+    """`sharp lm serve` for a local model, in its own process (``parallel`` slots of ``n_threads`` threads);
+    yields its OpenAI base URL (…/v1)."""
     port = free_port()
     cmd = [sys.executable, "-m", "experiments.cli", "lm", "serve", "--model", model, "--host", HOST]
-    cmd += ["--port", str(port), "--n-threads", str(n_threads), "--n-ctx", str(n_ctx)]
+    cmd += ["--port", str(port), "--n-threads", str(n_threads), "--n-ctx", str(n_ctx), "--parallel", str(parallel)]
     with managed_process("sharp lm serve", cmd, f"http://{HOST}:{port}/health", wait_s):
         yield f"http://{HOST}:{port}/v1"

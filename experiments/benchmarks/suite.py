@@ -17,7 +17,7 @@ Sections, each against its baseline row (experiments/benchmarks/bench_report.py 
   chroma_server      dense query latency with the vectors in `chroma run` against the embedded store
   lm_server          seconds per chat call through `sharp lm serve` against the in-process model
   eval_threads       questions per minute of vanilla through `sharp lm serve` with 2 and 4 threads against
-                     1 (and whether the answers are those of 1 thread)
+                     1, and 4 threads on a server with 2 slots (and whether the answers are those of 1 thread)
 Writes OUT/bench.json and OUT/bench.md (default WS/reports/bench); nothing else is written to WS. DSPy's
 answer cache is off: every LM call is computed. Every server binds 127.0.0.1 and is stopped at the end,
 also on error or interrupt. A section that cannot run is reported as skipped or failed with the reason; the exit
@@ -99,7 +99,7 @@ class LMBackend(Protocol):
 
     def lm(self, prefix_reuse: str) -> Any: ...
 
-    def serve(self) -> contextlib.AbstractContextManager[str]: ...
+    def serve(self, parallel: int = 1) -> contextlib.AbstractContextManager[str]: ...
 
     def reset(self) -> None: ...
 
@@ -123,8 +123,10 @@ class LocalBackend:
     def lm(self, prefix_reuse: str) -> Any:
         return prefix_bench.local_lm(self.model, prefix_reuse, n_ctx=self.n_ctx, n_threads=self.n_threads)
 
-    def serve(self) -> contextlib.AbstractContextManager[str]:
-        return servers.lm_server(self.model, n_threads=self.n_threads, n_ctx=self.n_ctx)
+    def serve(self, parallel: int = 1) -> contextlib.AbstractContextManager[str]:
+        """`sharp lm serve`; with ``parallel`` slots the CPU threads are shared out among them."""
+        threads = max(1, self.n_threads // parallel)
+        return servers.lm_server(self.model, n_threads=threads, n_ctx=self.n_ctx, parallel=parallel)
 
     def reset(self) -> None:
         """Forget the in-process model's cached prompt prefixes (when the systems run on it)."""
@@ -440,9 +442,11 @@ def eval_threads(b: Bench, s: Section) -> None:
     examples = b.dev[: b.sizes.thread_questions]
     first: dict[str, str] | None = None
     s.baseline = f"{b.sizes.threads[0]} thread(s)"
-    for threads in b.sizes.threads:
+    slots = 2
+    runs = [(threads, 1) for threads in b.sizes.threads] + [(max(b.sizes.threads), slots)]
+    for threads, parallel in runs:
         # a fresh server per run: none starts with the prompts of the run before cached
-        with b.backend.serve() as base:
+        with b.backend.serve(parallel) as base:
             lms = LMConfig().with_overrides(lm=SERVED_MODEL, api_base=base)
             module = b.system("vanilla", Runtime(b.dataset, b.data_dir, b.workspace, lm_config=lms, cache=False))
             t0 = time.perf_counter()
@@ -452,15 +456,15 @@ def eval_threads(b: Bench, s: Section) -> None:
         first = answers if first is None else first
         same = sum(answers.get(i) == a for i, a in first.items())
         s.add(
-            f"{threads} thread(s)",
+            f"{threads} thread(s)" + (f", {parallel} server slots" if parallel > 1 else ""),
             questions_per_minute=round(len(examples) * 60 / wall, 3),
             seconds=round(wall, 3),
             same_answers_as_first=f"{same}/{len(first)}",
             errors=res.metrics["errors"],
         )
     s.notes.append(
-        f"vanilla on {len(examples)} dev question(s) through `sharp lm serve` (one model: calls queue), a new "
-        "server for each run"
+        f"vanilla on {len(examples)} dev question(s) through `sharp lm serve`, a new server for each run; one slot "
+        f"(one loaded model: calls queue) unless the row says slots (`--parallel {slots}`, the CPU threads shared out)"
     )
 
 

@@ -33,22 +33,26 @@ def serve(
     port: int = typer.Option(8008, "--port", "-p"),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (keep 127.0.0.1 unless you mean it)."),
     n_ctx: int = NCtx,
-    n_threads: int = NThreads,
+    n_threads: int = typer.Option(2, "--n-threads", help="CPU threads for llama.cpp, per slot."),
+    parallel: int = typer.Option(
+        1, "--parallel", min=1, max=64, help="Slots: copies of the model answering requests side by side (memory x N)."
+    ),
 ) -> None:
     """Serve a local model as an OpenAI-compatible endpoint so several processes share one loaded model."""
-    from program.lm.local import get_session
+    from program.lm.local import get_session, new_session
     from program.lm.server import SERVED_ALIAS, make_server
     from program.lm.specs import SERVED_MODEL
 
     try:
-        session = get_session(model, n_ctx=n_ctx, n_threads=n_threads)
-        server = make_server(session, host, port)
+        sessions = [get_session(model, n_ctx=n_ctx, n_threads=n_threads)]
+        sessions += [new_session(model, n_ctx=n_ctx, n_threads=n_threads) for _ in range(parallel - 1)]
+        server = make_server(sessions, host, port)
     except OSError as exc:  # e.g. the port is taken (a SharpError is the Command's error exit)
         o.fail(exc)
     base = f"http://{host}:{server.server_address[1]}/v1"
     print(
-        f"serving {model} as '{SERVED_ALIAS}' on {base} (n_ctx={session.n_ctx}, n_threads={n_threads}); "
-        f"Ctrl-C stops it",
+        f"serving {model} as '{SERVED_ALIAS}' on {base} (n_ctx={sessions[0].n_ctx}, n_threads={n_threads}, "
+        f"{parallel} slot{'s' if parallel > 1 else ''}); Ctrl-C stops it",
         flush=True,
     )
     print(f"use it with:  --lm {SERVED_MODEL} --api-base {base}", flush=True)

@@ -345,6 +345,16 @@ def get_session(
         return _SESSIONS[key]
 
 
+def new_session(
+    model: str, *, n_ctx: int = 8192, n_threads: int = 2, prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES
+) -> LocalSession:
+    """Another loaded copy of a local model, not shared (a server's extra slot); freed with the others."""
+    session = LocalSession(model_path(model), n_ctx=n_ctx, n_threads=n_threads, prefix_cache_bytes=prefix_cache_bytes)
+    with _SESSIONS_LOCK:
+        _SESSIONS[(str(model_path(model)), n_ctx, n_threads, id(session))] = session
+    return session
+
+
 def unload_all() -> None:
     """Free every loaded model (tests, benchmarks that compare cold runs, and at exit).
 

@@ -4,14 +4,20 @@ It runs the same :class:`~program.lm.local.LocalSession` as the in-process backe
 template, sampling, grammar-constrained ``response_format`` and prefix reuse), so answers match
 the in-process ones. Endpoints: ``POST /v1/chat/completions`` (no streaming), ``GET /v1/models``,
 ``GET /health``. Clients use ``--lm openai/local --api-base http://HOST:PORT/v1``.
+
+With several sessions (``sharp lm serve --parallel N``: N copies of the model) requests are answered side by
+side, each by a free session; with one, they queue on it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import time
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -89,7 +95,32 @@ def _openai_logprobs(steps) -> dict | None:
     return {"content": [{**entry(t, lp), "top_logprobs": [entry(a, b) for a, b in alts]} for t, lp, alts in steps]}
 
 
-def make_handler(session: LocalSession, alias: str = SERVED_ALIAS) -> type[BaseHTTPRequestHandler]:
+class Slots:
+    """Sessions that answer requests side by side: a request takes a free one and gives it back (a llama.cpp
+    context answers one request at a time)."""
+
+    def __init__(self, sessions: LocalSession | Sequence[LocalSession]):
+        self.sessions = list(sessions) if isinstance(sessions, Sequence) else [sessions]
+        if not self.sessions:
+            raise ValueError("a server needs at least one session")
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        for session in self.sessions:
+            self._free.put(session)
+
+    @contextmanager
+    def take(self) -> Iterator[LocalSession]:
+        session = self._free.get()
+        try:
+            yield session
+        finally:
+            self._free.put(session)
+
+
+def make_handler(
+    sessions: LocalSession | Sequence[LocalSession], alias: str = SERVED_ALIAS
+) -> type[BaseHTTPRequestHandler]:
+    slots = Slots(sessions)
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -133,7 +164,9 @@ def make_handler(session: LocalSession, alias: str = SERVED_ALIAS) -> type[BaseH
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 if not isinstance(body, dict):
                     raise TypeError("the body must be a JSON object")
-                self._send(200, chat_completion(session, body, alias=alias))
+                with slots.take() as session:
+                    answer = chat_completion(session, body, alias=alias)
+                self._send(200, answer)
             except ContextLengthError as exc:
                 self._error(400, str(exc), "context_length_exceeded")
             except (ValueError, TypeError, KeyError) as exc:
@@ -146,8 +179,12 @@ def make_handler(session: LocalSession, alias: str = SERVED_ALIAS) -> type[BaseH
 
 
 def make_server(
-    session: LocalSession, host: str = "127.0.0.1", port: int = 8008, alias: str = SERVED_ALIAS
+    sessions: LocalSession | Sequence[LocalSession],
+    host: str = "127.0.0.1",
+    port: int = 8008,
+    alias: str = SERVED_ALIAS,
 ) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((host, port), make_handler(session, alias))
+    """A threaded HTTP server answering with ``sessions`` (one, or several answering side by side)."""
+    server = ThreadingHTTPServer((host, port), make_handler(sessions, alias))
     server.daemon_threads = True
     return server

@@ -56,6 +56,7 @@ class FakeBackend:
         self.load_seconds = 0.0
         self.fail = fail
         self.bases: list[str] = []
+        self.slots: list[int] = []
         self.stopped = 0
 
     def session(self):
@@ -70,9 +71,10 @@ class FakeBackend:
         self.fake.clear_states()
 
     @contextlib.contextmanager
-    def serve(self):
+    def serve(self, parallel=1):
         self.reset()  # `sharp lm serve` is a new process: nothing cached
-        server = make_server(self.session(), "127.0.0.1", 0)
+        self.slots.append(parallel)
+        server = make_server([self.session()] * parallel, "127.0.0.1", 0)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         self.bases.append(f"http://127.0.0.1:{server.server_address[1]}/v1")
@@ -167,7 +169,7 @@ def test_quick_bench_reports_every_section_against_its_baseline(toy_bench, tmp_p
     assert names["retrieval_latency"] == ["bm25", "dense", "hybrid", "hybrid + second hop"]
     assert any("no reranker" in n for n in sections["retrieval_latency"]["notes"])
     assert names["systems"] == ["vanilla", "vanilla-hop", "sharp"]
-    assert names["eval_threads"] == ["1 thread(s)", "2 thread(s)", "4 thread(s)"]
+    assert names["eval_threads"] == ["1 thread(s)", "2 thread(s)", "4 thread(s)", "4 thread(s), 2 server slots"]
     # the scripted figures come through: TimedSession generates 40x slower than it reads a prompt
     speed = {r["name"]: r for r in sections["lm_speed"]["rows"]}
     assert speed["generation"]["ratio"]["tokens_per_second"] == pytest.approx(50 / 2000, rel=0.1)
@@ -183,7 +185,8 @@ def test_quick_bench_reports_every_section_against_its_baseline(toy_bench, tmp_p
         assert "same hits: 4/4" in sections["chroma_server"]["notes"][0]
 
     # every server is down again
-    assert backend.stopped == len(backend.bases) == 4 and all(down(b) for b in backend.bases)
+    assert backend.stopped == len(backend.bases) == 5 and all(down(b) for b in backend.bases)
+    assert backend.slots == [1, 1, 1, 1, 2]  # lm_server's, then eval_threads' three one-slot servers and one of 2
     assert all(down(u) for u in chroma_seen)
     # the report files: JSON as returned, Markdown with every section
     js, md = bench_report.write(report, tmp_path / "out")

@@ -123,3 +123,61 @@ def test_logprobs_reach_a_dspy_prediction_through_the_server(served):
         out = dspy.Predict(sig)(evidence="Paris is in France.", lm=lm, config={"logprobs": True, "top_logprobs": 2})
     assert session.calls[0]["logprobs"] == 2
     assert out.logprobs["content"][0]["top_logprobs"][1]["token"] == "x"
+
+
+class BlockingSession(FakeSession):
+    """Answers only once ``release`` is set; says when a call has started."""
+
+    def __init__(self, text):
+        super().__init__(text)
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def chat(self, messages, **kw):
+        self.started.set()
+        assert self.release.wait(10), "never released"
+        return super().chat(messages, **kw)
+
+
+def _post(base, timeout=10):
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}).encode()
+    req = urllib.request.Request(f"{base}/chat/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_slots_answer_side_by_side_and_one_slot_queues(slots):
+    blocked, free = BlockingSession("first"), FakeSession("second")
+    sessions = [blocked, free][:slots]
+    server = make_server(sessions, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        answers: list[str] = []
+        first = threading.Thread(target=lambda: answers.append(_post(base)))
+        first.start()
+        assert blocked.started.wait(5)  # the first request holds the first slot
+        if slots == 2:
+            assert _post(base) == "second"  # answered by the free slot while the first is still busy
+            assert len(free.calls) == 1 and answers == []
+        else:
+            second = threading.Thread(target=lambda: answers.append(_post(base)))
+            second.start()
+            second.join(0.5)
+            assert second.is_alive() and len(blocked.calls) == 0  # it waits for the only slot
+        blocked.release.set()
+        first.join(10)
+        if slots == 1:
+            second.join(10)
+            assert answers == ["first", "first"] and len(blocked.calls) == 2
+        else:
+            assert answers == ["first"]
+    finally:
+        blocked.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_without_sessions_is_refused():
+    with pytest.raises(ValueError, match="at least one session"):
+        make_server([], "127.0.0.1", 0)
