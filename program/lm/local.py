@@ -349,9 +349,10 @@ def new_session(
     model: str, *, n_ctx: int = 8192, n_threads: int = 2, prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES
 ) -> LocalSession:
     """Another loaded copy of a local model, not shared (a server's extra slot); freed with the others."""
-    session = LocalSession(model_path(model), n_ctx=n_ctx, n_threads=n_threads, prefix_cache_bytes=prefix_cache_bytes)
+    path = model_path(model)
+    session = LocalSession(path, n_ctx=n_ctx, n_threads=n_threads, prefix_cache_bytes=prefix_cache_bytes)
     with _SESSIONS_LOCK:
-        _SESSIONS[(str(model_path(model)), n_ctx, n_threads, id(session))] = session
+        _SESSIONS[(str(path), n_ctx, n_threads, id(session))] = session  # unload_all frees it too
     return session
 
 
