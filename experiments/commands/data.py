@@ -95,7 +95,9 @@ def _show_index(target: Path, manifest: dict, verified: bool) -> None:
     from experiments.render import console
 
     if verified:
-        checked = len(manifest.get("files") or {})
+        from program.retrieval.integrity import checked as checked_files
+
+        checked = len(checked_files(manifest.get("files") or {}))
         console.print(
             f"[green]index verified[/green] at {target}: "
             + (

@@ -1,10 +1,27 @@
 """What an index's files must be, and checking that they still are.
 
 When a build completes, the manifest records ``files``: for every file under ``bm25/`` and
-``chroma/`` its size and sha256. Chroma rewrites ``chroma.sqlite3`` on every open (same size, other
-bytes), so that file is recorded as ``{"kind": "sqlite", "size": ...}`` with no checksum and is
-checked by its own header instead (a truncated database is shorter than the page count its header
-declares) and, fully, by SQLite's ``quick_check``.
+``chroma/`` its size and sha256, except for the Chroma files that Chroma itself rewrites when it
+opens the store (``sharp retrieve``, ``sharp index`` on a complete index): those would look damaged
+after the first use. They are, in chromadb 1.5 (its Rust local segments, the hnswlib fork):
+
+* ``chroma.sqlite3``: written on every open (same size, other bytes). Recorded as
+  ``{"kind": "sqlite", "size": ...}`` with no checksum, checked by its own header instead (a truncated
+  database is shorter than the page count its header declares) and, fully, by SQLite's
+  ``quick_check``.
+* The HNSW files (``header.bin``, ``data_level0.bin``, ``length.bin``, ``link_lists.bin``) of a
+  segment folder ``chroma/<uuid>/`` that has no ``index_metadata.pickle``. Chroma writes a segment's
+  HNSW files and its pickle only when it persists, after ``sync_threshold`` (1000) new vectors; a
+  store that never reached it has no pickle, and then every open initialises the HNSW files anew
+  (from memory it does not clear: ``length.bin`` gets other bytes each time) and re-inserts every
+  vector from the log in ``chroma.sqlite3``. Those files hold nothing Chroma reads back, so they are
+  recorded as ``{"kind": "scratch"}`` and not checked. A segment with a pickle is loaded from its
+  files, which Chroma does not write again unless 1000 new vectors arrive (never on a read): every
+  one of them is checksummed, the pickle included.
+
+A manifest of format 2 recorded a checksum for scratch files too: :func:`check` reads such a
+record as scratch (an HNSW file in a segment whose pickle the manifest does not record), so an
+index built by that code does not look damaged after use.
 
 * :func:`check` with ``full=False`` (every open): each file exists and has its recorded size; the
   SQLite header agrees with the file's size. A few ``stat`` calls and one 100-byte read.
@@ -21,11 +38,14 @@ import os
 import sqlite3
 import struct
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from program.retrieval.manifest import BM25_DIR, CHROMA_DIR
 
 SQLITE_FILE = "chroma.sqlite3"
+HNSW_PICKLE = "index_metadata.pickle"  # a segment's id map: present once Chroma has persisted it
+HNSW_FILES = frozenset({"header.bin", "data_level0.bin", "length.bin", "link_lists.bin"})
+SQLITE, SCRATCH = "sqlite", "scratch"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -60,7 +80,9 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def record(index_dir: str | os.PathLike, parts: tuple[str, ...] = (BM25_DIR, CHROMA_DIR)) -> dict[str, dict]:
-    """``{relative path: {"size", "sha256"} or {"kind": "sqlite", "size"}}`` for every file of ``parts``."""
+    """``{relative path: record}`` for every file of ``parts``: ``{"size", "sha256"}``, or
+    ``{"kind": "sqlite", "size"}`` for Chroma's database, or ``{"kind": "scratch"}`` for the HNSW files
+    Chroma rewrites on every open (see the module docstring)."""
     index_dir = Path(index_dir)
     out: dict[str, dict] = {}
     for part in parts:
@@ -69,17 +91,35 @@ def record(index_dir: str | os.PathLike, parts: tuple[str, ...] = (BM25_DIR, CHR
                 continue
             rel = path.relative_to(index_dir).as_posix()
             if path.name == SQLITE_FILE:
-                out[rel] = {"kind": "sqlite", "size": path.stat().st_size}
+                out[rel] = {"kind": SQLITE, "size": path.stat().st_size}
+            elif _is_scratch(path.relative_to(index_dir), has_pickle=(path.parent / HNSW_PICKLE).is_file()):
+                out[rel] = {"kind": SCRATCH}
             else:
                 out[rel] = {"size": path.stat().st_size, "sha256": sha256_file(path)}
     return out
+
+
+def _is_scratch(rel: PurePosixPath | Path, has_pickle: bool) -> bool:
+    """An HNSW file of a Chroma segment folder (chroma/<uuid>/) with no pickle: rewritten on every open."""
+    return not has_pickle and len(rel.parts) == 3 and rel.parts[0] == CHROMA_DIR and rel.name in HNSW_FILES
+
+
+def checked(files: dict[str, dict]) -> dict[str, dict]:
+    """The records :func:`check` compares: scratch files left out, including those a format-2 manifest
+    recorded with a checksum (an HNSW file in a segment whose pickle the manifest does not record)."""
+    pickled = {PurePosixPath(rel).parent for rel in files if PurePosixPath(rel).name == HNSW_PICKLE}
+    return {
+        rel: want
+        for rel, want in files.items()
+        if want.get("kind") != SCRATCH and not _is_scratch(PurePosixPath(rel), PurePosixPath(rel).parent in pickled)
+    }
 
 
 def check(index_dir: str | os.PathLike, files: dict[str, dict], full: bool = False) -> list[Damage]:
     """The recorded files that are missing, of another size or (``full``) other content."""
     index_dir = Path(index_dir)
     damage = []
-    for rel, want in sorted(files.items()):
+    for rel, want in sorted(checked(files).items()):
         path = index_dir / rel
         try:
             size = path.stat().st_size
@@ -89,7 +129,7 @@ def check(index_dir: str | os.PathLike, files: dict[str, dict], full: bool = Fal
         except OSError as exc:
             damage.append(Damage(rel, f"cannot be read ({exc.strerror or exc})"))
             continue
-        if want.get("kind") == "sqlite":
+        if want.get("kind") == SQLITE:
             problem = sqlite_problem(path, full)
         elif size != want["size"]:
             cut = " (truncated)" if size < want["size"] else ""

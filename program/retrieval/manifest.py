@@ -4,7 +4,9 @@ Layout of an index folder::
 
     manifest.json   this record (status "building" while a build runs, "complete" after); from
                     format 2 on it also records every file's size and sha256 (``files``,
-                    program/retrieval/integrity.py) and where the vectors live (``dense_store``)
+                    program/retrieval/integrity.py) and where the vectors live (``dense_store``);
+                    from format 3 on, the Chroma files Chroma rewrites on every open are
+                    recorded as such (``"kind": "scratch"``), not by a checksum
     chroma/         the Chroma persistent store (collection "passages", cosine space); absent when
                     the vectors live in a Chroma server (program/retrieval/store.py)
     bm25/           the bm25s index and its passage store
@@ -25,7 +27,7 @@ from program.errors import IndexCorruptError, StorageError
 from program.types import Passage
 
 MANIFEST = "manifest.json"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 CHROMA_DIR = "chroma"
 BM25_DIR = "bm25"
 COLLECTION = "passages"

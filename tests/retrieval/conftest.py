@@ -46,9 +46,28 @@ def tiny_passages() -> list[Passage]:
     return [Passage(id=f"t{i:02d}", title=t, text=x) for i, (t, x) in enumerate(TINY)]
 
 
+PERSISTED = 1100  # passages: above Chroma's sync_threshold (1000), so the build persists its HNSW files
+
+
+def many_passages(n: int = PERSISTED) -> list[Passage]:
+    """The tiny corpus and filler passages up to ``n``: enough for Chroma to persist its HNSW segment
+    (index_metadata.pickle and checksummed HNSW files; a smaller store has only scratch HNSW files,
+    program/retrieval/integrity.py). The filler shares no word with the tiny corpus's queries."""
+    filler = [
+        Passage(id=f"f{i:04d}", title=f"Filler {i}", text=f"Filler record {i} of series {i % 37} in batch {i % 11}.")
+        for i in range(n - len(TINY))
+    ]
+    return tiny_passages() + filler
+
+
 @pytest.fixture
 def passages() -> list[Passage]:
     return tiny_passages()
+
+
+@pytest.fixture
+def persisted_passages() -> list[Passage]:
+    return many_passages()
 
 
 class HashEmbedder:
@@ -109,12 +128,21 @@ QUESTIONS = [
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory):
     """A folder with corpus.jsonl (id, title, text sentences) and a HotpotQA-format dev.json."""
+    return _write_dataset(tmp_path_factory.mktemp("data") / "tiny", tiny_passages())
+
+
+@pytest.fixture(scope="session")
+def large_dataset(tmp_path_factory):
+    """As tiny_dataset, with filler passages up to PERSISTED (Chroma persists its HNSW files)."""
+    return _write_dataset(tmp_path_factory.mktemp("data") / "large", many_passages())
+
+
+def _write_dataset(folder, passages):
     import json
 
-    folder = tmp_path_factory.mktemp("data") / "tiny"
     folder.mkdir()
     with open(folder / "corpus.jsonl", "w") as f:
-        for p in tiny_passages():
+        for p in passages:
             f.write(json.dumps({"id": p.id, "title": p.title, "text": [p.text]}) + "\n")
     by_title = {t: x for t, x in TINY}
     rows = [

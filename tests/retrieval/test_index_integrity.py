@@ -1,6 +1,9 @@
 """A damaged index is reported, never called up to date: the manifest records every file's size and
 sha256; opening checks sizes, `sharp index` and `sharp index --verify` check checksums; each error
-names the file and a repair command, and that command is run here to show it repairs the index."""
+names the file and a repair command, and that command is run here to show it repairs the index.
+
+The index here holds PERSISTED passages, so that Chroma has persisted its HNSW files (a smaller
+store's HNSW files are scratch, rewritten on every open: tests/retrieval/test_index_after_use.py)."""
 
 from __future__ import annotations
 
@@ -49,9 +52,15 @@ DAMAGE = {
 
 
 @pytest.fixture
-def index(tmp_path, passages, fake_embedder):
+def corpus(persisted_passages):
+    return persisted_passages
+
+
+@pytest.fixture
+def index(tmp_path, corpus, fake_embedder):
     folder = tmp_path / "indexes" / "idx"
-    build_index(passages, folder, CFG, progress=False, embedder=fake_embedder)
+    build_index(corpus, folder, CFG, progress=False, embedder=fake_embedder)
+    assert list(folder.glob("chroma/*/index_metadata.pickle")), "Chroma did not persist its HNSW segment"
     fake_embedder.encoded.clear()
     return folder
 
@@ -77,9 +86,10 @@ class DyingEmbedder:
 def test_manifest_records_every_file(index):
     manifest = read_manifest(index)
     files = manifest["files"]
-    assert manifest["format"] == 2 and manifest["dense_store"] == {"kind": "embedded"}
+    assert manifest["format"] == 3 and manifest["dense_store"] == {"kind": "embedded"}
     assert {"bm25/passages.jsonl", "bm25/data.csc.index.npy", "chroma/chroma.sqlite3"} <= set(files)
-    assert any(rel.endswith("data_level0.bin") for rel in files)
+    assert any(rel.endswith("data_level0.bin") and "sha256" in want for rel, want in files.items())
+    assert any(rel.endswith("index_metadata.pickle") and "sha256" in want for rel, want in files.items())
     assert files["chroma/chroma.sqlite3"]["kind"] == "sqlite"  # Chroma rewrites it on every open
     bm25 = files["bm25/passages.jsonl"]
     assert bm25["size"] == (index / "bm25" / "passages.jsonl").stat().st_size
@@ -94,7 +104,7 @@ def test_files_stay_valid_after_queries(index, fake_embedder):
 
 
 @pytest.mark.parametrize("kind", sorted(DAMAGE))
-def test_damage_is_named_on_open_and_never_up_to_date(index, passages, fake_embedder, kind):
+def test_damage_is_named_on_open_and_never_up_to_date(index, corpus, fake_embedder, kind):
     damage, name, part = DAMAGE[kind]
     damage(index)
     mode = "bm25" if part == "bm25" else "dense"
@@ -106,36 +116,36 @@ def test_damage_is_named_on_open_and_never_up_to_date(index, passages, fake_embe
         verify_index(index, CFG)
     if part == "bm25":  # `sharp index` rebuilds the BM25 part (seconds) and says so
         fake_embedder.encoded.clear()
-        manifest = build_index(passages, index, CFG, progress=False, embedder=fake_embedder)
+        manifest = build_index(corpus, index, CFG, progress=False, embedder=fake_embedder)
         assert "repaired_at" in manifest and fake_embedder.encoded == []
         assert verify_index(index, CFG)["files"] == manifest["files"]
         hits = open_retriever(index, CFG.replace(mode="bm25")).retrieve("mustard city", 2)
         assert hits[0].title == "Dijon"
     else:  # damaged vectors need --rebuild: the build refuses and says which command
         with pytest.raises(IndexCorruptError, match=f"{name}.*--rebuild"):
-            build_index(passages, index, CFG, progress=False, embedder=fake_embedder)
-        build_index(passages, index, CFG, progress=False, embedder=fake_embedder, rebuild=True)
+            build_index(corpus, index, CFG, progress=False, embedder=fake_embedder)
+        build_index(corpus, index, CFG, progress=False, embedder=fake_embedder, rebuild=True)
         hits = open_retriever(index, CFG.replace(mode="dense"), embedder=fake_embedder).retrieve("Eiffel Tower", 3)
         assert "Eiffel Tower" in [p.title for p in hits]
         assert verify_index(index, CFG)["status"] == "complete"
 
 
-def test_same_size_damage_is_found_by_checksum(index, passages, fake_embedder):
+def test_same_size_damage_is_found_by_checksum(index, corpus, fake_embedder):
     flip_byte(hnsw_file(index))
     open_retriever(index, CFG.replace(mode="dense"), embedder=fake_embedder)  # sizes only: opens
     with pytest.raises(IndexCorruptError, match="sha256 differs"):
         verify_index(index, CFG)
     with pytest.raises(IndexCorruptError, match="sha256 differs.*--rebuild"):  # never "up to date"
-        build_index(passages, index, CFG, progress=False, embedder=fake_embedder)
+        build_index(corpus, index, CFG, progress=False, embedder=fake_embedder)
 
 
-def test_truncated_manifest(index, passages, fake_embedder):
+def test_truncated_manifest(index, corpus, fake_embedder):
     truncate(index / "manifest.json")
     with pytest.raises(IndexCorruptError, match=r"manifest.json is damaged.*--rebuild"):
         open_retriever(index, CFG, embedder=fake_embedder)
     with pytest.raises(IndexCorruptError, match=r"manifest.json is damaged.*--rebuild"):
-        build_index(passages, index, CFG, progress=False, embedder=fake_embedder)
-    manifest = build_index(passages, index, CFG, progress=False, embedder=fake_embedder, rebuild=True)
+        build_index(corpus, index, CFG, progress=False, embedder=fake_embedder)
+    manifest = build_index(corpus, index, CFG, progress=False, embedder=fake_embedder, rebuild=True)
     assert manifest["status"] == "complete" and verify_index(index, CFG)
 
 
@@ -172,11 +182,11 @@ def _cli(*args: str):
 
 
 @pytest.mark.parametrize("kind", ["passages.jsonl", "npy", "sqlite", "hnsw"])
-def test_cli_damage_error_command_repairs(tiny_dataset, tmp_path, fake_models, kind):
+def test_cli_damage_error_command_repairs(large_dataset, tmp_path, fake_models, kind):
     ws = tmp_path / "ws"
-    base = ["--dataset", str(tiny_dataset), "--workspace", str(ws)]
+    base = ["--dataset", str(large_dataset), "--workspace", str(ws)]
     assert _cli("index", *base).exit_code == 0
-    index = ws / "indexes" / "tiny"
+    index = ws / "indexes" / "large"
     damage, name, part = DAMAGE[kind]
     damage(index)
     mode = "bm25" if part == "bm25" else "hybrid"
