@@ -5,6 +5,10 @@ resumable (a build killed midway re-embeds only passages Chroma does not hold ye
 partial manifest is written first, so resuming with another corpus or model is refused) and
 self-checking (a finished build records every file's size and sha256; a damaged BM25 part is
 rebuilt by the next build, damaged vectors are reported with the --rebuild command).
+
+A full disk stops the build with a DiskFullError that names the path (the manifest still says
+"building", so nothing opens the index as if it were whole); once space is freed the same command
+resumes, or, when the full disk left Chroma's store unreadable, embeds every passage again.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from data.errors import DatasetError
 from program.errors import IndexCorruptError, IndexMismatchError, SharpError, StorageError
-from program.retrieval import integrity
+from program.retrieval import integrity, store
 from program.retrieval.bm25 import BM25Retriever, build_bm25
 from program.retrieval.config import RetrieverConfig
 from program.retrieval.dense import add_passages, dense_document, stored_ids
@@ -166,6 +170,28 @@ def _up_to_date(
     return manifest
 
 
+def _partial_store(where: DenseStore, built: dict, resuming: bool) -> tuple[Any, set[str]]:
+    """The collection to fill and the ids it already holds. When an interrupted build left an embedded
+    store whose files Chroma cannot load any more (a full disk cut its id map short), that store is
+    dropped and every passage is embedded again; any other error (a full disk now) is raised."""
+    try:
+        collection = where.open(create=True, built_with=built)
+        return collection, stored_ids(collection)
+    except SharpError:
+        raise
+    except Exception as exc:
+        if not resuming or where.url or not store.is_unreadable(exc):
+            raise  # a full disk, a busy store, ...: build_index says which
+        log.warning(
+            "embedding every passage again: the vectors of the interrupted build in %s cannot be read (%s: %s)",
+            where.path,
+            type(exc).__name__,
+            str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+        )
+        where.discard()
+        return where.open(create=True, built_with=built), set()
+
+
 @contextlib.contextmanager
 def _progress(enabled: bool | Callable[[int, int], Any], total: int, done: int) -> Iterator:
     """A callback advancing a Rich progress bar on stderr (a no-op when disabled). ``enabled`` may be a
@@ -231,12 +257,23 @@ def build_index(
         return _build(passages, index_dir, config, corpus_hash, batch_size, progress, rebuild, embedder, dataset)
     except SharpError:
         raise
-    except OSError as exc:  # a read-only folder, a full disk
+    except Exception as exc:  # a full disk (an OSError, or Chroma's own errors), a read-only folder
+        resume = index_command(index_dir, dataset, chroma_url=url)
+        if store.disk_full(exc, index_dir, chroma=not url):
+            if not url:  # Chroma's memory of the store may differ from its files now: reread them
+                store.release(DenseStore(index_dir).path)
+            path = Path(exc.filename) if isinstance(exc, OSError) and exc.filename else index_dir
+            then = (
+                f"Free some space (or build elsewhere: --index-dir DIR or --workspace DIR), then resume with: {resume}"
+            )
+            raise store.disk_full_error(exc, path, then) from None
+        if not isinstance(exc, OSError):
+            raise
         where = f" ({exc.filename})" if exc.filename else ""
         raise StorageError(
             f"cannot write the index at {index_dir}{where}: {exc.strerror or exc}. Free space or make the folder "
             "writable, or build elsewhere (--index-dir DIR or --workspace DIR); a build stopped midway resumes "
-            f"with: {index_command(index_dir, dataset, chroma_url=url)}"
+            f"with: {resume}"
         ) from None
 
 
@@ -263,6 +300,7 @@ def _build(
         raise IndexCorruptError(
             f"{exc}. Rebuild the index with: {index_command(index_dir, dataset, True, url)}"
         ) from None
+    resuming = manifest is not None  # an interrupted build of this corpus (a complete one returns below)
     if manifest is not None:
         problems = mismatches(manifest, settings, corpus_hash)
         if problems:
@@ -300,8 +338,7 @@ def _build(
         "counts": {"dense": 0, "bm25": 0},
     }
     write_manifest(index_dir, manifest)  # before Chroma writes anything: a resume can be checked
-    collection = where.open(create=True, built_with=built_with(manifest))
-    have = stored_ids(collection)
+    collection, have = _partial_store(where, built_with(manifest), resuming=resuming)
     manifest["counts"]["dense"] = len(have)
 
     missing = [p for p in passages if p.id not in have]

@@ -36,6 +36,11 @@ class StorageError(SharpError, OSError):
     """A file or folder cannot be written (read-only, full disk, no permission): the message names it."""
 
 
+class DiskFullError(StorageError):
+    """The disk (or the user's quota) holding a file to write is full: the message names the path, the
+    space left, and what to run once space is freed."""
+
+
 class RetrievalError(SharpError):
     """A retriever failed to answer a query."""
 

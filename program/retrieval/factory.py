@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from program.errors import IndexCorruptError, IndexMismatchError, IndexMissingError, IndexServerError, StorageError
-from program.retrieval import integrity
+from program.retrieval import integrity, store
 from program.retrieval.base import Retriever
 from program.retrieval.bm25 import BM25Retriever
 from program.retrieval.config import RetrieverConfig
@@ -247,7 +247,10 @@ def open_dense(index_dir: Path, manifest: dict, url: str | None, dataset: str | 
         raise type(exc)(
             f"{exc}{note}. Rebuild the index with: {index_command(index_dir, dataset, True, url)}"
         ) from None
-    except Exception as exc:  # chromadb's own errors on a damaged store
+    except Exception as exc:  # chromadb's own errors on a damaged store, or on a full disk (it writes to open)
+        if not url and store.disk_full(exc, where.path):  # not damage: a --rebuild would make it worse
+            then = "Free some space and run the command again (Chroma writes to its store even to read it)"
+            raise store.disk_full_error(exc, where.path, then) from None
         damage = [Damage(f"{CHROMA_DIR}/", f"does not open in Chroma ({type(exc).__name__}: {exc})")]
         raise IndexCorruptError(damage_message(index_dir, damage, dataset, url)) from None
 

@@ -14,6 +14,7 @@ Layout of an index folder::
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from program.errors import IndexCorruptError, StorageError
+from program.errors import DiskFullError, IndexCorruptError, StorageError
 from program.types import Passage
 
 MANIFEST = "manifest.json"
@@ -76,6 +77,8 @@ def write_manifest(index_dir: str | os.PathLike, manifest: dict[str, Any]) -> No
             os.fsync(f.fileno())
         os.replace(tmp, index_dir / MANIFEST)
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"the disk is full: cannot write {index_dir / MANIFEST}: {exc.strerror}") from None
         raise StorageError(f"cannot write {index_dir / MANIFEST}: {exc.strerror or exc}") from None
     finally:
         if os.path.exists(tmp):

@@ -9,12 +9,21 @@ embedder is refused with a message instead of answering with wrong neighbours.
 
 Chroma writes to ``chroma.sqlite3`` on every open, even to read. An embedded store in a read-only
 folder is therefore queried from a private temporary copy (made once per process, removed at exit).
+
+A full disk: SQLite says "database or disk is full", but Chroma's Rust layer often reports a failed
+write only as "Error in compaction: Failed to apply logs to the metadata segment" (or "... hnsw
+segment", "Error purging logs"). :func:`disk_full` calls such an error a full disk when the disk
+holding the store has less than LOW_SPACE free, and the build turns it into a DiskFullError naming
+the path. Chroma rewrites a segment's id map (index_metadata.pickle) by truncating it first, so a
+disk that fills then leaves a store Chroma cannot read again ("Error deserializing pickle file"):
+the build of an interrupted index drops such a store (:meth:`DenseStore.discard`) and embeds anew.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -30,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from program.errors import IndexMismatchError, IndexMissingError, IndexServerError, StorageError
+from program.errors import DiskFullError, IndexMismatchError, IndexMissingError, IndexServerError, StorageError
 from program.retrieval.manifest import CHROMA_DIR, COLLECTION
 
 log = logging.getLogger(__name__)
@@ -46,6 +55,11 @@ BUILT_WITH = {
     "corpus_sha256": "sharp_corpus_sha256",
 }
 _READ_ONLY_MARKERS = ("readonly database", "read-only", "unable to open database file", "permission denied")
+_FULL_MARKERS = ("database or disk is full", "no space left on device", "disk quota exceeded")
+_UNREADABLE_MARKERS = ("deserializ", "error loading hnsw index")  # a store's files Chroma cannot load
+# Bytes free below which a failed Chroma write is taken for a full disk: a failed SQLite transaction
+# gives back its journal, a chunk's few MB, before the error is seen.
+LOW_SPACE = 16 << 20
 _copies: dict[Path, Path] = {}
 
 
@@ -200,6 +214,15 @@ class DenseStore:
         with contextlib.suppress(NotFoundError):
             client.delete_collection(self.collection)
 
+    def discard(self) -> None:
+        """Remove an embedded store's folder, Chroma's cached client for it first (a store Chroma cannot
+        read any more, or one a failed write may have left unlike Chroma's memory of it)."""
+        if self.url:
+            raise ValueError("discard() is for an embedded store; a server collection is dropped with delete()")
+        release(self.path)
+        if self.path.exists():
+            shutil.rmtree(self.path)
+
     def check_built_with(self, collection: Any, built_with: dict) -> None:
         meta = collection.metadata or {}
         if not any(key in meta for key in BUILT_WITH.values()):
@@ -216,6 +239,63 @@ class DenseStore:
 
     def _place(self) -> str:
         return f"the Chroma server at {self.url}" if self.url else str(self.path)
+
+
+def is_chroma_error(exc: BaseException) -> bool:
+    """Raised by chromadb (its Python layer or its Rust bindings), not by our code or the OS."""
+    return type(exc).__module__.split(".")[0] == "chromadb"
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes this user may still write on the filesystem holding ``path`` (its nearest existing
+    folder); None when that cannot be read."""
+    path = Path(path)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def disk_full(exc: BaseException, path: Path, chroma: bool = True) -> bool:
+    """Whether ``exc`` comes from a full disk (or quota) under ``path``: an OSError ENOSPC or EDQUOT,
+    SQLite's "database or disk is full", or (``chroma``: the store is on this machine) an error of
+    Chroma's while that disk has less than LOW_SPACE free (Chroma's Rust layer drops the cause), unless
+    it says Chroma cannot load the store's files (that is a read, and no write would help)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if any(marker in f"{exc} {exc.__cause__ or ''}".lower() for marker in _FULL_MARKERS):
+        return True
+    if not chroma or not is_chroma_error(exc) or is_unreadable(exc):  # a failed read is no full disk
+        return False
+    free = free_bytes(path)
+    return free is not None and free < LOW_SPACE
+
+
+def is_unreadable(exc: BaseException) -> bool:
+    """Chroma cannot load a store's files (an id map cut short by a full disk: "Error deserializing
+    pickle file"; HNSW files it cannot load)."""
+    return is_chroma_error(exc) and any(marker in str(exc).lower() for marker in _UNREADABLE_MARKERS)
+
+
+def disk_full_error(exc: BaseException, path: Path, then: str) -> DiskFullError:
+    """The one-line DiskFullError for ``exc`` (see :func:`disk_full`): the path, the space left, the
+    error it came as, and ``then`` (what to run once space is freed)."""
+    free = free_bytes(path)
+    left = f"{_human(free)} free there" if free is not None else "free space unknown"
+    lines = str(exc).strip().splitlines()
+    cause = f"{type(exc).__name__}: {lines[0][:200] if lines else ''}".rstrip(": ")
+    return DiskFullError(f"the disk is full: cannot write {path} ({left}; {cause}). {then}")
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("bytes", "KB", "MB"):
+        if size < 1024:
+            return f"{n} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 def built_with(manifest: dict) -> dict:
@@ -286,3 +366,15 @@ def _forget_client(path: Path) -> None:
         from chromadb.api.shared_system_client import SharedSystemClient
 
         SharedSystemClient._identifier_to_system.pop(str(path), None)
+
+
+def release(path: Path) -> None:
+    """Stop and drop Chroma's cached system for the store at ``path``, so that the next client reads
+    the store from disk, as a new process does (after a failed write, Chroma's memory of the store is
+    no longer what its files hold)."""
+    with contextlib.suppress(Exception):
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        system = SharedSystemClient._identifier_to_system.pop(str(path), None)
+        if system is not None:
+            system.stop()
