@@ -5,7 +5,8 @@ When a build completes, the manifest records ``files``: for every file under ``b
 opens the store (``sharp retrieve``, ``sharp index`` on a complete index): those would look damaged
 after the first use. They are, in chromadb 1.5 (its Rust local segments, the hnswlib fork):
 
-* ``chroma.sqlite3``: written on every open (same size, other bytes). Recorded as
+* ``chroma.sqlite3``: written on every open (a row into its ``acquire_write`` table: other bytes,
+  and a page more now and then). Recorded as
   ``{"kind": "sqlite", "size": ...}`` with no checksum, checked by its own header instead (a truncated
   database is shorter than the page count its header declares) and, fully, by SQLite's
   ``quick_check``.
@@ -13,8 +14,8 @@ after the first use. They are, in chromadb 1.5 (its Rust local segments, the hns
   segment folder ``chroma/<uuid>/`` that has no ``index_metadata.pickle``. Chroma writes a segment's
   HNSW files and its pickle only when it persists, after ``sync_threshold`` (1000) new vectors; a
   store that never reached it has no pickle, and then every open initialises the HNSW files anew
-  (from memory it does not clear: ``length.bin`` gets other bytes each time) and re-inserts every
-  vector from the log in ``chroma.sqlite3``. Those files hold nothing Chroma reads back, so they are
+  (from memory it does not clear: ``length.bin``, at times ``data_level0.bin`` too, gets other bytes
+  each time) and re-inserts every vector from the log in ``chroma.sqlite3``. Those files hold nothing Chroma reads back, so they are
   recorded as ``{"kind": "scratch"}`` and not checked. A segment with a pickle is loaded from its
   files, which Chroma does not write again unless 1000 new vectors arrive (never on a read): every
   one of them is checksummed, the pickle included.
