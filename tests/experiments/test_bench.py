@@ -1,4 +1,4 @@
-"""`make bench` (experiments/benchmarks/suite.py) in its quick mode on the toy world: every section is in the
+"""`make bench` (experiments/lab/benchmarks/suite.py) in its quick mode on the toy world: every section is in the
 report, every ratio is the row's figure over the baseline row's of the same run, servers are stopped (also
 when a section fails or the run is interrupted). LMs are scripted: a model-free local session
 (doubles.TimedSession) in process and behind the real `sharp lm serve` HTTP layer, the toy world's rule LM
@@ -21,7 +21,7 @@ from live_servers import RuleServer
 from toy_world import write_dataset
 
 from data.indexing import build_index
-from experiments.benchmarks import bench_report, servers, suite
+from experiments.lab.benchmarks import bench_report, servers, suite
 from experiments.lm_timing import measure_session
 from experiments.runtime import dataset_source
 from program.errors import ModelFileError
