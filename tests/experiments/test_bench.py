@@ -193,6 +193,11 @@ def test_quick_bench_reports_every_section_against_its_baseline(toy_bench, tmp_p
     assert json.loads(js.read_text())["sections"].keys() == sections.keys()
     text = md.read_text()
     assert all(f"## {s['title']}" in text for s in sections.values()) and "(baseline)" in text
+    # they name no folder of this machine: the workspace (outside the checkout here) is WORKSPACE
+    ws = toy_bench[1]
+    assert report["settings"]["workspace"] == "WORKSPACE"
+    assert any("index WORKSPACE/indexes/hotpotqa" in n for n in sections["retrieval_latency"]["notes"])
+    assert str(ws) not in js.read_text() and str(ws) not in text
 
 
 def test_a_failing_section_is_reported_and_the_rest_still_run(toy_bench):

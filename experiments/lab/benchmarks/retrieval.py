@@ -361,6 +361,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
     dev = load_questions(args.dataset, "dev", args.data_dir)
     train = load_questions(args.dataset, "train", args.data_dir) if args.tune else []
     defaults = RetrieverConfig()
+    line = " ".join(sys.argv[1:] if argv is None else argv)
+    command = settings.portable(
+        f"python -m experiments.lab.benchmarks.retrieval {line}", ws
+    )  # no folder of this machine
     report: dict[str, Any] = {
         "dataset": args.dataset,
         "corpus_size": len(corpus),
@@ -368,8 +372,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "train_size": len(train) or None,
         "machine": f"{os.cpu_count()} CPU cores, no GPU",
         "generated_at": now_iso(),
-        "command": "python -m experiments.lab.benchmarks.retrieval "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
         "config": defaults.model_dump(exclude={"onnx_cache_dir"}),
     }
     from program.retrieval.dense import dense_document

@@ -267,14 +267,15 @@ def main(argv: Sequence[str] | None = None) -> dict:
     corpus = load_dataset_corpus(args.dataset, args.data_dir)
     corpus_bytes = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
+    line = " ".join(sys.argv[1:] if argv is None else argv)
+    command = settings.portable(f"python -m experiments.lab.benchmarks.scaling {line}", ws)  # no folder of this machine
     report: dict[str, Any] = {
         "dataset": args.dataset,
         "corpus_size": len(corpus),
         "threads": embed_threads(),
         "machine": f"{os.cpu_count()} CPU cores, no GPU, shared with other jobs",
         "generated_at": now_iso(),
-        "command": "python -m experiments.lab.benchmarks.scaling "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
     }
     if index_dir.exists():  # this benchmark's own folder: start empty, so the disk figures are of one build
         shutil.rmtree(index_dir)

@@ -51,6 +51,7 @@ from experiments.lab.benchmarks import servers
 from experiments.lab.benchmarks.bench_report import FAILED, Section, write
 from experiments.lab.benchmarks.retrieval import latency
 from experiments.lab.benchmarks.scaling import TimedEmbedder
+from experiments.settings import portable
 from program.errors import SharpError
 
 log = logging.getLogger("benchmarks.suite")
@@ -541,7 +542,9 @@ NEED_INDEX = {"retrieval_latency", "systems", "replay", "eval_threads"}
 
 
 def run(bench: Bench, only: list[str] | None = None, command: str = "") -> dict:
-    """Every section (or ``only`` those), in order; the report as a dict."""
+    """Every section (or ``only`` those), in order; the report as a dict, its paths written relative to the
+    checkout (or as WORKSPACE/...: experiments.settings.portable), so a committed report names no machine's
+    folders."""
     unknown = [k for k in only or [] if k not in SECTIONS]
     if unknown:
         raise BenchError(f"unknown section(s) {unknown}; valid: {', '.join(SECTIONS)}")
@@ -567,7 +570,7 @@ def run(bench: Bench, only: list[str] | None = None, command: str = "") -> dict:
             s.seconds = round(time.perf_counter() - t0, 1)
             out[key] = s.to_dict()
             log.info("bench: %s %s in %.0f s", key, s.status, s.seconds)
-    return {
+    report = {
         "generated_at": time.strftime("%Y-%m-%d %H:%M:%S"),
         "command": command,
         "quick": bench.sizes.mode == "quick",
@@ -582,6 +585,8 @@ def run(bench: Bench, only: list[str] | None = None, command: str = "") -> dict:
         "seconds": round(time.perf_counter() - started, 1),
         "sections": out,
     }
+    # paths (the workspace, --out, notes naming an index) relative to the checkout, or WORKSPACE/...
+    return portable(report, bench.workspace)
 
 
 @contextlib.contextmanager

@@ -349,6 +349,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     d = RetrieverConfig()
     texts = [dense_document(p, d.dense_text) for p in corpus]
     bm25 = LexicalVariants(corpus).rankings([q.question for q in dev], d.bm25_title_repeat, d.bm25_k1, d.bm25_b)
+    line = " ".join(sys.argv[1:] if argv is None else argv)
+    command = settings.portable(f"python -m experiments.lab.studies.embedding {line}", ws)  # no folder of this machine
     report: dict[str, Any] = {
         "dataset": args.dataset,
         "corpus_size": len(corpus),
@@ -356,8 +358,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "threads": threads,
         "machine": f"{os.cpu_count()} CPU cores, no GPU",
         "generated_at": now_iso(),
-        "command": "python -m experiments.lab.studies.embedding "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
         "methods": [],
     }
     fp32 = None
