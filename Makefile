@@ -54,14 +54,14 @@ test-local: setup
 	$(BIN)/python -m pytest -q -m local_lm
 
 # One benchmark report: workspace/reports/bench/bench.{json,md}, every figure against a baseline measured in the
-# same run (experiments/benchmarks/suite.py). About 10-15 min on 2 cores with the default model; run it alone.
+# same run (experiments/lab/benchmarks/suite.py). About 10-15 min on 2 cores with the default model; run it alone.
 # BENCH_ARGS=--quick for a short run, e.g. BENCH_ARGS="--quick --only systems,replay".
 BENCH_ARGS ?=
 bench: index
-	$(BIN)/python -m experiments.benchmarks.suite $(BENCH_ARGS)
+	$(BIN)/python -m experiments.lab.benchmarks.suite $(BENCH_ARGS)
 
 bench-retrieval: setup
-	$(BIN)/python -m experiments.benchmarks.retrieval --dataset hotpotqa
+	$(BIN)/python -m experiments.lab.benchmarks.retrieval --dataset hotpotqa
 
 bench-lm: setup
 	$(BIN)/sharp lm bench

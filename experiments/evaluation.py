@@ -12,6 +12,7 @@ import dspy
 from experiments import tracking
 from experiments.progress import Tally, showing, watched
 from experiments.runtime import Runtime
+from experiments.settings import portable
 from optimize.evaluate import EvalResult, evaluate, is_failed, read_rows
 from optimize.metrics import question_row
 from program.digest import digest
@@ -50,12 +51,14 @@ def settings_of(
     program's (entrant name, file); its system, config, retriever overrides and, without ``state``,
     its state are read from the file, nothing is built, so an edited or recompiled program never
     resumes stale rows either. ``judge``: the arena's answer judge. Where the vectors live
-    (``chroma_url``) changes no hit, so it is left out.
+    (``chroma_url``) changes no hit, so it is left out. Paths (a dataset folder, the program file) are
+    written relative to the checkout, or as WORKSPACE/... (settings.portable): the settings are saved next
+    to the results, which may be committed.
     """
     retriever = {k: v for k, v in (rt.retriever_config or {}).items() if k != "chroma_url"}
     out = {
         "system": system,
-        "dataset": rt.dataset,
+        "dataset": portable(rt.dataset, rt.workspace),
         "split": split,
         "question_ids_hash": digest([e.id for e in examples], 12),
         "config": config,
@@ -70,7 +73,7 @@ def settings_of(
         out.update(
             system=saved.system,
             program=name,
-            program_file=str(path),
+            program_file=portable(path, rt.workspace),
             config=saved.config,
             retriever={**retriever, "overrides": saved.retriever},
         )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 from experiments import logs
 from program.errors import ConfigError, StorageError
@@ -51,3 +53,29 @@ def index_dir(dataset: str, ws: Path | None = None) -> Path:
 def rerankers_dir(ws: Path | None = None) -> Path:
     """Where `sharp train-reranker` saves rerankers, each in a folder named after it."""
     return (ws or workspace()) / "rerankers"
+
+
+def portable(value: Any, ws: str | Path | None = None, root: str | Path = PROJECT_ROOT) -> Any:
+    """``value`` as a file meant to be committed may carry it: every absolute path inside the checkout
+    ``root``, alone or within text (a command line, a note), relative to it (``workspace/indexes/hotpotqa``,
+    ``.`` for the checkout itself), and one inside a workspace ``ws`` outside the checkout as
+    ``WORKSPACE/...``; other text is left as it is. A path, a string, or lists and dicts of them (JSON);
+    other values are returned unchanged. So a report names no folder of the machine that wrote it."""
+    root = Path(root).resolve()
+    # (folder, what the folder itself becomes, what a path below it starts with)
+    names = [(root, ".", "")]
+    if ws is not None and not Path(ws).resolve().is_relative_to(root):
+        names.insert(0, (Path(ws).resolve(), "WORKSPACE", "WORKSPACE/"))
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, str):
+        for path, itself, below in names:
+            # the folder itself, or a path below it; never a longer name (/work/main is no prefix of /work/main2)
+            pattern = re.escape(str(path)) + r"(?:/|(?![\w.-]))"
+            value = re.sub(pattern, lambda m, i=itself, b=below: b if m.group().endswith("/") else i, value)
+        return value
+    if isinstance(value, dict):
+        return {k: portable(v, ws, root) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable(v, ws, root) for v in value]
+    return value

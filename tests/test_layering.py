@@ -1,4 +1,6 @@
-"""The layers stand: program/ is free of tooling; data/ and optimize/ do not import each other."""
+"""The layers stand (ARCHITECTURE.md, "Layers"): program/ is free of tooling; data/ and optimize/ do not import
+each other; data/ takes from program/ only its value types, its errors and the retriever's building blocks;
+the composition root (experiments/ outside experiments/lab) never imports the lab."""
 
 from __future__ import annotations
 
@@ -42,6 +44,90 @@ def test_the_checker_sees_an_import(tmp_path):
     f = tmp_path / "x.py"
     f.write_text("import mlflow\nfrom optimize.metrics import answer_em\n")
     assert imported_roots(f) == {"mlflow", "optimize"}
+
+
+def imported_names(path: Path, package: str) -> set[str]:
+    """What ``path`` (a module of ``package``) imports, by full dotted name, relative imports resolved:
+    ``import a.b`` gives ``a.b``; ``from a.b import c`` gives ``a.b.c`` (c a submodule or a name in a.b)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            names |= {base if a.name == "*" else f"{base}.{a.name}" for a in node.names}
+    return names
+
+
+def _under(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+# data/ builds the indexes the retriever reads (BM25 files, the dense store, the manifest and its checksums),
+# so it uses the retriever's building blocks (program.retrieval) besides program's value types and errors;
+# never the DSPy program itself (signatures, systems, the LM layer, saved programs).
+DATA_MAY_TAKE_FROM_PROGRAM = ("program.types", "program.errors", "program.retrieval")
+LAB = ("experiments.lab",)
+
+
+def _modules(top: str, skip: tuple[str, ...] = ()) -> list[tuple[Path, str]]:
+    out = []
+    for path in sorted((ROOT / top).rglob("*.py")):
+        package = ".".join(path.relative_to(ROOT).parts[:-1])
+        if not _under(package, skip):
+            out.append((path, package))
+    return out
+
+
+def test_data_takes_from_program_only_value_types_errors_and_retrieval():
+    bad = {}
+    for path, package in _modules("data"):
+        taken = {n for n in imported_names(path, package) if n.split(".")[0] == "program"}
+        if crossing := sorted(n for n in taken if not _under(n, DATA_MAY_TAKE_FROM_PROGRAM)):
+            bad[str(path.relative_to(ROOT))] = crossing
+    assert not bad, f"data/ imports parts of program/ beyond {DATA_MAY_TAKE_FROM_PROGRAM}: {bad}"
+
+
+def test_the_composition_root_does_not_import_the_lab():
+    assert (ROOT / "experiments" / "lab" / "__init__.py").is_file()
+    bad = {}
+    for path, package in _modules("experiments", skip=LAB):
+        if crossing := sorted(n for n in imported_names(path, package) if _under(n, LAB)):
+            bad[str(path.relative_to(ROOT))] = crossing
+    assert not bad, f"the composition root imports the lab (experiments/lab): {bad}"
+
+
+def test_the_import_checker_resolves_every_spelling(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text(
+        "import experiments.lab.studies.embedding\n"
+        "from experiments import lab\n"
+        "from ..lab.benchmarks import suite\n"
+        "from .report import markdown\n"
+        "def f():\n"
+        "    from program.retrieval.bm25 import BM25Retriever\n"
+        "    from program import sharp\n"
+    )
+    names = imported_names(f, "experiments.commands")
+    assert names == {
+        "experiments.lab.studies.embedding",
+        "experiments.lab",
+        "experiments.lab.benchmarks.suite",
+        "experiments.commands.report.markdown",
+        "program.retrieval.bm25.BM25Retriever",
+        "program.sharp",
+    }
+    assert sorted(n for n in names if _under(n, LAB)) == [
+        "experiments.lab",
+        "experiments.lab.benchmarks.suite",
+        "experiments.lab.studies.embedding",
+    ]
+    taken = sorted(n for n in names if n.startswith("program") and not _under(n, DATA_MAY_TAKE_FROM_PROGRAM))
+    assert taken == ["program.sharp"]
 
 
 def private_uses(path: Path) -> list[str]:

@@ -1,6 +1,6 @@
-"""The product stands without the scripts: nothing in program/, optimize/, data/ or experiments/ (outside
-experiments/benchmarks and experiments/studies) imports a benchmark or a study, or runs one by module name
-(a docstring may name one); and the design studies are left out of the installed package."""
+"""The product stands without the lab: nothing in program/, optimize/, data/ or experiments/ (outside
+experiments/lab, which holds the benchmarks and the design studies) imports a benchmark or a study, or runs
+one by module name (a docstring may name one); and the lab is left out of the installed package."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("program", "optimize", "data", "experiments")
-SCRIPTS = ("experiments.benchmarks", "experiments.studies")
+SCRIPTS = ("experiments.lab",)
 SCRIPT_DIRS = tuple(ROOT / Path(*s.split(".")) for s in SCRIPTS)
-# a module path inside a string: experiments.studies.x or experiments/studies/x.py
-NAMED = re.compile(r"experiments[./](?:benchmarks|studies)(?:[./]\w+)*")
+# a module path inside a string: experiments.lab.studies.x or experiments/lab/studies/x.py
+NAMED = re.compile(r"experiments[./]lab(?:[./]\w+)*")
 
 
 def _is_script(module: str) -> bool:
@@ -35,9 +35,9 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def script_uses(path: Path, package: str) -> list[str]:
-    """Imports of a benchmark or study in ``path`` (a module of ``package``): absolute, relative,
-    ``from experiments import studies``; and strings other than docstrings naming one
-    (``python -m experiments.studies.x``, ``importlib.import_module``)."""
+    """Imports of the lab (a benchmark or a study) in ``path`` (a module of ``package``): absolute, relative,
+    ``from experiments import lab``; and strings other than docstrings naming one
+    (``python -m experiments.lab.studies.x``, ``importlib.import_module``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     docstrings = _docstrings(tree)
     found = []
@@ -68,39 +68,39 @@ def product_files() -> list[tuple[Path, str]]:
 
 def test_the_product_imports_no_benchmark_and_no_study():
     bad = {str(p.relative_to(ROOT)): uses for p, pkg in product_files() if (uses := script_uses(p, pkg))}
-    assert not bad, f"product modules reach into benchmarks or studies: {bad}"
+    assert not bad, f"product modules reach into the lab: {bad}"
 
 
 def test_the_checker_sees_every_spelling(tmp_path):
     f = tmp_path / "x.py"
     f.write_text(
-        '"""Measured by experiments/studies/embedding.py (a docstring may say so)."""\n'
-        "import experiments.studies.loop_analysis\n"
-        "from experiments.benchmarks import retrieval\n"
-        "from experiments import studies\n"
-        "from ..benchmarks.suite import main\n"
+        '"""Measured by experiments/lab/studies/embedding.py (a docstring may say so)."""\n'
+        "import experiments.lab.studies.loop_analysis\n"
+        "from experiments.lab.benchmarks import retrieval\n"
+        "from experiments import lab\n"
+        "from ..lab.benchmarks.suite import main\n"
         "from experiments.report import markdown\n"
-        "CMD = ['python', '-m', 'experiments.benchmarks.suite']\n"
-        "NOTE = 'see experiments/studies/second_hop.py'\n"
+        "CMD = ['python', '-m', 'experiments.lab.benchmarks.suite']\n"
+        "NOTE = 'see experiments/lab/studies/second_hop.py'\n"
         "def f():\n"
-        "    '''Also fine: experiments.studies.record_loop.'''\n"
+        "    '''Also fine: experiments.lab.studies.record_loop.'''\n"
     )
     assert script_uses(f, "experiments.commands") == [
-        "experiments.benchmarks.retrieval",
-        "experiments.benchmarks.suite",
-        "experiments.benchmarks.suite.main",
-        "experiments.studies",
-        "experiments.studies.loop_analysis",
-        "experiments.studies.second_hop",
+        "experiments.lab",
+        "experiments.lab.benchmarks.retrieval",
+        "experiments.lab.benchmarks.suite",
+        "experiments.lab.benchmarks.suite.main",
+        "experiments.lab.studies.loop_analysis",
+        "experiments.lab.studies.second_hop",
     ]
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib")
-def test_the_studies_are_left_out_of_the_installed_package():
+def test_the_lab_is_left_out_of_the_installed_package():
     import tomllib
     from setuptools import find_packages
 
     find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     packages = set(find_packages(str(ROOT), include=find["include"], exclude=find.get("exclude", ())))
-    assert {"program", "optimize", "data", "experiments", "experiments.commands", "experiments.benchmarks"} <= packages
-    assert not [p for p in packages if p.startswith("experiments.studies")]
+    assert {"program", "optimize", "data", "experiments", "experiments.commands"} <= packages
+    assert not [p for p in packages if p == "experiments.lab" or p.startswith("experiments.lab.")]

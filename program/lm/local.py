@@ -134,7 +134,7 @@ class TopLogprobs:
     every prompt token: ~600 KB each for a 152k vocabulary, and a slower prompt pass). The sampler
     sees the next-token logits anyway, so this reads them there, before the grammar and the greedy
     pick, at the cost of one log-softmax per generated token (small against generating the token:
-    experiments/RESULTS.md, 'Token log-probabilities'). The chosen token of step i is read at step i+1
+    experiments/RESULTS.md, 'Critic discrimination'). The chosen token of step i is read at step i+1
     (it is then the last input id).
     """
 

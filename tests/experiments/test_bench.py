@@ -1,4 +1,4 @@
-"""`make bench` (experiments/benchmarks/suite.py) in its quick mode on the toy world: every section is in the
+"""`make bench` (experiments/lab/benchmarks/suite.py) in its quick mode on the toy world: every section is in the
 report, every ratio is the row's figure over the baseline row's of the same run, servers are stopped (also
 when a section fails or the run is interrupted). LMs are scripted: a model-free local session
 (doubles.TimedSession) in process and behind the real `sharp lm serve` HTTP layer, the toy world's rule LM
@@ -21,7 +21,7 @@ from live_servers import RuleServer
 from toy_world import write_dataset
 
 from data.indexing import build_index
-from experiments.benchmarks import bench_report, servers, suite
+from experiments.lab.benchmarks import bench_report, servers, suite
 from experiments.lm_timing import measure_session
 from experiments.runtime import dataset_source
 from program.errors import ModelFileError
@@ -193,6 +193,11 @@ def test_quick_bench_reports_every_section_against_its_baseline(toy_bench, tmp_p
     assert json.loads(js.read_text())["sections"].keys() == sections.keys()
     text = md.read_text()
     assert all(f"## {s['title']}" in text for s in sections.values()) and "(baseline)" in text
+    # they name no folder of this machine: the workspace (outside the checkout here) is WORKSPACE
+    ws = toy_bench[1]
+    assert report["settings"]["workspace"] == "WORKSPACE"
+    assert any("index WORKSPACE/indexes/hotpotqa" in n for n in sections["retrieval_latency"]["notes"])
+    assert str(ws) not in js.read_text() and str(ws) not in text
 
 
 def test_a_failing_section_is_reported_and_the_rest_still_run(toy_bench):

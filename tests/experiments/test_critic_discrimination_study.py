@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from experiments.studies.critic_discrimination import evidence_pair, summarize
+from experiments.lab.studies.critic_discrimination import evidence_pair, summarize
 from program.types import Passage
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from experiments.studies.evidence_selection import pooled, question_first, round_robin, rrf, score
+from experiments.lab.studies.evidence_selection import pooled, question_first, round_robin, rrf, score
 
 TRACE = [
     {"role": "retriever", "queries": ["q", "a"], "retrieved_ids": [["1", "2", "3"], ["4", "2", "5"]]},

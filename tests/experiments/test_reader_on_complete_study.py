@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments.studies.reader_on_complete import main, reader_on_complete
+from experiments.lab.studies.reader_on_complete import main, reader_on_complete
 
 
 def write(path, rows):

@@ -10,6 +10,7 @@ import dspy
 from doubles import KeywordRetriever
 
 from experiments.evaluation import results_file, settings_of
+from experiments.settings import PROJECT_ROOT, portable
 from program.registry import build_system, config_for
 from program.saved import save_program
 
@@ -74,3 +75,29 @@ def test_a_program_is_read_from_its_file_and_a_recompiled_one_differs(tmp_path):
     assert {k: v for k, v in again.items() if k != "program_state_hash"} == {
         k: v for k, v in s.items() if k != "program_state_hash"
     }
+
+
+def test_paths_in_saved_settings_name_no_folder_of_the_machine(tmp_path):
+    """The settings are saved next to the results, which are committed: a dataset folder and a program
+    file are written relative to the checkout, or as WORKSPACE/... when the workspace lies elsewhere."""
+    ws = tmp_path / "ws"
+    rt = Runtime(workspace=ws)
+    rt.dataset = str(ws / "data" / "held-out")
+    s = settings_of(rt, "mine", "dev", EXAMPLES, program=("mine", saved(ws / "programs" / "p.json")))
+    assert (s["dataset"], s["program_file"]) == ("WORKSPACE/data/held-out", "WORKSPACE/programs/p.json")
+    shipped = PROJECT_ROOT / "program" / "compiled" / "p.json"
+    assert portable({"file": shipped, "why": [f"built from {PROJECT_ROOT}"]}) == {
+        "file": "program/compiled/p.json",
+        "why": ["built from ."],
+    }
+    assert settings_of(Runtime(), "vanilla", "dev", EXAMPLES)["dataset"] == "hotpotqa"  # a name stays a name
+
+
+def test_portable_rewrites_only_the_checkout_and_the_workspace(tmp_path):
+    root, ws = tmp_path / "main", tmp_path / "ws"
+    line = f"run --workspace {ws} --out {ws}/reports/b --data {root}/data; not {root}2/x, {tmp_path}/other"
+    assert portable(line, ws, root) == (
+        f"run --workspace WORKSPACE --out WORKSPACE/reports/b --data data; not {root}2/x, {tmp_path}/other"
+    )
+    inside = root / "workspace"  # the default ./workspace: relative to the checkout, not WORKSPACE
+    assert portable([f"{inside}/indexes/h", 3, None], inside, root) == ["workspace/indexes/h", 3, None]

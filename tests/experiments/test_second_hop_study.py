@@ -7,7 +7,7 @@ import pytest
 from doubles import RankedRetriever
 from doubles import ranked_passage as P
 
-from experiments.studies.second_hop import GRID, all_gold, grid
+from experiments.lab.studies.second_hop import GRID, all_gold, grid
 from program.retrieval.hop import HopRetriever
 
 

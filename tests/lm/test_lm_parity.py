@@ -153,7 +153,7 @@ def _normalized(outputs: list) -> list:
     reason=f"needs llama-cpp-python and {PARITY_MODEL}",
 )
 def test_the_real_model_answers_the_same_in_process_and_through_sharp_lm_serve():
-    from experiments.benchmarks.servers import lm_server
+    from experiments.lab.benchmarks.servers import lm_server
     from program.lm.local import unload_all
 
     spec = {"cache": False, "max_tokens": 64, "n_ctx": 4096}  # a weak model rambles: keep its replies short

@@ -1,5 +1,5 @@
 """Prompt-prefix reuse changes what is evaluated, never what is answered (the parity half of
-experiments/benchmarks/prefix_reuse.py, whose timing half is a section of `make bench`).
+experiments/lab/benchmarks/prefix_reuse.py, whose timing half is a section of `make bench`).
 
 Without a model: the reused tokens a session reports reach the ledger, so the bench's "evaluated" figures
 are what the session skipped. With the real model (marked local_lm): two predictors interleaved, as SHARP's
@@ -13,7 +13,7 @@ import importlib.util
 import pytest
 from doubles import TimedSession, session_lm
 
-from experiments.benchmarks import prefix_reuse as pr
+from experiments.lab.benchmarks import prefix_reuse as pr
 
 
 def interleaved(n: int) -> list:

@@ -1,6 +1,6 @@
 """Study behind the critic's layout and stop threshold: does the critic notice a missing gold paragraph?
 
-    python -m experiments.studies.critic_discrimination [N] [--split train] [--variants a,b] [--cap 5]
+    python -m experiments.lab.studies.critic_discrimination [N] [--split train] [--variants a,b] [--cap 5]
 
 For each of N seeded questions the critic judges two evidence sets built from the hybrid top-10
 for the question: *complete* (every gold paragraph plus the best-ranked others, up to the cap)

@@ -1,6 +1,6 @@
 """Write a split's held-out questions (after the first N seeded ones) as a dataset folder any command reads.
 
-    python -m experiments.studies.heldout --dataset hotpotqa --split train --offset 478 OUT_DIR
+    python -m experiments.lab.studies.heldout --dataset hotpotqa --split train --offset 478 OUT_DIR
 
 The first N seeded train questions fit the evidence ranker (`sharp fit-ranker`); the rest are held out
 for choosing SHARP's settings (never dev). OUT_DIR/dev.json holds them in the dataset's own format and

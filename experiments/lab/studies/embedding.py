@@ -1,6 +1,6 @@
 """Study behind the onnx-int8 per-text embedder: padded batches (before) vs one text per run (after).
 
-    python -m experiments.studies.embedding --dataset hotpotqa [--methods before,after,static,onnx]
+    python -m experiments.lab.studies.embedding --dataset hotpotqa [--methods before,after,static,onnx]
 
 Methods (same MiniLM weights, max_seq_length 128, 'title. text' passages):
   before  the embedder up to commit 49bcb0e: the int8 graph fed padded batches of up to 64 texts /
@@ -19,7 +19,7 @@ batch-invariance check: every dev question embedded inside random batches of 1, 
 questions (a seeded permutation cut in batches) against alone: max |difference| of the vectors and the
 number of questions whose top-10 dense / hybrid hits change, plus 200 seeded passages embedded alone
 against their vectors from the corpus run. Writes WORKSPACE/benchmarks/embedding_<dataset>.json and .md.
-Run it under the shared lock: flock /tmp/sharp-heavy.lock python -m experiments.studies.embedding
+Run it under the shared lock: flock /tmp/sharp-heavy.lock python -m experiments.lab.studies.embedding
 """
 
 from __future__ import annotations
@@ -36,7 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from experiments.benchmarks.retrieval import LexicalVariants, embed_sorted, exact_dense, fuse_indices, score_rankings
+from experiments.lab.benchmarks.retrieval import (
+    LexicalVariants,
+    embed_sorted,
+    exact_dense,
+    fuse_indices,
+    score_rankings,
+)
 
 log = logging.getLogger("studies.embedding")
 
@@ -343,6 +349,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     d = RetrieverConfig()
     texts = [dense_document(p, d.dense_text) for p in corpus]
     bm25 = LexicalVariants(corpus).rankings([q.question for q in dev], d.bm25_title_repeat, d.bm25_k1, d.bm25_b)
+    line = " ".join(sys.argv[1:] if argv is None else argv)
+    command = settings.portable(f"python -m experiments.lab.studies.embedding {line}", ws)  # no folder of this machine
     report: dict[str, Any] = {
         "dataset": args.dataset,
         "corpus_size": len(corpus),
@@ -350,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "threads": threads,
         "machine": f"{os.cpu_count()} CPU cores, no GPU",
         "generated_at": now_iso(),
-        "command": "python -m experiments.studies.embedding " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
         "methods": [],
     }
     fp32 = None

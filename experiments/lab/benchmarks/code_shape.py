@@ -1,6 +1,6 @@
 """The shape of the code: the longest functions and the repeated code, for a tree now and at another commit.
 
-    python -m experiments.benchmarks.code_shape [--rev REV] [--top 10]
+    python -m experiments.lab.benchmarks.code_shape [--rev REV] [--top 10]
 
 Function lengths come from the AST of every ``.py`` file under program/, optimize/, data/ and experiments/
 (lines from ``def`` to the last line of the body). Repeated code is the ``duplicates`` tool's count of pairs of

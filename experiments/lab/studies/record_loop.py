@@ -4,7 +4,7 @@ One recording per question (optimize.replay.record: every round's critique, brid
 answer), resumable; `loop_analysis` reads it. The held-out questions are the train split's seeded order
 after the first ``--offset`` (the reranker trains on the first 478), so the reranker never saw them.
 
-    python -m experiments.studies.record_loop --dataset hotpotqa --offset 478 --limit 120 \
+    python -m experiments.lab.studies.record_loop --dataset hotpotqa --offset 478 --limit 120 \
         --set bridge=always --retriever-set second_hop=true --retriever-set reranker=hotpotqa OUT.jsonl
 """
 

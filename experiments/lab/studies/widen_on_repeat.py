@@ -1,6 +1,6 @@
 """Study of the no_new_queries stop: would re-asking the same queries at a wider k rescue it? No LM needed.
 
-    python -m experiments.studies.widen_on_repeat RESULTS.jsonl [--dataset 2wikimultihopqa] [--split dev]
+    python -m experiments.lab.studies.widen_on_repeat RESULTS.jsonl [--dataset 2wikimultihopqa] [--split dev]
 
 SHARP stops with ``no_new_queries`` when the critic asks for more evidence but suggests only searches
 already made. The alternative policy re-issues every query asked so far at the next round's k. This reads
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from experiments.studies.evidence_selection import pooled
+from experiments.lab.studies.evidence_selection import pooled
 from optimize.evaluate import read_results
 from program.sharp import SharpConfig
 from program.types import Passage

@@ -4,7 +4,7 @@ Variants: hybrid; hybrid + second hop; the reranker over hybrid's top 20; over t
 (rerank after the hop); under the hop (each search reranked against its own query, then combined).
 Prints recall@k and all-gold@k at k = 3, 5, 7 for each.
 
-    python -m experiments.studies.rerank_stage --dataset hotpotqa --reranker hotpotqa --offset 478 --limit 120
+    python -m experiments.lab.studies.rerank_stage --dataset hotpotqa --reranker hotpotqa --offset 478 --limit 120
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Index-build costs measured on a real corpus, per passage, to extrapolate to a larger one (experiments/SCALING.md).
 
-    python -m experiments.benchmarks.scaling --dataset hotpotqa --workspace WS [--target 5000000]
+    python -m experiments.lab.benchmarks.scaling --dataset hotpotqa --workspace WS [--target 5000000]
 
 Builds the default index of the dataset's corpus from scratch in WS/indexes/scaling-<dataset> (never
 the shared workspace) with the code `sharp index` runs (data.indexing.build_index), sampling this
@@ -113,7 +113,7 @@ def sqlite_tables(db: Path, top: int = 6) -> list[tuple[str, int]]:
 
 
 def throughput(texts: list[str], thread_counts: Sequence[int]) -> list[dict]:
-    from experiments.benchmarks.retrieval import embed_sorted
+    from experiments.lab.benchmarks.retrieval import embed_sorted
     from program.retrieval.embedder import Embedder
 
     rows = []
@@ -267,13 +267,15 @@ def main(argv: Sequence[str] | None = None) -> dict:
     corpus = load_dataset_corpus(args.dataset, args.data_dir)
     corpus_bytes = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
+    line = " ".join(sys.argv[1:] if argv is None else argv)
+    command = settings.portable(f"python -m experiments.lab.benchmarks.scaling {line}", ws)  # no folder of this machine
     report: dict[str, Any] = {
         "dataset": args.dataset,
         "corpus_size": len(corpus),
         "threads": embed_threads(),
         "machine": f"{os.cpu_count()} CPU cores, no GPU, shared with other jobs",
         "generated_at": now_iso(),
-        "command": "python -m experiments.benchmarks.scaling " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
     }
     if index_dir.exists():  # this benchmark's own folder: start empty, so the disk figures are of one build
         shutil.rmtree(index_dir)
@@ -314,7 +316,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
         for i in rng.choice(len(corpus), min(2000, len(corpus)), replace=False)
     ]
     report["throughput"] = throughput(sample, sorted({1, embed_threads()}))
-    cmd = [sys.executable, "-m", "experiments.benchmarks.scaling", "--dataset", args.dataset, "--workspace", str(ws)]
+    cmd = [sys.executable, "-m", "experiments.lab.benchmarks.scaling"]
+    cmd += ["--dataset", args.dataset, "--workspace", str(ws)]
     cmd += ["--probe", str(index_dir), "--latency-queries", str(args.latency_queries)]
     if args.data_dir:
         cmd += ["--data-dir", args.data_dir]

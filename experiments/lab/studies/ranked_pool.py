@@ -1,9 +1,9 @@
 """Study behind SHARP's settings over the evidence ranker: which searches add gold to its top passages.
 
-    python -m experiments.studies.ranked_pool REC.jsonl.gz [--ranker hotpotqa] [--offset 478] [--out OUT.json]
+    python -m experiments.lab.studies.ranked_pool REC.jsonl.gz [--ranker hotpotqa] [--offset 478] [--out OUT.json]
 
 Reads a loop recording of held-out train questions (experiments/results/hotpotqa-train-loop/recording.jsonl.gz,
-made by experiments/studies/record_loop.py before the ranker existed) for the LM-written searches it holds
+made by experiments/lab/studies/record_loop.py before the ranker existed) for the LM-written searches it holds
 (the planner's sub-queries, the first bridge entity, the critic's first retry query), searches them again
 through the evidence ranker, and reports all-gold of the capped evidence (no LM call) for:
 

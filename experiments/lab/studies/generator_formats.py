@@ -1,6 +1,6 @@
 """Study behind the generator's prompt layout and JSON adapter: variants of one call on the same evidence.
 
-    python -m experiments.studies.generator_formats [N] [--variants a,b,...] [--k 5] [--chars 600]
+    python -m experiments.lab.studies.generator_formats [N] [--variants a,b,...] [--k 5] [--chars 600]
 
 Retrieves the hybrid top-k once for each of N seeded HotpotQA dev questions (the same questions
 `sharp eval --limit N --seed 0` uses), then answers every question with each variant of the
@@ -12,7 +12,7 @@ difference of each variant to the first. Variants:
 - ``evidence-first``: the current GenerateAnswer (evidence, then question last), ChatAdapter.
 - ``evidence-first-json``: the same signature through the JSON adapter (grammar-constrained).
 - ``answer-only``: evidence first, no ``supporting_passages`` output field.
-- ``raw``: one raw chat call with a one-line system prompt (experiments.studies.raw_reference).
+- ``raw``: one raw chat call with a one-line system prompt (experiments.lab.studies.raw_reference).
 
 DSPy's cache is off, so every call is cold and timed.
 """
@@ -47,7 +47,7 @@ def _answer(variant: str, lm, session, question: str, evidence: str) -> tuple[st
     """The variant's answer and the prompt tokens it took."""
     import dspy
 
-    from experiments.studies.raw_reference import SYSTEM
+    from experiments.lab.studies.raw_reference import SYSTEM
     from program.lm.accounting import recording
 
     if variant == "raw":

@@ -1,6 +1,6 @@
 """Study behind round-robin evidence: selection rules for the generator's passages, replayed on SHARP traces.
 
-    python -m experiments.studies.evidence_selection RESULTS.jsonl [--dataset hotpotqa] [--split dev] [--caps 5,6,8]
+    python -m experiments.lab.studies.evidence_selection RESULTS.jsonl [--dataset hotpotqa] [--split dev] [--caps 5,6,8]
 
 SHARP pools the passages of every query it asked (the question, the planner's sub-queries, the
 critic's retry queries) and shows the generator ``evidence_cap`` of them. The rule that picks them

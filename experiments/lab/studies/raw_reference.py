@@ -1,6 +1,6 @@
 """Study reference point for generator_formats: one raw chat call per question (no DSPy prompt format).
 
-    python -m experiments.studies.raw_reference [N]
+    python -m experiments.lab.studies.raw_reference [N]
 
 Retrieves the hybrid top-5 for each of N seeded HotpotQA dev questions, asks the local 1.5B model
 with a one-line "short answer only" system prompt, and prints one JSON line per question and the

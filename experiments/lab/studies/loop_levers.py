@@ -8,8 +8,8 @@ Three questions, each answered from the recording (and, for ``reasoning``, a few
 * ``reasoning``: chain-of-thought against the plain generator on the comparison and yes/no questions, on
   the evidence of the round the tuned policy answers from (round 1).
 
-    python -m experiments.studies.loop_levers evidence REC.jsonl
-    python -m experiments.studies.loop_levers reasoning REC.jsonl --out rows.jsonl
+    python -m experiments.lab.studies.loop_levers evidence REC.jsonl
+    python -m experiments.lab.studies.loop_levers reasoning REC.jsonl --out rows.jsonl
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Retrieval benchmark: embedding backends, index build, fusion tuning (train), dev quality, latency.
 
-    python -m experiments.benchmarks.retrieval --dataset hotpotqa [--tune] [--backends torch,onnx,onnx-int8]
+    python -m experiments.lab.benchmarks.retrieval --dataset hotpotqa [--tune] [--backends torch,onnx,onnx-int8]
 
 Writes WORKSPACE/benchmarks/retrieval_<dataset>.json and .md. Steps:
   1. throughput of each embedding backend x max_seq_length on a seeded 1,000-passage sample;
@@ -11,7 +11,7 @@ Writes WORKSPACE/benchmarks/retrieval_<dataset>.json and .md. Steps:
   4. the built index (WORKSPACE/indexes/<dataset>, built by `sharp index` if missing): build time
      from its manifest, then dev recall@5/@10, all-gold@10 per mode through open_retriever, and
      single-query latency p50/p95 per mode (query embedding included).
-Run it under the shared lock: flock /tmp/sharp-heavy.lock python -m experiments.benchmarks.retrieval
+Run it under the shared lock: flock /tmp/sharp-heavy.lock python -m experiments.lab.benchmarks.retrieval
 """
 
 from __future__ import annotations
@@ -361,6 +361,10 @@ def main(argv: Sequence[str] | None = None) -> dict:
     dev = load_questions(args.dataset, "dev", args.data_dir)
     train = load_questions(args.dataset, "train", args.data_dir) if args.tune else []
     defaults = RetrieverConfig()
+    line = " ".join(sys.argv[1:] if argv is None else argv)
+    command = settings.portable(
+        f"python -m experiments.lab.benchmarks.retrieval {line}", ws
+    )  # no folder of this machine
     report: dict[str, Any] = {
         "dataset": args.dataset,
         "corpus_size": len(corpus),
@@ -368,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "train_size": len(train) or None,
         "machine": f"{os.cpu_count()} CPU cores, no GPU",
         "generated_at": now_iso(),
-        "command": "python -m experiments.benchmarks.retrieval " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command,
         "config": defaults.model_dump(exclude={"onnx_cache_dir"}),
     }
     from program.retrieval.dense import dense_document

@@ -5,7 +5,7 @@ Per round: all-gold of the evidence and of the whole pool, EM/F1 of the round's 
 gold paragraph the pool lacked; the critic: AUROC of its token P(sufficient) and of a logistic regression
 over the critique features (cross-validated by question); the best fixed round and an oracle stop.
 
-    python -m experiments.studies.loop_analysis --dataset hotpotqa --offset 478 --limit 120 REC.jsonl
+    python -m experiments.lab.studies.loop_analysis --dataset hotpotqa --offset 478 --limit 120 REC.jsonl
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Study behind the second-hop settings: how often every gold paragraph is in the top k with the no-LM hop.
 
-    python -m experiments.studies.second_hop [--dataset hotpotqa] [--n-train 300] [--n-dev 100]
+    python -m experiments.lab.studies.second_hop [--dataset hotpotqa] [--n-train 300] [--n-dev 100]
 
 Settings are chosen on a seeded sample of the *train* split (a grid over the share of k kept from the
 question's own hits, the number of seed passages and the characters of each seed in its hop query,

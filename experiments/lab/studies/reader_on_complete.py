@@ -1,6 +1,6 @@
 """Study of the reader alone: EM on the questions whose evidence held every gold paragraph (issue 20, lever 3).
 
-    python -m experiments.studies.reader_on_complete LABEL=RESULTS.jsonl [LABEL=RESULTS.jsonl ...] [--json]
+    python -m experiments.lab.studies.reader_on_complete LABEL=RESULTS.jsonl [LABEL=RESULTS.jsonl ...] [--json]
 
 Reads compact result files (experiments/results/...; no model runs) and reports, per system: its EM on the
 questions where *its own* evidence was complete (all-gold = 1), its EM on the questions where *every* listed

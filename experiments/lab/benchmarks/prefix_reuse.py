@@ -1,6 +1,6 @@
 """Prompt-prefix reuse on a local model: prompt tokens actually evaluated, with and without reuse.
 
-    python -m experiments.benchmarks.prefix_reuse [--model local/qwen2.5-coder-0.5b] [--n 20]
+    python -m experiments.lab.benchmarks.prefix_reuse [--model local/qwen2.5-coder-0.5b] [--n 20]
 
 Part 1: one ``dspy.Predict`` with 4 demos answers N different inputs, (a) evaluating every prompt
 from scratch, (b) with prefix reuse. Part 2: two predictors with their own demos interleaved

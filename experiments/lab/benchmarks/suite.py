@@ -1,9 +1,9 @@
 """One benchmark report (`make bench`): SHARP's speeds, each as a ratio to a baseline measured in the same run.
 
-    python -m experiments.benchmarks.suite [--quick] [--model local/qwen2.5-coder-1.5b] [--workspace WS]
+    python -m experiments.lab.benchmarks.suite [--quick] [--model local/qwen2.5-coder-1.5b] [--workspace WS]
         [--out DIR] [--only index_build,systems,...]
 
-Sections, each against its baseline row (experiments/benchmarks/bench_report.py has the report's shape):
+Sections, each against its baseline row (experiments/lab/benchmarks/bench_report.py has the report's shape):
   index_build        passages/s building the default index of a seeded corpus sample in a temp folder
                      with every embedding thread, and the embedder alone, against one thread
   retrieval_latency  ms per query on WS/indexes/DATASET (opened read-only): dense, hybrid, hybrid + second
@@ -46,11 +46,12 @@ from typing import Any, Protocol
 import numpy as np
 from dspy.utils.exceptions import DSPyError
 
-from experiments.benchmarks import prefix_reuse as prefix_bench
-from experiments.benchmarks import servers
-from experiments.benchmarks.bench_report import FAILED, Section, write
-from experiments.benchmarks.retrieval import latency
-from experiments.benchmarks.scaling import TimedEmbedder
+from experiments.lab.benchmarks import prefix_reuse as prefix_bench
+from experiments.lab.benchmarks import servers
+from experiments.lab.benchmarks.bench_report import FAILED, Section, write
+from experiments.lab.benchmarks.retrieval import latency
+from experiments.lab.benchmarks.scaling import TimedEmbedder
+from experiments.settings import portable
 from program.errors import SharpError
 
 log = logging.getLogger("benchmarks.suite")
@@ -307,7 +308,7 @@ def prefix_reuse(b: Bench, s: Section) -> None:
         )
     c = prefix_bench.compare(runs["off"], runs["states"])
     s.notes.append(
-        f"one dspy.Predict with 4 demos over {len(calls)} inputs (experiments/benchmarks/prefix_reuse.py); "
+        f"one dspy.Predict with 4 demos over {len(calls)} inputs (experiments/lab/benchmarks/prefix_reuse.py); "
         f"a call's seconds include its few answer tokens; same outputs: {c['same_outputs']}"
     )
 
@@ -541,7 +542,9 @@ NEED_INDEX = {"retrieval_latency", "systems", "replay", "eval_threads"}
 
 
 def run(bench: Bench, only: list[str] | None = None, command: str = "") -> dict:
-    """Every section (or ``only`` those), in order; the report as a dict."""
+    """Every section (or ``only`` those), in order; the report as a dict, its paths written relative to the
+    checkout (or as WORKSPACE/...: experiments.settings.portable), so a committed report names no machine's
+    folders."""
     unknown = [k for k in only or [] if k not in SECTIONS]
     if unknown:
         raise BenchError(f"unknown section(s) {unknown}; valid: {', '.join(SECTIONS)}")
@@ -567,7 +570,7 @@ def run(bench: Bench, only: list[str] | None = None, command: str = "") -> dict:
             s.seconds = round(time.perf_counter() - t0, 1)
             out[key] = s.to_dict()
             log.info("bench: %s %s in %.0f s", key, s.status, s.seconds)
-    return {
+    report = {
         "generated_at": time.strftime("%Y-%m-%d %H:%M:%S"),
         "command": command,
         "quick": bench.sizes.mode == "quick",
@@ -582,6 +585,8 @@ def run(bench: Bench, only: list[str] | None = None, command: str = "") -> dict:
         "seconds": round(time.perf_counter() - started, 1),
         "sections": out,
     }
+    # paths (the workspace, --out, notes naming an index) relative to the checkout, or WORKSPACE/...
+    return portable(report, bench.workspace)
 
 
 @contextlib.contextmanager
@@ -619,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.questions < 1:
             ap.error("--questions must be at least 1")
         sizes = replace(sizes, questions=args.questions, replay_questions=min(sizes.replay_questions, args.questions))
-    command = "python -m experiments.benchmarks.suite " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m experiments.lab.benchmarks.suite " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         with _sigterm_unwinds():
             bench = Bench(
