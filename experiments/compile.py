@@ -21,19 +21,9 @@ import dspy
 
 from experiments import tracking
 from experiments.prompts import describe_program, render_prompts
-from optimize.calibrate import fit_calibrator, pick_threshold, report, select_features
+from optimize import replay
 from optimize.compile import CompileResult, compile_program, shared_retriever
-from optimize.critic import (
-    DEFAULT_THRESHOLD,
-    CriticScore,
-    balance_demos,
-    critic_student,
-    evaluate_critic,
-    harvest,
-    install_critic,
-    label_counts,
-    split_cases,
-)
+from optimize.critic import draft_cases, fit_answer_critic
 from optimize.evaluate import EvalResult, evaluate
 from optimize.feedback import ANSWER_METRICS, answer_feedback_metric
 from optimize.optimizers import check_sizes, get_optimizer
@@ -41,6 +31,7 @@ from program.digest import digest
 from program.errors import ConfigError
 from program.lm.accounting import recording
 from program.saved import save_program
+from program.sharp import SharpRAG
 from program.systems.modes import retriever_overrides as system_retriever
 
 if TYPE_CHECKING:
@@ -66,12 +57,12 @@ class CompileJob:
     metric_threshold: float | None = None
     seed: int = 0
     threads: int = 1
-    critic_val_fraction: float = 0.3
-    critic_balance: bool = True  # the compiled critic's demos show both verdicts (optimize.critic.balance_demos)
-    critic_demos: bool = True  # --target critic: compile the critic's demos (False: keep its prompt as it is)
-    calibrate: bool = True  # --target critic: fit the calibrator (program.calibration) on the harvested critiques
-    max_over_trigger: float = 0.15  # the calibrated threshold sends at most this share of complete evidence back
-    calibrator_fitted_on: dict = field(default_factory=dict)  # dataset, corpus, reranker: recorded with it
+    # --target critic: the critic LM reads every recorded round (off: the gate alone is fitted, no judge)
+    critic_reads: bool = True
+    # --target critic: the recording of the train and held-out questions (made, or extended, where it lacks
+    # questions); None: workspace/replay/<what the rounds read, of which questions>.jsonl
+    recording: Path | None = None
+    calibrator_fitted_on: dict = field(default_factory=dict)  # dataset, corpus, ranker: recorded with it
     freeze: tuple[str, ...] = ()  # roles whose demos and instructions the optimizer may not change
 
     def __post_init__(self) -> None:
@@ -149,98 +140,54 @@ def _log_program(path: Path, module: dspy.Module, result: CompileResult) -> None
 
 
 def _compile_critic(
-    job: CompileJob, student: dspy.Module, trainset: Sequence[Any], proposer_lm: Any, task_lm: Any
+    job: CompileJob, student: dspy.Module, trainset: Sequence[Any], valset: Sequence[Any], record_dir: Path
 ) -> tuple[dspy.Module, CompileResult, dict]:
-    """Harvest critiques on ``trainset`` (the program's loop in explore mode), compile the critic's demos
-    (unless ``job.critic_demos`` is off), fit the calibrator on the train critiques and install both into a
-    copy of ``student``. Reports zero-shot, demos and calibrator on the held-out critiques."""
+    """Record every round of ``trainset`` and ``valset`` (the program's loop in explore mode), fit the answer
+    critic's gate and judge on the train drafts, report them on the held-out drafts, and install them (with
+    the accept threshold they suggest) into a copy of ``student``."""
+    if not isinstance(student, SharpRAG):
+        raise ConfigError(f"{type(student).__name__} has no answer critic to compile; use --system sharp")
+    questions = [*trainset, *valset]
+    path = job.recording or record_dir / f"{replay.reading_key(student, questions, job.calibrator_fitted_on)}.jsonl"
     with recording() as ledger:
-        cases = harvest(student, trainset)
-    counts = label_counts(cases)
-    log.info(
-        "harvested %d critiques from %d questions (%d sufficient)",
-        counts["cases"],
-        counts["questions"],
-        counts["sufficient"],
-    )
-    train_cases, val_cases = split_cases(cases, job.critic_val_fraction, job.seed)
-    held_out = val_cases or train_cases
-    critic = critic_student(student)
-    task_lm = next((p.lm for _, p in critic.named_predictors() if p.lm is not None), task_lm)
-    # the critic is scored on the calls the program makes with it: at the program's stop threshold
-    threshold = getattr(getattr(student, "config", None), "confidence_threshold", DEFAULT_THRESHOLD)
-    zero_shot = report([c.p_token for c in held_out], [c.sufficient for c in held_out], threshold)
-    added: list[str] = []
-    if job.critic_demos:
-        check_sizes(job.optimizer, len(train_cases), len(val_cases))
-        metric = CriticScore(threshold)
-        result = compile_program(
-            critic,
-            job.optimizer,
-            train_cases,
-            val_cases,
-            metric=metric,
-            feedback_metric=metric.feedback,
-            proposer_lm=proposer_lm,
-            task_lm=task_lm,
-            overrides=job.optimizer_settings,
-            metric_threshold=job.threshold(),
-            seed=job.seed,
-        )
-        added = balance_demos(result.program, train_cases) if job.critic_balance else []
-        if added:
-            log.info("critic demos balanced: added the gold critiques of %s", ", ".join(added))
-        # the compiled critic's own P(sufficient) on every case: what its calibrator is fitted on
-        held_points: list[dict] = []
-        demos = evaluate_critic(result.program, held_out, threshold, held_points)
-        for case, point in zip(held_out, held_points):
-            case.features = {**case.features, "p_token": point["p_sufficient"]}
-        if val_cases and job.calibrate:
-            train_points: list[dict] = []
-            evaluate_critic(result.program, train_cases, threshold, train_points)
-            for case, point in zip(train_cases, train_points):
-                case.features = {**case.features, "p_token": point["p_sufficient"]}
-        compiled_critic = result.program
-    else:
-        demos, compiled_critic = None, critic
-        no_calls = {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
-        result = CompileResult(critic, "none", {"critic_demos": False}, no_calls, 0.0)
-    result.cost["harvest"] = ledger.summary()  # the program runs that produced the critique states
+        records = replay.record(student, questions, path, job.threads, critique=job.critic_reads)
+    replay.check_reading(records.values(), student)
+    fit_cases, held_cases = draft_cases(records, trainset), draft_cases(records, valset)
+    log.info("answer critic: %d train drafts (%d questions), %d held-out drafts", len(fit_cases), len(trainset), len(held_cases))
+    fitted = fit_answer_critic(fit_cases, held_cases, {**job.calibrator_fitted_on, "recording": path.name}, job.seed)
     with shared_retriever(student):
         program = student.deepcopy()
-    install_critic(program, compiled_critic)
-    calibrated, cal_threshold = None, threshold
-    if job.calibrate:
-        fit_on = [c for c in train_cases if c.features]
-        points = [{"features": c.features, "label": c.sufficient} for c in fit_on]
-        # which inputs and how much regularisation: cross-validated by question on the train critiques
-        features, strength, selection = select_features(points, [c.question_id for c in fit_on])
-        cal = fit_calibrator(
-            points,
-            features,
-            strength,
-            fitted_on={**job.calibrator_fitted_on, "critic_demos": job.critic_demos, "selection": selection},
-        )
-        train_probs = [cal.probability(c.features) for c in fit_on]
-        cal_threshold = pick_threshold(train_probs, [c.sufficient for c in fit_on], job.max_over_trigger)
-        held_probs = [cal.probability(c.features) for c in held_out]
-        calibrated = report(held_probs, [c.sufficient for c in held_out], cal_threshold)
-        cal = cal.with_info(threshold=cal_threshold, held_out=_numbers(calibrated))
-        program.config = program.config.replace(calibrator=cal, confidence_threshold=cal_threshold)
+    rep = fitted["report"]
+    gate = fitted["gate"].with_info(threshold=fitted["threshold"], held_out=_numbers(rep.get("gate")))
+    judge = fitted["judge"].with_info(held_out=_numbers(rep.get("judge"))) if fitted["judge"] is not None else None
+    program.config = program.config.replace(gate=gate, judge=judge, accept_threshold=fitted["threshold"])
+    no_calls = {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "recording": ledger.summary()}
+    result = CompileResult(program, "answer-critic", {"recording": str(path)}, no_calls, 0.0)
     info = {
-        "counts": counts,
-        "n_train_cases": len(train_cases),
-        "n_val_cases": len(val_cases),
-        "before": zero_shot,
-        "after": demos or zero_shot,
-        "zero_shot": zero_shot,
-        "demos": demos,
-        "calibrator": calibrated,
-        "calibrator_features": list(cal.features) if calibrated is not None else None,
-        "balanced_with": added,
-        "threshold": cal_threshold,
+        "recording": str(path),
+        "records": records,
+        "report": rep,
+        "threshold": fitted["threshold"],
+        "gate_features": list(gate.features),
+        "judge_features": list(judge.features) if judge is not None else None,
     }
     return program, result, info
+
+
+def _log_critic(info: dict) -> None:
+    """The answer critic's report on the held-out drafts: metrics, the JSON, and its pictures (ROC and
+    reliability diagram of the gate and the judge, over- and under-trigger at the threshold)."""
+    import mlflow
+
+    from experiments.report_plots import critic_figures
+
+    rep = info["report"]
+    views = ("gate", "judge", "critic_alone", "gate_on_critiqued", "generator_confidence")
+    mlflow.log_metrics(tracking.numeric({k: _numbers(rep.get(k)) for k in views if rep.get(k)}, "critic."))
+    mlflow.log_params({"critic.threshold": info["threshold"], "critic.gate_features": ",".join(info["gate_features"])})
+    tracking.log_json({k: v for k, v in info.items() if k != "records"}, "critic_report.json")
+    for name, fig in critic_figures(rep).items():
+        mlflow.log_figure(fig, f"critic/{name}.png")
 
 
 def _numbers(metrics: dict | None) -> dict:
@@ -276,8 +223,7 @@ def run_compile(
         check_sizes(job.optimizer, len(trainset), len(valset))
     elif len(trainset) < 2:
         raise ConfigError(
-            f"critic compilation harvests critiques from the train split: give it at least 2 "
-            f"questions, got {len(trainset)}"
+            f"critic compilation fits on the drafts of the train split: give it at least 2 questions, got {len(trainset)}"
         )
     save = save or SaveInfo()
     out_dir = out_dir / job.program_name
@@ -307,10 +253,10 @@ def run_compile(
 
         if save.lm:
             tracking.log_json(save.lm, "lm_config.json")
-        before = _evaluate(student, valset, out_dir, "before", job.threads)
-        tracking.log_eval(before, "before.")
         critic_info: dict = {}
         if job.target == "program":
+            before = _evaluate(student, valset, out_dir, "before", job.threads)
+            tracking.log_eval(before, "before.")
             result = compile_program(
                 student,
                 job.optimizer,
@@ -327,29 +273,17 @@ def run_compile(
             )
             compiled = result.program
         else:
-            compiled, result, critic_info = _compile_critic(job, student, trainset, proposer_lm, task_lm)
-            mlflow.log_metrics(
-                tracking.numeric(
-                    {
-                        "zero_shot": critic_info["zero_shot"],
-                        "demos": critic_info["demos"] or {},
-                        "calibrator": critic_info["calibrator"] or {},
-                        "harvest": critic_info["counts"],
-                    },
-                    "critic.",
-                )
-            )
-            mlflow.log_params(
-                {
-                    "critic.n_train_cases": critic_info["n_train_cases"],
-                    "critic.n_val_cases": critic_info["n_val_cases"],
-                    "critic.balanced_with": ",".join(critic_info["balanced_with"]) or "-",
-                    "critic.threshold": critic_info["threshold"],
-                }
-            )
+            compiled, result, critic_info = _compile_critic(job, student, trainset, valset, out_dir / "replay")
+            records = critic_info.pop("records")
+            # before and after on the held-out questions by replay of the same recording: exact, no LM call
+            before = replay.score(records, valset, student.config)
+            tracking.log_eval(before, "before.")
+            after = replay.score(records, valset, compiled.config)
+            _log_critic(critic_info)
         mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
         mlflow.log_metrics(tracking.numeric(result.cost, "compile."))
-        after = _evaluate(compiled, valset, out_dir, "after", job.threads)
+        if job.target == "program":
+            after = _evaluate(compiled, valset, out_dir, "after", job.threads)
         tracking.log_eval(after, "after.")
         gains = {
             k: after.metrics[k] - before.metrics[k]
@@ -473,12 +407,15 @@ def compile_from_runtime(
         student = runtime.system(job.system, system_config)
         retriever_overrides = system_retriever(student.config)  # vanilla-dense, vanilla-hop: their own retriever
     if job.target == "critic":  # what the calibrator's features come from, recorded with it and checked on load
-        settings = runtime.retriever_settings(retriever_overrides)
+        from experiments.runtime import ranker_id
+
         job.calibrator_fitted_on = {
             "dataset": str(runtime.dataset),
             "corpus_sha256": runtime.index_manifest().get("corpus_sha256"),
-            "reranker": settings.reranker,
+            "ranker": ranker_id(runtime.retriever_settings(retriever_overrides)),
             "train_offset": skip,
+            "n_train": n_train,
+            "n_heldout": n_val,
         }
     proposer = proposer_for(runtime, job.optimizer)
     params = {
@@ -505,13 +442,13 @@ def compile_from_runtime(
 
 def check_sizes_early(job: CompileJob, n_train: int, n_val: int) -> None:
     """Refuse impossible sizes before loading anything."""
-    entry = get_optimizer(job.optimizer)
+    get_optimizer(job.optimizer)  # an unknown optimizer is refused here
     if n_val < 1:
         raise ConfigError("--n-val must be at least 1: compile evaluates before and after on it")
     if job.target == "program":
         check_sizes(job.optimizer, n_train, n_val)
-    elif n_train < entry.min_train:
+    elif n_train < 10:
         raise ConfigError(
-            f"critic compilation with {job.optimizer!r} needs at least {entry.min_train} "
-            f"critiques; harvest them from more questions (--n-train >= {entry.min_train})"
+            f"the answer critic is fitted on the drafts of the train questions: give it at least 10 (--n-train), "
+            f"got {n_train}"
         )

@@ -32,17 +32,22 @@ def prediction(pred: Any, question: str) -> None:
     steps = pred.trace or []
     plan = next((s for s in steps if s.get("role") == "planner"), None)
     if plan is not None:
-        console.print("[bold]plan[/bold]: " + (" | ".join(plan.get("sub_queries") or []) or "(planner gave nothing)"))
+        console.print(
+            "[bold]sub-questions[/bold]: " + (" | ".join(plan.get("sub_questions") or []) or "(planner gave nothing)")
+        )
     table = Table(title="trace", show_lines=False)
-    for col in ("#", "role", "k", "detail", "verdict", "P(suff)", "calls", "tokens", "s"):
+    for col in ("#", "role", "k", "detail", "verdict", "P", "calls", "tokens", "s"):
         table.add_column(col)
     for s in steps:
         role = s.get("role", "?")
         if role == "retriever":
             detail = "; ".join(s.get("queries", []))[:90] + f" -> {len(s.get('new_ids', []))} new"
         elif role == "critic":
-            detail = "missing: " + "; ".join(s.get("missing_information") or []) if s.get("missing_information") else ""
-            detail += f" next: {s.get('action', '')}"
+            detail = f"draft {s.get('draft_answer')!r}"
+            if s.get("missing_information"):
+                detail += " missing: " + "; ".join(s["missing_information"])
+        elif role == "judgement":
+            detail = f"{s.get('action')} {s.get('answer')!r}: " + ("accepted" if s.get("accepted") else "not accepted")
         else:
             detail = str(
                 s.get("answer") or s.get("note") or s.get("route") or s.get("grade") or s.get("decision") or ""
@@ -50,11 +55,12 @@ def prediction(pred: Any, question: str) -> None:
         if s.get("error"):
             detail = f"[red]{s['error'][:80]}[/red] " + detail
         tokens = (s.get("prompt_tokens") or 0) + (s.get("completion_tokens") or 0)
-        # the critic's P(sufficient), marked by where it came from: token probabilities or the written words
+        # the critic's P(supported) (marked by where it came from: token probabilities or the written words),
+        # a judgement's P(right)
         p = (
-            _fmt(s.get("p_sufficient"), 2) + {"token": " tok", "verbal": " said"}.get(s.get("confidence_source"), "")
-            if s.get("p_sufficient") is not None
-            else _fmt(s.get("confidence"), 2)
+            _fmt(s.get("p_supported"), 2) + {"token": " tok", "verbal": " said"}.get(s.get("confidence_source"), "")
+            if s.get("p_supported") is not None
+            else _fmt(s.get("p_right"), 2)
         )
         table.add_row(
             str(s.get("step", "")),
@@ -137,7 +143,7 @@ def ranker_table(summary: Mapping[str, Any]) -> Table:
 
 
 # ---- `sharp ask`: each step as it happens (program.steps observer) -------------------------------------
-ROLE_NAMES = {"planner": "planning", "critic": "the critic", "bridge": "the bridge step", "generator": "answering"}
+ROLE_NAMES = {"planner": "planning", "critic": "the critic", "composer": "composing", "generator": "answering"}
 
 
 def _seconds(step: Mapping[str, Any]) -> str:
@@ -148,26 +154,21 @@ def _seconds(step: Mapping[str, Any]) -> str:
     return f" [dim]({_fmt(step.get('seconds'), 1)} s, {tokens} tokens{cached})[/dim]"
 
 
-def _p_sufficient(step: Mapping[str, Any]) -> str:
-    p = step.get("p_calibrated") if step.get("p_calibrated") is not None else step.get("p_sufficient")
-    if p is None:
-        p = step.get("confidence")
-    if p is None:
-        return "P(sufficient) -"
-    source = "calibrated" if step.get("p_calibrated") is not None else step.get("confidence_source")
-    return f"P(sufficient) {p:.2f}" + (f" ({source})" if source else "")
+def _p(step: Mapping[str, Any], key: str, name: str) -> str:
+    p = step.get(key)
+    return f"{name} -" if p is None else f"{name} {p:.2f}"
 
 
 def step_line(step: Mapping[str, Any]) -> str:
-    """One line (Rich markup) saying what a step did: the planner's sub-queries, a retrieval's k and how
-    many passages were new, the critic's round, verdict and P(sufficient), the bridge step's entity, the
-    answer."""
+    """One line (Rich markup) saying what a step did: the planner's sub-questions, a retrieval's k and how
+    many passages were new, an answer, the critic's verdict and P(supported), the judgement of a round
+    (P(right), accepted or not), the composed answer."""
     role = str(step.get("role", "?"))
     rnd = f", round {step['round']}" if step.get("round") is not None else ""
     if role == "planner":
-        subs = step.get("sub_queries") or []
-        text = "[bold]plan[/bold]: " + (
-            " | ".join(escape(s) for s in subs) if subs else "(no sub-query: the question is searched)"
+        subs = step.get("sub_questions") or []
+        text = f"[bold]decompose[/bold]{rnd}: " + (
+            " | ".join(escape(s) for s in subs) if subs else "(no sub-question: the direct read stands)"
         )
     elif role in ("retriever", "fallback"):
         queries = step.get("queries") or []
@@ -178,17 +179,23 @@ def step_line(step: Mapping[str, Any]) -> str:
             + (f" [dim]({escape('; '.join(queries))[:160]})[/dim]" if queries else "")
         )
     elif role == "critic":
-        text = f"[bold]critic[/bold]{rnd}: {escape(str(step.get('verdict') or '-'))}, {_p_sufficient(step)}"
+        text = f"[bold]critic[/bold]{rnd}: {escape(str(step.get('verdict') or '-'))}, {_p(step, 'p_supported', 'P(supported)')}"
+        if step.get("critic_problem"):
+            text += f" [yellow](discarded: {escape(str(step['critic_problem']))})[/yellow]"
         if step.get("missing_information"):
             text += "; missing: " + escape("; ".join(map(str, step["missing_information"])))[:160]
-        if step.get("action"):
-            text += f"; next: {step['action']}"
-    elif role == "bridge":
-        query = step.get("query")
-        text = f"[bold]bridge[/bold]{rnd}: " + (
-            f"search '{escape(str(query))}'"
-            if query and not step.get("problem")
-            else f"no entity to search ({escape(str(step.get('problem') or 'none'))})"
+    elif role == "judgement":
+        verdict = "accepted" if step.get("accepted") else "not accepted"
+        text = (
+            f"[bold]judge[/bold]{rnd} ({escape(str(step.get('action')))}): {_p(step, 'p_right', 'P(right)')}, {verdict}"
+        )
+        if step.get("fallback"):
+            text += f" [yellow]({escape(str(step['fallback']))})[/yellow]"
+    elif role == "composer":
+        text = f"[bold]compose[/bold]{rnd}: {escape(str(step.get('answer') or ''))}"
+    elif role == "select":
+        text = f"[bold]answer[/bold] from round {step.get('round')} ({escape(str(step.get('action')))}): " + escape(
+            str(step.get("answer") or "")
         )
     elif role == "generator":
         cited = len(step.get("cited_ids") or [])

@@ -131,3 +131,48 @@ def all_plots(summary: dict, folder: Path) -> list[Path]:
         fn(summary, p)
         out.append(p)
     return out
+
+
+def critic_figures(report: dict) -> dict:
+    """The answer critic's pictures from its compile report (optimize.critic.fit_answer_critic): the ROC curve
+    and the reliability diagram of the gate (and of the judge, where fitted) on the held-out drafts, with the
+    AUROC, Brier and the over- and under-trigger rates at the threshold in the titles. Returns name -> figure."""
+    plt = _plt()
+    figs = {}
+    views = [(name, report.get(name), report.get(f"{name}_curves")) for name in ("gate", "judge")]
+    views = [(n, m, c) for n, m, c in views if m and c]
+    if not views:
+        return figs
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for name, metrics, curves in views:
+        xs, ys = zip(*curves["roc"], (1.0, 1.0))
+        lo, hi = metrics.get("auroc_ci") or (None, None)
+        ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
+        ax.plot(xs, ys, marker=".", label=f"{name}: AUROC {metrics['auroc']:.3f}{ci}")
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
+    ax.set(xlabel="false positive rate (wrong drafts accepted)", ylabel="true positive rate (right drafts accepted)")
+    ax.set_title("answer critic ROC, held-out drafts")
+    ax.legend(loc="lower right", fontsize=8)
+    figs["roc"] = fig
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for name, metrics, curves in views:
+        if curves["reliability"]:
+            conf, acc, n = zip(*curves["reliability"])
+            ax.plot(conf, acc, marker="o", label=f"{name}: Brier {metrics['brier']:.3f}, ECE {metrics['ece']:.3f}")
+            for c, a, k in zip(conf, acc, n):
+                ax.annotate(str(k), (c, a), fontsize=6, xytext=(2, 2), textcoords="offset points")
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
+    gate = report.get("gate") or {}
+    ax.set_title(
+        f"reliability (threshold {gate.get('threshold', 0):.2f}: over-trigger "
+        f"{_pct(gate.get('over_trigger'))}, under-trigger {_pct(gate.get('under_trigger'))})",
+        fontsize=9,
+    )
+    ax.set(xlabel="P(right), binned", ylabel="share right", xlim=(0, 1), ylim=(0, 1))
+    ax.legend(loc="upper left", fontsize=8)
+    figs["reliability"] = fig
+    return figs
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"

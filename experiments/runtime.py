@@ -152,11 +152,13 @@ class Runtime:
         return resolve_program_path(ref, self.workspace, tracking_uri=tracking_uri)
 
     def check_calibrator(self, module: dspy.Module, overrides: Mapping[str, Any] | None = None) -> None:
-        """A program's critic calibrator must have been fitted on this index's corpus with this reranker."""
-        calibrator = getattr(getattr(module, "config", None), "calibrator", None)
-        if calibrator is not None:
-            reranker = self.retriever_settings(overrides).reranker
-            calibrator.check_fits(self.index_manifest().get("corpus_sha256"), reranker)
+        """A program's answer calibrators must have been fitted on this index's corpus with this ranker."""
+        config = getattr(module, "config", None)
+        for calibrator in (getattr(config, "gate", None), getattr(config, "judge", None)):
+            if calibrator is not None:
+                calibrator.check_fits(
+                    self.index_manifest().get("corpus_sha256"), ranker_id(self.retriever_settings(overrides)), self.dataset
+                )
 
 
 def configure_cache(enabled: bool, cache_dir: Path | None) -> None:
@@ -186,3 +188,10 @@ def load_dataset_corpus(dataset: str, data_dir: Path | None) -> list:
     """The passages to index: DATA_DIR/NAME/corpus.jsonl, PATH/corpus.jsonl, a corpus JSONL
     file, or the paragraphs of a question file (its context / paragraphs)."""
     return dataset_source(dataset, data_dir).corpus()
+
+
+def ranker_id(settings: Any) -> str | None:
+    """What identifies a retriever's evidence ranker for the calibrators fitted over its scores: its
+    digest's first 12 characters, or None without a ranker."""
+    ranker = getattr(settings, "ranker", None)
+    return str(ranker.digest)[:12] if ranker is not None else None

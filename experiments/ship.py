@@ -66,8 +66,8 @@ def ship_program(
 
 
 def _compiled_on(meta: Mapping[str, Any], config: Mapping[str, Any]) -> str:
-    calibrator = (config.get("calibrator") or {}).get("fitted_on") or {}
+    gate = (config.get("gate") or {}).get("fitted_on") or {}
     parts = [f"{meta.get('dataset', '?')} train"]
-    if "train_offset" in calibrator:
-        parts.append(f"after the first {calibrator['train_offset']} seeded questions")
+    if "train_offset" in gate:
+        parts.append(f"after the first {gate['train_offset']} seeded questions")
     return ", ".join(parts)

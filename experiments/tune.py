@@ -11,7 +11,6 @@ retry policy is then replayed from it without calling the model.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import warnings
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from experiments import tracking
-from experiments.compile import SaveInfo, data_hash, state_hash
+from experiments.compile import SaveInfo, data_hash
 from optimize import replay
 from optimize.compile import shared_retriever
 from optimize.evaluate import evaluate
@@ -33,16 +32,15 @@ from optimize.tune import (
     apply_params,
     baseline_trial,
     best_trial,
+    em_cost,
     enqueue_baseline,
     finished_trials,
     full_params,
     get_objective,
     open_study,
     params_of,
-    recording_params,
     run_study,
 )
-from program.digest import digest
 from program.errors import ConfigError
 from program.saved import save_program
 from program.sharp import SharpRAG
@@ -59,8 +57,11 @@ def default_storage(ws: Path) -> str:
 
 @dataclass
 class TuneJob:
-    objective: str = "f1"
+    objective: str = "em-cost"
     n_trials: int = 20
+    cost_weight: float = 0.02  # em-cost: EM points given up for one more LM call a question
+    max_calls: float | None = 2.0  # em-cost: the LM calls a question a policy may spend on average
+    recording: Path | None = None  # the recording to replay (made, or extended, where it lacks questions)
     storage: str | None = None
     study: str | None = None
     seed: int = 0
@@ -90,69 +91,62 @@ class TuneOutcome:
 
 
 class ReplayScorer:
-    """Parameters -> metrics: a live recording per retrieval setting (kept on disk), replay per policy."""
+    """Parameters -> metrics: one live recording of the base program (kept on disk, resumable), replayed
+    per policy. With ``needs_critic`` the recording critiques every round."""
 
     def __init__(
         self,
         base: SharpRAG,
         examples: Sequence[Any],
-        space: SearchSpace,
-        retriever_for: Callable[[dict], Any],
-        record_dir: Path,
+        record_path: Path,
         threads: int = 1,
-        key_extra: Any = None,
+        needs_critic: bool = True,
+        cost_weight: float = 0.0,
+        max_calls: float | None = None,
     ):
         if not isinstance(base, SharpRAG):
-            raise ConfigError(f"tuning replays SHARP's retry loop; {type(base).__name__} has none (use --system sharp)")
-        self.base, self.examples, self.space = base, list(examples), space
-        self.retriever_for, self.record_dir, self.threads = retriever_for, record_dir, threads
-        self.key_base = {"state": state_hash(base), "data": data_hash(self.examples), "extra": key_extra}
-        self.recordings: dict[str, dict[str, dict]] = {}
+            raise ConfigError(f"tuning replays SHARP's repair loop; {type(base).__name__} has none (use --system sharp)")
+        self.base, self.examples, self.record_path, self.threads = base, list(examples), record_path, threads
+        self.needs_critic, self.cost_weight, self.max_calls = needs_critic, cost_weight, max_calls
+        self.recording: dict[str, dict] | None = None
         self.record_seconds = self.replay_seconds = self.live_estimate = 0.0
         self.recordings_made = 0
 
-    def program_for(self, params: dict, retriever: Any = None) -> SharpRAG:
-        config, _ = apply_params(self.base.config, params)
+    def program_for(self, params: dict) -> SharpRAG:
         with shared_retriever(self.base):
             program = self.base.deepcopy()
-        program.retriever = retriever if retriever is not None else self.base.retriever
-        program.config = config
+        program.retriever = self.base.retriever
+        program.config = apply_params(self.base.config, params)
         return program
 
-    def _recording(self, params: dict) -> tuple[dict[str, dict], bool]:
-        rparams = recording_params(params, self.space)
-        config, overrides = apply_params(self.base.config, rparams)
-        key = digest(
-            {
-                **self.key_base,
-                "config": config.model_dump(mode="json", exclude={"confidence_threshold"}),
-                "retriever": overrides,
-            },
-            16,
-        )
-        if key in self.recordings:
-            return self.recordings[key], False
-        t0 = time.perf_counter()
-        path = self.record_dir / f"{key}.jsonl"
-        live = bool(replay.pending(self.examples, rparams["max_retries"], path))
-        program = self.program_for(rparams, self.retriever_for(overrides))
-        recs = replay.record(program, self.examples, rparams["max_retries"], path, threads=self.threads)
-        self.record_seconds += time.perf_counter() - t0
-        self.recordings_made += int(live)
-        self.recordings[key] = recs
-        return recs, live
+    def records(self) -> dict[str, dict]:
+        if self.recording is None:
+            t0 = time.perf_counter()
+            live = bool(replay.pending(self.examples, self.record_path))
+            recs = replay.record(self.base, self.examples, self.record_path, self.threads, critique=self.needs_critic)
+            replay.check_reading(recs.values(), self.base)
+            if self.needs_critic and not all(r.get("critiqued", True) for r in recs.values() if not r.get("error")):
+                raise ConfigError(
+                    f"{self.record_path} holds rounds the critic did not read, and the search space asks the "
+                    "critic: record again with the critic, or fix critic=off in the space"
+                )
+            self.record_seconds += time.perf_counter() - t0
+            self.recordings_made += int(live)
+            self.recording = recs
+        return self.recording
 
     def __call__(self, params: dict) -> tuple[dict, bool]:
-        recs, recorded = self._recording(params)
+        recorded = self.recording is None
+        recs = self.records()
         t0 = time.perf_counter()
-        config, _ = apply_params(self.base.config, params)
-        result = replay.score(recs, self.examples, replay.Policy.of(config))
+        result = replay.score(recs, self.examples, apply_params(self.base.config, params))
         seconds = time.perf_counter() - t0
         self.replay_seconds += seconds
         live = result.metrics["live_seconds_per_q"] * len(self.examples)
         self.live_estimate += live
         metrics = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         metrics.update(replay_seconds=seconds, live_seconds_estimate=live)
+        metrics["em_cost"] = em_cost(metrics, self.cost_weight, self.max_calls)
         return metrics, recorded
 
     def speedup(self) -> dict:
@@ -237,7 +231,6 @@ def run_tune(
     base: SharpRAG,
     examples: Sequence[Any],
     *,
-    retriever_for: Callable[[dict], Any],
     workspace: Path,
     study_name: str,
     save: SaveInfo | None = None,
@@ -249,8 +242,11 @@ def run_tune(
     storage = job.storage or default_storage(workspace)
     study = open_study(storage, study_name, objective, seed=job.seed)
     save = save or SaveInfo()
-    enqueue_baseline(study, job.space, params_of(base.config, _mode(save.retriever)))
-    scorer = ReplayScorer(base, examples, job.space, retriever_for, workspace / "replay", job.threads, key_extra)
+    enqueue_baseline(study, job.space, params_of(base.config))
+    record_path = job.recording or workspace / "replay" / f"{replay.reading_key(base, examples, key_extra)}.jsonl"
+    scorer = ReplayScorer(
+        base, examples, record_path, job.threads, job.space.needs_critic, job.cost_weight, job.max_calls
+    )
     tuner = Tuner(job.space, objective, scorer)
     run_params = {
         "objective": job.objective,
@@ -262,6 +258,9 @@ def run_tune(
         "data_hash": data_hash(examples),
         "space": job.space.model_dump(mode="json"),
         "base_config": base.config.model_dump(mode="json"),
+        "recording": str(record_path),
+        "cost_weight": job.cost_weight,
+        "max_calls": job.max_calls,
         **(params or {}),
     }
     tags = {"kind": "tune", "study": study_name, "objective": job.objective}
@@ -297,7 +296,7 @@ def run_tune(
         if verify:
             mlflow.log_metrics(tracking.numeric(verify, "verify."))
         program = scorer.program_for(best_params)
-        retriever = {**save.retriever, **apply_params(base.config, best_params)[1]}
+        retriever = dict(save.retriever)
         meta = {
             **save.meta,
             "run_id": active.info.run_id,
@@ -347,17 +346,9 @@ def run_tune(
         )
 
 
-def _mode(retriever: dict | None) -> str:
-    """The retrieval mode the base program runs with (its saved setting, else the default)."""
-    from program.retrieval import RetrieverConfig
-
-    return str((retriever or {}).get("mode") or RetrieverConfig().mode)
-
-
 def _verify(scorer: ReplayScorer, params: dict, replayed: dict, threads: int) -> dict:
     """Run the best policy live and compare it with its replayed score (same calls, so equal)."""
-    _, overrides = apply_params(scorer.base.config, params)
-    program = scorer.program_for(params, scorer.retriever_for(overrides))
+    program = scorer.program_for(params)
     t0 = time.perf_counter()
     live = evaluate(program, scorer.examples, threads=threads, progress=False)
     seconds = time.perf_counter() - t0
@@ -392,14 +383,6 @@ def tune_from_runtime(
     else:
         base = runtime.system("sharp", system_config)
         base_retriever = {}
-    retrievers: dict[str, Any] = {}
-
-    def retriever_for(overrides: dict) -> Any:
-        key = json.dumps(overrides, sort_keys=True)
-        if key not in retrievers:
-            retrievers[key] = runtime.retriever({**base_retriever, **overrides})
-        return retrievers[key]
-
     study_name = job.study or f"sharp-{Path(runtime.dataset).stem}-{job.objective}"
     extra = {
         "lm": runtime.lm_config.model_dump(mode="json"),
@@ -418,7 +401,6 @@ def tune_from_runtime(
         job,
         base,
         examples,
-        retriever_for=retriever_for,
         workspace=runtime.workspace,
         study_name=study_name,
         save=save_info(runtime, base_retriever),

@@ -309,7 +309,7 @@ COMPACT_FIELDS = (
     "critic_points",
     "error",
 )
-_POINT_FIELDS = ("p_sufficient", "p_token", "label", "stop_call", "action", "source", "verdict", "problem")
+_POINT_FIELDS = ("p", "p_sufficient", "p_token", "label", "stop_call", "action", "source", "verdict", "problem")
 
 
 def compact_row(row: Mapping[str, Any]) -> dict:

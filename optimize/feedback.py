@@ -59,20 +59,18 @@ def diagnose(example: Any, prediction: Any, score: float) -> dict[str, list[str]
         notes["planner"].append("The searches found every gold paragraph.")
 
     for point in critic_points(example, prediction):
-        conf = point["p_sufficient"]
-        if point["label"] and point["action"] == "retry":
+        conf = point["p"]
+        if point["label"] and not point["stop_call"]:
             notes["critic"].append(
-                f"Critic over-triggered: the evidence already held every gold paragraph, but it said "
-                f"{point['verdict']!r} (P(sufficient)={conf:.2f}) and asked for another search."
+                f"Critic over-triggered: the {point['action']} answer was right, but P(right)={conf:.2f} sent it "
+                "to a repair."
             )
-        elif not point["label"] and point["verdict"] == "sufficient":
-            absent = ", ".join(repr(t) for t in missing) or "a gold paragraph"
+        elif not point["label"] and point["stop_call"]:
             notes["critic"].append(
-                f"Critic under-triggered: it said 'sufficient' (P(sufficient)={conf:.2f}) while {absent} "
-                f"was missing from the evidence."
+                f"Critic under-triggered: it accepted a wrong {point['action']} answer (P(right)={conf:.2f})."
             )
     if not notes["critic"] and critic_points(example, prediction):
-        notes["critic"].append("The critic's verdicts matched the evidence.")
+        notes["critic"].append("The critic's calls matched the answers' correctness.")
 
     if score >= 1.0:
         notes["generator"].append(f"Correct answer {answer!r}.")

@@ -13,8 +13,6 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD, UNKNOWN_P_SUFFICIENT, verbal_p_sufficient
-
 _SPECIAL = {"yes", "no", "noanswer"}
 
 
@@ -85,59 +83,56 @@ def retrieval_scores(example: Any, prediction: Any) -> dict[str, float | None]:
     }
 
 
-def critic_points(example: Any, prediction: Any) -> list[dict]:
-    """One point per critique: P(sufficient), the gold label, and what the program did next.
+# the stop threshold of the evidence critic that runs before the answer critic used (their compact rows'
+# points carry no call of their own)
+EVIDENCE_CRITIC_THRESHOLD = 0.35
 
-    The label is "sufficient" exactly when every gold paragraph is in the critiqued evidence.
-    """
-    gold = getattr(example, "gold_titles", None) or []
+
+def critic_points(example: Any, prediction: Any) -> list[dict]:
+    """One point per judged round of SHARP: the answer critic's P(right), the label (the round's answer is an
+    exact match), and its call (``stop_call``: the draft was accepted)."""
     points = []
     for step in getattr(prediction, "trace", None) or []:
-        if step.get("role") != "critic" or not gold or step.get("verdict") is None:
+        if step.get("role") != "judgement" or step.get("p_right") is None:
             continue
-        # the probability the program acted on: calibrated where the program has a calibrator
-        calibrated = step.get("p_calibrated") is not None
-        p_suff = step["p_calibrated"] if calibrated else step.get("p_sufficient")
-        if p_suff is None:  # a trace from before P(sufficient) was recorded
-            p_suff = (
-                UNKNOWN_P_SUFFICIENT
-                if step.get("critic_problem")
-                else verbal_p_sufficient(step["verdict"], float(step.get("confidence") or 0.0))
-            )
         points.append(
             {
-                "p_sufficient": float(p_suff),
-                "source": "calibrated" if calibrated else step.get("confidence_source", "verbal"),
-                "p_token": step.get("p_sufficient"),
-                "verdict": step["verdict"],
-                "label": evidence_complete(gold, step.get("evidence_titles", [])),
-                "action": step.get("action", "stop"),
-                "stop_call": step.get("critic_stop"),
-                "problem": step.get("critic_problem"),
+                "p": float(step["p_right"]),
+                "source": step.get("source"),
+                "verdict": step.get("verdict"),
+                "label": bool(exact_match(step.get("answer") or "", gold_answers(example))),
+                "action": step.get("action"),
+                "stop_call": bool(step.get("accepted")),
             }
         )
     return points
 
 
+def point_p(point: dict) -> float:
+    """A point's probability: P(right) of an answer critic's point, P(sufficient) of an evidence critic's
+    (compact rows of runs before the answer critic)."""
+    return float(point["p"] if "p" in point else point["p_sufficient"])
+
+
 def stop_call(point: dict) -> bool:
-    """The critic's own call on a point: stop (evidence sufficient) or search again, as the program
-    made it. Points recorded before the call was stored: P(sufficient) at the default threshold when
-    it came from token probabilities (every such run used it), else the written verdict."""
+    """The critic's own call on a point: accept the draft (stop) or repair, as the program made it. Evidence
+    critic points recorded before the call was stored: P(sufficient) at that critic's default threshold when
+    it came from token probabilities, else the written verdict."""
     if point.get("stop_call") is not None:
         return bool(point["stop_call"])
     if point.get("source") == "token":
-        return point["p_sufficient"] >= DEFAULT_CONFIDENCE_THRESHOLD
-    return point["verdict"] == "sufficient"
+        return point_p(point) >= EVIDENCE_CRITIC_THRESHOLD
+    return point.get("verdict") == "sufficient"
 
 
 def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
-    """The critic's calls and probabilities against the gold labels.
+    """The critic's calls and probabilities against the gold labels (the answer critic: the draft is right;
+    the evidence critic of older runs: the evidence is complete).
 
-    ``verdict_accuracy``: share of right calls (stop exactly when the evidence is complete, see
-    :func:`stop_call`); ``over_trigger``: share of complete evidence the critic sent back for
-    another search; ``under_trigger``: share of incomplete evidence it let through;
-    ``insufficient_rate``: share of critiques that ask for more; Brier, ECE and AUROC of
-    P(sufficient).
+    ``verdict_accuracy``: share of right calls (stop exactly on a positive, see :func:`stop_call`);
+    ``over_trigger``: share of positives the critic sent to a repair (a right draft, complete evidence);
+    ``under_trigger``: share of negatives it let through; ``insufficient_rate``: share of points sent to a
+    repair; Brier, ECE and AUROC of the probability.
     """
     if not points:
         return {
@@ -155,13 +150,13 @@ def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
         }
     n = len(points)
     correct = sum(stop_call(p) == p["label"] for p in points)
-    brier = sum((p["p_sufficient"] - float(p["label"])) ** 2 for p in points) / n
+    brier = sum((point_p(p) - float(p["label"])) ** 2 for p in points) / n
     ece = 0.0
     for b in range(bins):
         lo, hi = b / bins, (b + 1) / bins
-        members = [p for p in points if lo <= p["p_sufficient"] < hi or (b == bins - 1 and p["p_sufficient"] == 1.0)]
+        members = [p for p in points if lo <= point_p(p) < hi or (b == bins - 1 and point_p(p) == 1.0)]
         if members:
-            conf = sum(p["p_sufficient"] for p in members) / len(members)
+            conf = sum(point_p(p) for p in members) / len(members)
             acc = sum(p["label"] for p in members) / len(members)
             ece += len(members) / n * abs(conf - acc)
     complete = [p for p in points if p["label"]]
@@ -170,7 +165,7 @@ def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
         "verdict_accuracy": correct / n,
         "brier": brier,
         "ece": ece,
-        "auroc": auroc([p["p_sufficient"] for p in complete], [p["p_sufficient"] for p in incomplete]),
+        "auroc": auroc([point_p(p) for p in complete], [point_p(p) for p in incomplete]),
         "over_trigger": (sum(not stop_call(p) for p in complete) / len(complete)) if complete else None,
         "under_trigger": (sum(stop_call(p) for p in incomplete) / len(incomplete)) if incomplete else None,
         "insufficient_rate": sum(not stop_call(p) for p in points) / n,

@@ -1,17 +1,18 @@
-"""Record a question's whole trajectory once; score any stopping policy from the record.
+"""Record a question's every round once; score any SHARP policy from the record.
 
-SHARP's confidence threshold, retry cap and budgets only decide *when to stop*: they never change what
-is retrieved or what the critic says at a given round. So :func:`record` runs the program's own loop
-(:meth:`program.sharp.SharpRAG.run`) in explore mode -- never stopping on the critic, up to a maximum
-number of retries, answering at every round -- and :func:`replay` walks the recorded rounds with the
-loop's own decision (:func:`program.sharp.stop_reason`) to the round a live run with a given
-:class:`Policy` stops at: its answer, evidence, trace, stop reason and LM cost (the calls made up to
-that round, the bridge step's included), without calling the model. Parameters that change retrieval
-(k schedule, evidence cap, retrieval mode) need a new recording; with the LM cache on, calls that
-repeat (the planner, identical critiques) are answered from the cache.
+A policy (the accept threshold, when the critic is asked, which repairs a form gets and how many, how the
+answer is selected, the gate and judge calibrators, the budget) only decides *which recorded rounds a live
+run would reach and which answer it would return*: it never changes what a round retrieves or reads. So
+:func:`record` runs the program's own loop (:meth:`program.sharp.SharpRAG.run`) in explore mode (every
+repair for the question's form, every round critiqued) and :func:`replay` walks the recorded rounds with
+the loop's own decisions (:func:`program.sharp.wants_critic`, :func:`~program.sharp.p_right`,
+:func:`~program.sharp.next_step`, :func:`~program.sharp.select`) to the prediction a live run with that
+policy returns: its answer, evidence, trace, stop reason and LM cost (the calls of the rounds it reached,
+the critic's only where the policy asks for it), without calling the model. Settings that change what a
+round reads (k schedule, evidence cap, sub-question k, the prompts) need a new recording.
 
-A record is a plain JSON dict; recordings are kept as JSONL, one line per question, and an
-interrupted recording resumes where it stopped.
+A record is a plain JSON dict; recordings are kept as JSONL, one line per question, and an interrupted
+recording resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -21,72 +22,85 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import dspy
 
-from optimize.evaluate import (
-    MAX_FAILED_IN_A_ROW,
-    EvalResult,
-    FailureStreak,
-    aggregate,
-    by_type,
-    error_row,
-    service_failed,
-)
+from optimize.evaluate import MAX_FAILED_IN_A_ROW, EvalResult, FailureStreak, aggregate, by_type, error_row
 from optimize.metrics import question_row
 from optimize.parallel import run_each
-from program.critique import critic_stops
+from program.digest import digest
 from program.errors import ConfigError, SharpError
 from program.lm.accounting import recording, summarize
-from program.sharp import SharpRAG, stop_reason
-from program.steps import Budget, Tracer, check_question
+from program.sharp import SharpConfig, SharpRAG, gate_probability, next_step, p_right, select, wants_critic
+from program.steps import Budget, Tracer, check_question, prediction
 from program.types import Passage
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # 2: the bridge step's calls (query_steps, query_calls) per round
+FORMAT = 3  # 3: answer-critic rounds (draft, retrieve, decompose), each critiqued
 
 
 class ReplayError(SharpError):
-    """A record cannot answer the policy asked of it (e.g. more retries than were recorded)."""
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The stopping rule: everything about SHARP that replay can vary without the model."""
-
-    confidence_threshold: float
-    max_retries: int
-    budget: Budget = Budget()
-
-    @classmethod
-    def of(cls, config: Any) -> Policy:
-        return cls(config.confidence_threshold, config.max_retries, config.budget)
+    """A record cannot answer the policy asked of it (a repair it did not record, an older format)."""
 
 
 # ---- recording ---------------------------------------------------------------------------------
-def record_question(program: SharpRAG, question: str, max_retries: int, answer_rounds: bool = True) -> dict:
-    """Run ``program``'s own loop (:meth:`SharpRAG.run`) in explore mode for up to ``max_retries``
-    retries, answering at every round (unless ``answer_rounds`` is False: such a record cannot be
-    replayed, only harvested for critiques)."""
+# the settings a policy may change: they decide which recorded rounds a run reaches, never what a round reads
+POLICY_FIELDS = ("accept_threshold", "critic", "critic_floor", "max_repairs", "select", "gate", "judge", "budget")
+
+
+def reading(program: SharpRAG) -> str:
+    """A digest of what decides what SHARP's rounds read and answer: the config less its policy fields, and
+    the predictors' prompts (instructions, demos). A recording is replayable by a program with the same."""
+    from program.saved import without_lms
+
+    config = program.config.model_dump(mode="json", exclude=set(POLICY_FIELDS))
+    return digest({"config": config, "state": without_lms(program.dump_state())}, 16)
+
+
+def reading_key(program: SharpRAG, examples: Sequence[Any], extra: Any = None) -> str:
+    """The name of a recording: what the rounds read, of which questions, with what (LM, retriever)."""
+    return digest({"reading": reading(program), "ids": [getattr(e, "id", None) for e in examples], "extra": extra}, 16)
+
+
+def check_reading(records: Iterable[dict], program: SharpRAG) -> None:
+    """Refuse records made by a program that reads otherwise (other prompts or reading settings)."""
+    mine = reading(program)
+    other = {r.get("reading") for r in records if not r.get("error")} - {mine}
+    if other:
+        raise ConfigError(
+            f"the recording was made by a program that reads otherwise (reading {sorted(map(str, other))}, this "
+            f"program {mine}: other prompts, demos or reading settings); record again with this program"
+        )
+
+
+def _plain(rnd: dict) -> dict:
+    """A round as JSON: its evidence as ids, titles and scores."""
+    out = dict(rnd)
+    out["evidence"] = [{"id": p.id, "title": p.title, "score": round(float(p.score), 6)} for p in rnd["evidence"]]
+    return out
+
+
+def record_question(program: SharpRAG, question: str, critique: bool = True) -> dict:
+    """Run ``program``'s loop in explore mode: the draft and every repair for the question's form, each
+    round judged and (with ``critique``) critiqued."""
     cfg = program.config
     q, truncated = check_question(question, cfg.max_question_chars)
     with recording() as ledger:
         tr = Tracer(Budget(max_lm_calls=None), ledger)
-        if truncated:
-            tr.add("input", note=f"question truncated to {cfg.max_question_chars} characters")
-        run = program.run(q, tr, explore=max_retries, answer_rounds=answer_rounds)
+        run = program.run(q, tr, explore=True, critique=critique)
     return {
         "format": FORMAT,
         "question": q,
-        "sub_queries": run.sub_queries,
-        "max_retries": max_retries,
-        "head": run.head,
-        "rounds": run.rounds,
+        "truncated": truncated,
+        "form": run.form,
+        "queries": list(run.pool.by_query),
+        "rounds": [_plain(r) for r in run.rounds],
+        "critiqued": critique,
+        "reading": reading(program),
         "error": None,
     }
 
@@ -103,18 +117,12 @@ def _read(path: Path) -> dict[str, dict]:
     return done
 
 
-def _failed(rec: dict) -> bool:
-    """A record of a question that failed: an error, or (a recording of an older run) a step that
-    recorded a failure of the LM service while the question went on to a fallback answer."""
-    if rec.get("error"):
-        return True
-    rounds = rec.get("rounds") or []
-    steps = [*(rec.get("head") or {}).get("steps", []), *(r.get(k) for r in rounds for k in ("critic", "generator"))]
-    return service_failed(steps)
-
-
-def _usable(rec: dict, max_retries: int) -> bool:
-    return rec.get("max_retries", -1) >= max_retries and not _failed(rec)
+def usable(rec: dict) -> bool:
+    """A record this code can replay: the current format, no error, no LM service failure in a step."""
+    if rec.get("error") or rec.get("format") != FORMAT:
+        return False
+    steps = [s for r in rec.get("rounds") or [] for s in [*(r.get("steps") or []), *(r.get("critic_steps") or [])]]
+    return not any(s.get("lm_failure") for s in steps)
 
 
 def _torn(path: Path) -> bool:
@@ -126,32 +134,30 @@ def _torn(path: Path) -> bool:
         return fh.read(1) != b"\n"
 
 
-def pending(examples: Sequence[Any], max_retries: int, path: str | Path | None) -> list[Any]:
-    """The examples a recording at ``path`` still lacks (or holds with fewer retries, or as failed)."""
+def pending(examples: Sequence[Any], path: str | Path | None) -> list[Any]:
+    """The examples a recording at ``path`` still lacks (or holds as failed, or in an older format)."""
     done = _read(Path(path)) if path else {}
-    return [ex for ex in examples if not (ex.id in done and _usable(done[ex.id], max_retries))]
+    return [ex for ex in examples if not (ex.id in done and usable(done[ex.id]))]
 
 
 def record(
     program: SharpRAG,
     examples: Sequence[Any],
-    max_retries: int,
     path: str | Path | None = None,
     threads: int = 1,
     max_failed_in_a_row: int | None = MAX_FAILED_IN_A_ROW,
+    critique: bool | Callable[[Any], bool] = True,
 ) -> dict[str, dict]:
-    """Record every example (resuming from ``path``); return id -> record.
+    """Record every example (resuming from ``path``); return id -> record. ``critique``: whether the critic
+    reads every round (or a function of the example saying so).
 
-    A question that raised (a failure of the LM service among others: program/steps.py) is kept as
-    a record with ``error`` set, scored as a failed row, and recorded again by a resumed run;
-    ``max_failed_in_a_row`` failures one after another stop the recording (RunAbortedError)."""
+    A question that raised (a failure of the LM service among others: program/steps.py) is kept as a record
+    with ``error`` set, scored as a failed row, and recorded again by a resumed run; ``max_failed_in_a_row``
+    failures one after another stop the recording (RunAbortedError)."""
     if not isinstance(program, SharpRAG):
-        raise ConfigError(f"replay records SHARP trajectories; {type(program).__name__} has no retry loop")
-    if max_retries < 0:
-        raise ConfigError(f"max_retries must be >= 0, got {max_retries}")
+        raise ConfigError(f"replay records SHARP trajectories; {type(program).__name__} has no repair loop")
     path = Path(path) if path else None
-    done = _read(path) if path else {}
-    done = {k: v for k, v in done.items() if _usable(v, max_retries)}
+    done = {k: v for k, v in (_read(path) if path else {}).items() if usable(v)}
     todo = [ex for ex in examples if ex.id not in done]
     lock = threading.Lock()
     if path:
@@ -164,10 +170,10 @@ def record(
     def one(ex: Any) -> dict:
         t0 = time.perf_counter()
         try:
-            rec = record_question(program, ex.question, max_retries)
+            rec = record_question(program, ex.question, critique(ex) if callable(critique) else critique)
         except Exception as exc:
             log.warning("recording question %s failed: %s", ex.id, exc)
-            rec = {"format": FORMAT, "max_retries": max_retries, "error": f"{type(exc).__name__}: {exc}"[:1000]}
+            rec = {"format": FORMAT, "error": f"{type(exc).__name__}: {exc}"[:1000]}
         rec["id"] = ex.id
         rec["seconds"] = round(time.perf_counter() - t0, 3)
         if path:
@@ -176,91 +182,93 @@ def record(
         return rec
 
     streak = FailureStreak(max_failed_in_a_row, f"the records so far (in {path})" if path else "the records so far")
-    for rec in run_each(one, todo, threads):
+    for n, rec in enumerate(run_each(one, todo, threads), 1):
         done[rec["id"]] = rec
         streak.see(bool(rec.get("error")), rec.get("error"))
+        if n == 1 or n % 10 == 0 or n == len(todo):
+            log.info("recorded %d/%d questions (%.1f s the last)", n, len(todo), rec.get("seconds", 0.0))
     return done
 
 
 # ---- replay ------------------------------------------------------------------------------------
-def _exhausted(budget: Budget, calls: list[dict], seconds: float) -> str | None:
-    s = summarize(calls)
-    if budget.max_lm_calls is not None and s["lm_calls"] >= budget.max_lm_calls:
-        return "lm_calls"
-    if budget.max_tokens is not None and s["prompt_tokens"] + s["completion_tokens"] >= budget.max_tokens:
-        return "tokens"
-    if budget.max_seconds is not None and seconds >= budget.max_seconds:
-        return "seconds"
-    return None
+def _seconds(steps: Iterable[dict]) -> float:
+    return sum(float(s.get("seconds") or 0) for s in steps)
 
 
-def replay(rec: dict, policy: Policy) -> dspy.Prediction:
-    """The prediction a live run with ``policy`` would have returned, built from ``rec``: the rounds are
-    walked with the loop's own decision (:func:`program.sharp.stop_reason`)."""
+def judge_recorded(rnd: dict, policy: SharpConfig, critiqued: bool = True) -> dict:
+    """A recorded round judged as ``policy`` judges it live: its gate probability under the policy's gate,
+    the critique only where the policy would have asked for it, its P(right)."""
+    out = dict(rnd)
+    if rnd.get("answer") is None:
+        out.update(p_gate=None, critique=None, p_right=None, source=None, critic_used=False)
+        return out
+    p_gate = round(gate_probability(rnd["features"], policy), 4)
+    used = wants_critic(p_gate, policy)
+    if used and not critiqued:
+        raise ReplayError("the policy asks the critic about a round the recording did not critique")
+    critique = rnd.get("critique") if used else None
+    p, source = p_right(rnd["features"], p_gate, critique, policy)
+    out.update(p_gate=p_gate, critique=critique, p_right=round(p, 4), source=source, critic_used=used)
+    return out
+
+
+def replay(rec: dict, policy: SharpConfig) -> dspy.Prediction:
+    """The prediction a live run with ``policy`` would have returned, built from ``rec``: the recorded rounds
+    walked with the loop's own decisions."""
     if rec.get("error"):
         raise ReplayError(rec["error"])
-    if policy.max_retries > rec["max_retries"]:
-        raise ReplayError(
-            f"policy max_retries={policy.max_retries} exceeds the {rec['max_retries']} recorded; "
-            f"record with more retries"
-        )
-    steps = [dict(s) for s in rec["head"]["steps"]]
-    calls = list(rec["head"]["calls"])
-    seconds = sum(float(s.get("seconds") or 0) for s in steps)
-    queries: list[str] = []
-    stop, rnd, last = None, None, None
-    for rnd in rec["rounds"]:
-        i = rnd["round"]
-        steps.append(dict(rnd["retriever"]))
-        queries += rnd["retriever"]["queries"]
-        seconds += rnd["seconds_retrieval"]
-        if rnd["critic"] is None and i > 0:  # the retry found nothing new
-            stop = "no_new_passages"
-            break
-        if (spent := _exhausted(policy.budget, calls, seconds)) is not None:
-            stop = f"budget_{spent}"
-            break
-        last = crit = dict(rnd["critic"])
-        steps.append(crit)
-        calls += rnd["critic_calls"]
-        seconds += float(crit.get("seconds") or 0)
-        crit["critic_stop"] = critic_stops(crit, policy.confidence_threshold)  # as the live run records it
-        stop = stop_reason(crit, i, policy)
-        if stop is None:
-            if "query_steps" not in rnd:
-                raise ReplayError("the record ends before the policy stops; it is incomplete")
-            steps += [dict(s) for s in rnd["query_steps"]]
-            calls += rnd["query_calls"]
-            seconds += sum(float(s.get("seconds") or 0) for s in rnd["query_steps"])
-            if not rnd["next_queries"]:
-                stop = "no_new_queries"
-        crit["action"] = "stop" if stop else "retry"
-        if stop:
-            break
-    if stop is None or rnd is None:
-        raise ReplayError("the record ends before the policy stops; it is incomplete")
-    if last is not None:
-        last["action"] = "stop"
-    steps.append(dict(rnd["generator"]))
-    calls += rnd["generator_calls"]
-    seconds += float(rnd["generator"].get("seconds") or 0)
+    if rec.get("format") != FORMAT:
+        raise ReplayError(f"the record is format {rec.get('format')}, this code replays format {FORMAT}; record again")
+    by_action = {r["action"]: r for r in rec["rounds"]}
+    steps: list[dict] = []
+    calls: list[dict] = []
+    seconds = 0.0
+    rounds: list[dict] = []
+    action: str | None = "draft"
+    stop = ""
+    while action is not None:
+        if action not in by_action:
+            raise ReplayError(f"the policy runs the {action!r} repair, which the recording did not record")
+        rnd = judge_recorded(by_action[action], policy, rec.get("critiqued", True))
+        rnd["round"] = len(rounds)
+        steps += [dict(s) for s in rnd["steps"]]
+        calls += rnd["calls"]
+        seconds += float(rnd["seconds"])
+        if rnd["critic_used"]:
+            steps += [dict(s) for s in rnd["critic_steps"]]
+            calls += rnd["critic_calls"]
+            seconds += _seconds(rnd["critic_steps"])
+        steps.append(_judgement(rnd, policy))
+        rounds.append(rnd)
+        action, stop = next_step(rounds, rec["form"], policy, policy.budget.spent(summarize(calls), seconds))
+    best = select(rounds, policy)
+    steps.append({"role": "select", "round": best["round"], "action": best["action"], "answer": best["answer"],
+                  "p_right": best["p_right"]})  # fmt: skip
     for n, step in enumerate(steps):
         step["step"] = n
-    passages = [Passage(p["id"], p["title"], "") for p in rnd["evidence"]]
-    return dspy.Prediction(
-        answer=rnd["answer"],
-        passages=passages,
-        cited_ids=rnd["cited_ids"],
-        trace=steps,
-        cost=summarize(calls),
-        calls=calls,
-        sub_queries=rec["sub_queries"],
-        queries=list(dict.fromkeys(queries)),
-        retries=rnd["round"],
+    return prediction(
+        SharpRAG.SYSTEM,
+        steps,
+        calls,
+        answer=best["answer"],
         stop_reason=stop,
-        system=SharpRAG.SYSTEM,
+        passages=[Passage(p["id"], p["title"], "", p.get("score", 0.0)) for p in best["evidence"]],
+        cited=best["cited_ids"],
+        sub_queries=best.get("sub_questions") or [],
+        queries=rec.get("queries") or [],
+        retries=len(rounds) - 1,
         recorded_seconds=round(seconds, 4),
     )
+
+
+def _judgement(rnd: dict, policy: SharpConfig) -> dict:
+    accepted = rnd["p_right"] is not None and rnd["p_right"] >= policy.accept_threshold
+    step = {"role": "judgement", "round": rnd["round"], "action": rnd["action"], "answer": rnd["answer"],
+            "p_gate": rnd["p_gate"], "verdict": (rnd["critique"] or {}).get("verdict"), "p_right": rnd["p_right"],
+            "source": rnd["source"], "accepted": accepted}  # fmt: skip
+    if rnd.get("fallback"):
+        step["fallback"] = rnd["fallback"]
+    return step
 
 
 def live_seconds(prediction: Any) -> float:
@@ -268,7 +276,7 @@ def live_seconds(prediction: Any) -> float:
     return float(getattr(prediction, "recorded_seconds", 0.0) or 0.0)
 
 
-def score(records: dict[str, dict], examples: Iterable[Any], policy: Policy, seed: int = 0) -> EvalResult:
+def score(records: dict[str, dict], examples: Iterable[Any], policy: SharpConfig, seed: int = 0) -> EvalResult:
     """Rows and aggregate metrics of ``policy`` over ``examples``, as :func:`optimize.evaluate.evaluate`
     would report them for a live run (plus ``live_seconds``: the recorded seconds of the steps used)."""
     rows = []

@@ -1,13 +1,13 @@
-"""Optuna search over SHARP's thresholds and schedule, scored by replay wherever possible.
+"""Optuna search over SHARP's policy, scored by replay.
 
-The search space covers the confidence threshold, the retry cap, the k schedule (start and
-step), the evidence cap and the retrieval mode. Threshold and retry cap are *policy*
-parameters: they are scored from a recording (:mod:`optimize.replay`) without calling the
-model. The other three change retrieval; each distinct combination is recorded once (live,
-through the LM cache) and then reused by every trial that shares it.
+The search space covers the accept threshold, when the critic is asked (off, in a band of the gate's
+probability, always) and the band's floor, the repairs each question form gets and how many, and how the
+answer is selected. Every one is a *policy* parameter: it decides which recorded rounds a live run reaches,
+never what a round reads, so each trial is scored from one recording (:mod:`optimize.replay`) without
+calling the model.
 
-Objectives: ``f1`` or ``em`` (maximize), or ``f1-cost`` (maximize F1, minimize LM calls per
-question: a Pareto front). Studies live in any Optuna RDB storage or a journal file
+Objectives: ``f1`` or ``em`` (maximize), ``em-cost`` (EM less a cost weight per LM call beyond one, with a
+cap on calls a question), or ``f1-cost`` (maximize F1, minimize LM calls per question: a Pareto front). Studies live in any Optuna RDB storage or a journal file
 (:mod:`optimize.storage`); a study of the same name resumes. Several worker processes may share one
 study: together they finish exactly the trials asked for, never draw the same random point, and a
 trial that a killed worker left running is failed and queued again (at once on the same host, after a
@@ -38,104 +38,116 @@ from program.sharp import SharpConfig
 
 log = logging.getLogger(__name__)
 
-POLICY_PARAMS = ("confidence_threshold", "max_retries")
-RETRIEVAL_PARAMS = ("k_start", "k_step", "evidence_cap", "mode")
-Mode = Literal["dense", "bm25", "hybrid"]
+POLICY_PARAMS = (
+    "accept_threshold",
+    "critic",
+    "critic_floor",
+    "max_repairs",
+    "repair_bridge",
+    "repair_comparison",
+    "repair_yesno",
+    "select",
+)
+# a form's repairs, written as a search choice: the actions in order, comma-separated; "none" for no repair
+REPAIR_ORDERS = ("decompose,retrieve", "retrieve,decompose", "decompose", "retrieve", "none")
+
+
+def repairs_of(choice: str) -> tuple[str, ...]:
+    """A repair-order choice ("decompose,retrieve", "none") as the config's tuple."""
+    return () if choice == "none" else tuple(choice.split(","))
+
+
+def choice_of(repairs: tuple[str, ...]) -> str:
+    return ",".join(repairs) or "none"
 
 
 class SearchSpace(StrictConfig):
-    """Ranges and choices per parameter; ``fixed`` pins a parameter to one value (not searched)."""
+    """Ranges and choices per policy parameter; ``fixed`` pins a parameter to one value (not searched).
+    Every parameter is a policy: each trial replays one recording (optimize/replay.py)."""
 
-    threshold_low: float = Field(0.05, ge=0.0, le=1.0)  # token P(sufficient) can sit far below 0.5
-    threshold_high: float = Field(0.95, ge=0.0, le=1.0)
-    max_retries: tuple[int, ...] = (0, 1, 2, 3)
-    k_start: tuple[int, ...] = (3, 5)
-    k_step: tuple[int, ...] = (0, 2)
-    evidence_cap: tuple[int, ...] = (3, 4, 5)  # at most plain RAG's five passages
-    mode: tuple[Mode, ...] = ("bm25", "hybrid")
+    threshold_low: float = Field(0.0, ge=0.0, le=1.0)
+    threshold_high: float = Field(1.0, ge=0.0, le=1.0)
+    critic: tuple[Literal["off", "band", "always"], ...] = ("off", "band", "always")
+    floor_low: float = Field(0.0, ge=0.0, le=1.0)
+    floor_high: float = Field(0.9, ge=0.0, le=1.0)
+    max_repairs: tuple[int, ...] = (0, 1, 2)
+    repair_bridge: tuple[str, ...] = ("retrieve", "none")
+    repair_comparison: tuple[str, ...] = REPAIR_ORDERS
+    repair_yesno: tuple[str, ...] = REPAIR_ORDERS
+    select: tuple[Literal["confidence", "last"], ...] = ("confidence", "last")
     fixed: dict[str, Any] = {}
 
     @model_validator(mode="after")
     def _check(self) -> SearchSpace:
-        if self.threshold_low > self.threshold_high:
-            raise ValueError("threshold_low must not exceed threshold_high")
-        for name in ("max_retries", "k_start", "k_step", "evidence_cap", "mode"):
+        if self.threshold_low > self.threshold_high or self.floor_low > self.floor_high:
+            raise ValueError("threshold_low/floor_low must not exceed threshold_high/floor_high")
+        for name in ("critic", "max_repairs", "repair_bridge", "repair_comparison", "repair_yesno", "select"):
             if not getattr(self, name):
                 raise ValueError(f"{name} needs at least one choice")
-        if min(self.max_retries) < 0 or min(self.k_start) < 1 or min(self.k_step) < 0 or min(self.evidence_cap) < 1:
-            raise ValueError("max_retries and k_step must be >= 0; k_start and evidence_cap >= 1")
-        unknown = set(self.fixed) - set(POLICY_PARAMS) - set(RETRIEVAL_PARAMS)
+        for name in ("repair_bridge", "repair_comparison", "repair_yesno"):
+            bad = [c for c in getattr(self, name) if c not in REPAIR_ORDERS]
+            if bad:
+                raise ValueError(f"{name}: unknown repair order(s) {bad}; valid: {', '.join(REPAIR_ORDERS)}")
+        if min(self.max_repairs) < 0 or max(self.max_repairs) > 2:
+            raise ValueError("max_repairs choices must lie in 0..2")
+        unknown = set(self.fixed) - set(POLICY_PARAMS)
         if unknown:
-            raise ValueError(
-                f"fixed: unknown parameter(s) {sorted(unknown)}; valid: {', '.join(POLICY_PARAMS + RETRIEVAL_PARAMS)}"
-            )
+            raise ValueError(f"fixed: unknown parameter(s) {sorted(unknown)}; valid: {', '.join(POLICY_PARAMS)}")
         return self
 
     @property
-    def max_recorded_retries(self) -> int:
-        """The retries a recording must cover for every policy in the space."""
-        return int(self.fixed.get("max_retries", max(self.max_retries)))
+    def needs_critic(self) -> bool:
+        """Whether a policy of the space may ask the critic (then the recording must be critiqued)."""
+        choices = [self.fixed["critic"]] if "critic" in self.fixed else list(self.critic)
+        return any(c != "off" for c in choices)
 
 
 def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
     """One point of ``space`` from an Optuna trial (fixed parameters are not suggested)."""
     fixed = space.fixed
     params: dict[str, Any] = {}
-    params["confidence_threshold"] = (
-        fixed.get("confidence_threshold")
-        if "confidence_threshold" in fixed
-        else trial.suggest_float("confidence_threshold", space.threshold_low, space.threshold_high)
-    )
-    for name in ("max_retries", "k_start", "k_step", "evidence_cap", "mode"):
-        params[name] = fixed[name] if name in fixed else trial.suggest_categorical(name, list(getattr(space, name)))
+    floats = {"accept_threshold": (space.threshold_low, space.threshold_high),
+              "critic_floor": (space.floor_low, space.floor_high)}  # fmt: skip
+    for name in POLICY_PARAMS:
+        if name in fixed:
+            params[name] = fixed[name]
+        elif name in floats:
+            params[name] = trial.suggest_float(name, *floats[name])
+        else:
+            params[name] = trial.suggest_categorical(name, list(getattr(space, name)))
     return params
 
 
-def apply_params(base: SharpConfig, params: Mapping[str, Any]) -> tuple[SharpConfig, dict]:
-    """The program config and the retriever overrides a parameter point stands for.
-
-    The k schedule is ``k_start + i * k_step`` for every round up to the retry cap; the evidence
-    cap is raised to the first k when below it (the config requires cap >= k_0).
-    """
+def apply_params(base: SharpConfig, params: Mapping[str, Any]) -> SharpConfig:
+    """The program config a parameter point stands for."""
     values = base.model_dump()
-    if "max_retries" in params:
-        values["max_retries"] = int(params["max_retries"])
-    if "confidence_threshold" in params:
-        values["confidence_threshold"] = float(params["confidence_threshold"])
-    if "k_start" in params or "k_step" in params:
-        start = int(params.get("k_start", base.k_schedule[0]))
-        step = int(params.get("k_step", 0))
-        values["k_schedule"] = tuple(start + i * step for i in range(values["max_retries"] + 1))
-    if "evidence_cap" in params:
-        values["evidence_cap"] = max(int(params["evidence_cap"]), values["k_schedule"][0])
-    retriever = {"mode": params["mode"]} if "mode" in params else {}
-    return SharpConfig.from_mapping(values), retriever
+    for name, value in params.items():
+        if name not in POLICY_PARAMS:
+            raise ConfigError(f"unknown policy parameter {name!r}; valid: {', '.join(POLICY_PARAMS)}")
+        if name.startswith("repair_") and isinstance(value, str):
+            value = repairs_of(value)
+        values[name] = value
+    return SharpConfig.from_mapping(values)
 
 
-def params_of(config: SharpConfig, mode: str) -> dict[str, Any] | None:
-    """The search-space point that stands for ``config`` with retrieval ``mode``, or None when its k
-    schedule is not arithmetic (``apply_params`` could not reproduce it)."""
-    ks = config.k_schedule
-    step = ks[1] - ks[0] if len(ks) > 1 else 0
-    if any(b - a != step for a, b in zip(ks, ks[1:])):
-        return None
-    return {
-        "confidence_threshold": config.confidence_threshold,
-        "max_retries": config.max_retries,
-        "k_start": ks[0],
-        "k_step": step,
-        "evidence_cap": config.evidence_cap,
-        "mode": mode,
-    }
+def params_of(config: SharpConfig) -> dict[str, Any]:
+    """The search-space point that stands for ``config``."""
+    out = {name: getattr(config, name) for name in POLICY_PARAMS}
+    for name in ("repair_bridge", "repair_comparison", "repair_yesno"):
+        out[name] = choice_of(out[name])
+    return out
 
 
 def in_space(params: Mapping[str, Any], space: SearchSpace) -> bool:
     """Whether every free parameter of ``params`` is a value the space can suggest."""
+    ranges = {"accept_threshold": (space.threshold_low, space.threshold_high),
+              "critic_floor": (space.floor_low, space.floor_high)}  # fmt: skip
     for name, value in params.items():
         if name in space.fixed:
             continue
-        if name == "confidence_threshold":
-            if not space.threshold_low <= float(value) <= space.threshold_high:
+        if name in ranges:
+            lo, hi = ranges[name]
+            if not lo <= float(value) <= hi:
                 return False
         elif value not in getattr(space, name):
             return False
@@ -163,14 +175,6 @@ def baseline_trial(study: Any) -> Any | None:
     )
 
 
-def recording_params(params: Mapping[str, Any], space: SearchSpace) -> dict[str, Any]:
-    """The parameters that decide a recording: retrieval ones, with the k schedule over every round
-    the space may use (so policies with fewer retries replay from the same record)."""
-    out = {k: params[k] for k in RETRIEVAL_PARAMS if k in params}
-    out["max_retries"] = space.max_recorded_retries
-    return out
-
-
 # ---- objectives ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Objective:
@@ -190,8 +194,18 @@ class Objective:
 OBJECTIVES: dict[str, Objective] = {
     "f1": Objective("f1", ("maximize",), ("f1",)),
     "em": Objective("em", ("maximize",), ("em",)),
+    # EM less the cost weight times the LM calls a question beyond the one a single pass makes, and less a
+    # penalty of 1 when the calls exceed the cap (the scorer computes it: experiments/tune.py)
+    "em-cost": Objective("em-cost", ("maximize",), ("em_cost",)),
     "f1-cost": Objective("f1-cost", ("maximize", "minimize"), ("f1", "lm_calls_per_q")),
 }
+
+
+def em_cost(metrics: Mapping[str, Any], cost_weight: float, max_calls: float | None) -> float:
+    """The "em-cost" objective of a policy's metrics."""
+    calls = float(metrics.get("lm_calls_per_q") or 0.0)
+    over = max_calls is not None and calls > max_calls
+    return float(metrics.get("em") or 0.0) - cost_weight * max(0.0, calls - 1.0) - (1.0 if over else 0.0)
 
 
 def get_objective(name: str) -> Objective:

@@ -21,17 +21,6 @@ from typing import Any
 
 # top alternatives asked for per generated token: enough to hold every first token of a choice
 TOP_LOGPROBS = 10
-# P(sufficient) of a discarded critique (unreadable, invalid or inconsistent fields): unknown, so a coin
-# flip for the metrics. It is recorded as "insufficient, 0.0" and the loop retries on it, but read
-# verbally that pair means "certainly sufficient" (P = 1.0), the opposite of what the program did.
-UNKNOWN_P_SUFFICIENT = 0.5
-# SHARP's default stop threshold on P(sufficient) (experiments/RESULTS.md, 'Critic discrimination').
-DEFAULT_CONFIDENCE_THRESHOLD = 0.35
-
-
-def verbal_p_sufficient(verdict: str, confidence: float) -> float:
-    """P(sufficient) from what the critic wrote: its confidence in "sufficient", else the rest."""
-    return confidence if verdict == "sufficient" else 1.0 - confidence
 
 
 def _tokens(logprobs: Any) -> list[dict]:
@@ -87,3 +76,54 @@ def choice_probabilities(logprobs: Any, field: str, choices: Sequence[str]) -> d
     if total <= 1e-6:
         return None
     return {c: m / total for c, m in mass.items()}
+
+
+def value_logprobs(logprobs: Any, field: str) -> list[float] | None:
+    """The log-probabilities of the tokens that write the value of the string ``field`` (from its first
+    character to the closing quote, or to the next chat marker), or None when the logprobs are missing or
+    the value cannot be found. The generator's answer confidence is read from them."""
+    tokens = _tokens(logprobs)
+    if not tokens:
+        return None
+    texts = [str(t.get("token", "")) for t in tokens]
+    text = "".join(texts)
+    start = _value_start(text, field)
+    if start is None:
+        return None
+    end = _value_end(text, start)
+    out, offset = [], 0
+    for tok, piece in zip(tokens, texts):
+        lo, hi = offset, offset + len(piece)
+        offset = hi
+        if hi <= start or lo >= end:
+            continue
+        lp = tok.get("logprob")
+        if lp is not None:
+            out.append(float(lp))
+    return out or None
+
+
+def _value_end(text: str, start: int) -> int:
+    """Where a value that starts at ``start`` ends: its closing (unescaped) quote in JSON, else the next
+    chat marker or line end."""
+    if start > 0 and text[start - 1] == '"':
+        i = start
+        while i < len(text):
+            if text[i] == "\\":
+                i += 2
+                continue
+            if text[i] == '"':
+                return i
+            i += 1
+        return len(text)
+    stop = [i for i in (text.find("[[ ##", start), text.find("\n", start)) if i >= 0]
+    return min(stop) if stop else len(text)
+
+
+def answer_confidence(logprobs: Any, field: str = "answer") -> dict[str, float] | None:
+    """The generator's own confidence in the answer it wrote: the mean and the lowest token log-probability
+    of the value, and the probability of its first token (None when the logprobs are missing)."""
+    lps = value_logprobs(logprobs, field)
+    if not lps:
+        return None
+    return {"mean": sum(lps) / len(lps), "min": min(lps), "first": math.exp(lps[0]), "tokens": float(len(lps))}

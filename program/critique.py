@@ -1,81 +1,67 @@
-"""How SHARP reads a critique: the rules shared by the program, replay and critic compilation.
+"""How SHARP reads the answer critic's reply: the rules shared by the program, replay and critic compilation.
 
-A critique is the critic's output fields plus, where the LM returned them, the verdict's token
-probabilities. :func:`read_critique` turns it into what the loop acts on (verdict, confidence,
-P(sufficient) and where it came from, the missing facts and suggested queries), discarding output
-it cannot trust; :func:`critic_stops` says whether it ends the loop at a threshold.
+A critique is the critic's output fields (program.signatures.CritiqueAnswer) plus, where the LM returned
+them, the verdict's token probabilities. :func:`read_critique` turns it into what the loop acts on: the
+verdict, P(supported) and where it came from, the missing facts and the suggested queries. A reply the
+loop cannot trust (no verdict, an unknown one, no 0-1 confidence) is *discarded*: the draft stands as the
+gate judged it, and the critique is traced and counted with its ``critic_problem``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from program.confidence import TOP_LOGPROBS, UNKNOWN_P_SUFFICIENT, choice_probabilities, verbal_p_sufficient
+from program.confidence import TOP_LOGPROBS, choice_probabilities
 from program.parsing import as_score, items, salvage_json
 
-VERDICTS = ("sufficient", "insufficient", "contradictory")
+VERDICTS = ("supported", "unsupported", "incomplete")
 
 
-def critic_lm_config(max_tokens: int, confidence_mode: str) -> dict:
-    """The LM settings of every critic call: its token cap, and logprobs when P(sufficient) is read
-    from the verdict's tokens. Critic compilation calls the critic with the same settings (and the
-    same adapter), so it scores the prompts the program sends."""
-    lm_config: dict = {"max_tokens": max_tokens}
-    if confidence_mode == "token":
-        lm_config.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
-    return lm_config
+def critic_lm_config(max_tokens: int) -> dict:
+    """The LM settings of every critic call: its token cap, and the verdict's token probabilities."""
+    return {"max_tokens": max_tokens, "logprobs": True, "top_logprobs": TOP_LOGPROBS}
 
 
 def critique_problem(fields: dict, parsed: bool = True) -> str | None:
-    """Why SHARP discards a critique (None: it is used): nothing readable, a verdict outside
-    :data:`VERDICTS` or no 0-1 confidence, or "sufficient" while naming missing facts and queries."""
+    """Why SHARP discards a critique (None: it is used): nothing readable, or a verdict outside
+    :data:`VERDICTS`, or no 0-1 confidence."""
     verdict = fields.get("verdict")
     if not parsed and not fields:
         return "unparseable"
-    if verdict not in VERDICTS or as_score(fields.get("confidence")) is None:
-        return f"invalid fields (verdict={verdict!r}, confidence={fields.get('confidence')!r})"
-    if verdict == "sufficient" and items(fields.get("suggested_queries")) and items(fields.get("missing_information")):
-        return "inconsistent: sufficient but lists missing information"
+    if verdict not in VERDICTS:
+        return f"no valid verdict ({verdict!r})"
+    if as_score(fields.get("confidence")) is None:
+        return f"no 0-1 confidence ({fields.get('confidence')!r})"
     return None
 
 
-def read_critique(fields: dict, parsed: bool = True, logprobs: Any = None, confidence_mode: str = "token") -> dict:
-    """A critic's output fields as SHARP acts on them: the verdict, its confidence, P(sufficient) and
-    where that came from ("token": the verdict's token probabilities, with ``confidence_mode`` token
-    and logprobs present; "verbal": the written verdict and confidence; "fallback": a discarded
-    critique, read as "insufficient" with P(sufficient) unknown). A critique whose logprobs are
-    missing (a provider that returns none) is read verbally, and says so in ``confidence_source``."""
+def read_critique(fields: dict, parsed: bool = True, logprobs: Any = None) -> dict:
+    """A critic's output fields as SHARP acts on them. ``p_supported`` is P("supported") from the verdict's
+    token probabilities (``confidence_source`` "token"), else from the written verdict and confidence
+    ("verbal": a provider that returns no log-probabilities), else None for a discarded critique
+    ("discarded")."""
     problem = critique_problem(fields, parsed)
     probs = None
-    if problem:  # discarded: the loop retries (verdict "insufficient"); P(sufficient) is unknown
-        verdict, confidence, source, p_sufficient = "insufficient", 0.0, "fallback", UNKNOWN_P_SUFFICIENT
+    if problem:
+        verdict, p_supported, source = None, None, "discarded"
     else:
-        verdict, confidence = fields["verdict"], as_score(fields["confidence"])
-        if confidence_mode == "token" and (probs := choice_probabilities(logprobs, "verdict", VERDICTS)) is not None:
-            confidence, source, p_sufficient = probs[verdict], "token", round(probs["sufficient"], 4)
+        verdict = fields["verdict"]
+        probs = choice_probabilities(logprobs, "verdict", VERDICTS) if logprobs is not None else None
+        if probs is not None:
+            p_supported, source = probs["supported"], "token"
         else:
-            source, p_sufficient = "verbal", round(verbal_p_sufficient(verdict, confidence), 4)
+            confidence = as_score(fields["confidence"])
+            p_supported = confidence if verdict == "supported" else 1.0 - confidence
+            source = "verbal"
     return {
         "verdict": verdict,
-        "confidence": round(confidence, 4),
-        "p_sufficient": p_sufficient,
+        "p_supported": None if p_supported is None else round(float(p_supported), 4),
         "confidence_source": source,
         "verdict_probabilities": probs and {k: round(v, 4) for k, v in probs.items()},
         "missing_information": items(fields.get("missing_information"))[:5],
         "suggested_queries": items(fields.get("suggested_queries"))[:5],
         "critic_problem": problem,
     }
-
-
-def critic_stops(crit: dict, threshold: float) -> bool:
-    """Whether a critique ends the loop: its calibrated P(sufficient) (``p_calibrated``, set when the
-    program has a calibrator) or else its token P(sufficient) at or above the threshold; a critique read
-    verbally stops on a "sufficient" verdict whose written confidence is."""
-    if crit.get("p_calibrated") is not None:
-        return crit["p_calibrated"] >= threshold
-    if crit.get("confidence_source") == "token":
-        return crit["p_sufficient"] >= threshold
-    return crit["verdict"] == "sufficient" and crit["confidence"] >= threshold
 
 
 def output_fields(pred: Any, step: dict) -> dict:

@@ -7,6 +7,7 @@ from typing import Any
 import dspy
 
 from program.answers import clean_answer
+from program.confidence import answer_confidence
 from program.evidence import format_evidence
 from program.parsing import salvage_json
 from program.steps import Tracer
@@ -28,21 +29,29 @@ def answer_from_evidence(
     role: str = "generator",
     adapter: str | None = GENERATOR_ADAPTER,
     max_tokens: int = GENERATOR_MAX_TOKENS,
+    confidence: bool = False,
 ) -> tuple[str, list[str]]:
     """Run ``generator`` (a GenerateAnswer predictor); return the cleaned answer and cited ids.
 
     An unparseable output is salvaged from the raw text when possible, else the answer is
-    "unknown"; the step records which fallback ran.
+    "unknown"; the step records which fallback ran. With ``confidence`` the call asks for token
+    log-probabilities and the step records the answer's (``answer_confidence``: mean and lowest token
+    log-probability, first-token probability), or None with ``confidence_problem`` saying why.
     """
+    config: dict = {"max_tokens": max_tokens}
+    if confidence:
+        config.update(logprobs=True, top_logprobs=1)
     pred, step = tr.call(
         role,
         generator,
         {"question": q[:200], "n_passages": len(evidence)},
         adapter=adapter,
-        config={"max_tokens": max_tokens},
+        config=config,
         question=q,
         evidence=format_evidence(evidence, passage_chars),
     )
+    if confidence:
+        record_confidence(step, pred)
     if pred is not None:
         answer = clean_answer(getattr(pred, "answer", ""), q)
         numbers = getattr(pred, "supporting_passages", None) or []
@@ -53,6 +62,18 @@ def answer_from_evidence(
     cited = [evidence[n - 1].id for n in ints(numbers) if 1 <= n <= len(evidence)]
     step.update(answer=answer, cited_ids=cited, evidence_ids=[p.id for p in evidence])
     return answer, cited
+
+
+def record_confidence(step: dict, pred: Any, field: str = "answer") -> None:
+    """Put the answer's token confidence into ``step`` (``answer_confidence``), or None and the reason
+    (``confidence_problem``: the reply did not parse, or the LM returned no log-probabilities)."""
+    logprobs = getattr(pred, "logprobs", None) if pred is not None else None
+    found = answer_confidence(logprobs, field) if logprobs is not None else None
+    step["answer_confidence"] = {k: round(v, 4) for k, v in found.items()} if found else None
+    if found is None:
+        step["confidence_problem"] = (
+            "no parsed reply" if pred is None else "no log-probabilities" if logprobs is None else "answer not found"
+        )
 
 
 def ints(values: Any) -> list[int]:

@@ -1,81 +1,89 @@
-"""SHARP: plan -> retrieve -> critique -> (bridge query, re-retrieval at a wider k)* -> generate.
+"""SHARP: draft -> judge -> (repair -> judge)* -> the most confident round's answer.
 
-The loop is written once, in :meth:`SharpRAG.run`. A live question runs it with the program's policy;
-:func:`optimize.replay.record` runs the same method in *explore* mode (never stop on the critic, answer at
-every round), and replay applies the same pure :func:`stop_reason` to the recorded critiques, so the policy
-that is tuned by replay is the policy that runs.
+1. **Draft.** The question is searched once (the evidence ranker orders the pool) and the generator reads
+   the top ``k_schedule[0]`` passages: the call one ranked pass makes anyway, here with its answer tokens'
+   log-probabilities.
+2. **Judge.** The answer critic gives P(the draft is right): the *gate*, a calibrated logistic regression
+   over what the round knows without another LM call (program/calibration.py); where the policy asks for
+   it, the critic LM (CritiqueAnswer) reads question, evidence and draft and its verdict's P(supported)
+   joins the features (the *judge*). A confident draft ends the loop.
+3. **Repair.** A rejected draft gets the round its form and critique call for (:func:`next_step`):
+   ``retrieve`` searches "QUESTION DRAFT" at the wider k and re-reads the ranked pool (the draft often
+   names the bridge entity whose page was missing); ``decompose`` (comparisons, yes/no questions) has the
+   planner write one sub-question per entity, reads each as a single-hop question, and composes the answer
+   from the values read. Each repair is judged like the draft.
+4. **Select.** The answer is the round with the highest calibrated P(right), not always the last.
+
+The loop is written once, :meth:`SharpRAG.run`; its decisions are the pure functions :func:`wants_critic`,
+:func:`p_right`, :func:`next_step` and :func:`select`, which :mod:`optimize.replay` applies to recorded
+rounds, so the policy tuned by replay is the policy that runs. Every exit returns an answer and a trace.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import dspy
 from pydantic import Field, field_validator, model_validator
 
-from program.calibration import Calibrator, critique_features
-from program.confidence import DEFAULT_CONFIDENCE_THRESHOLD
+from program.answers import clean_answer
+from program.calibration import AnswerCalibrator, critic_features, draft_features
 from program.config import StrictConfig
-from program.critique import VERDICTS, critic_lm_config, critic_stops, output_fields, read_critique
+from program.critique import VERDICTS, critic_lm_config, output_fields, read_critique
 from program.evidence import EvidencePool, format_evidence
-from program.generation import answer_from_evidence
-from program.parsing import as_text, items
+from program.forms import Form, question_form
+from program.generation import answer_from_evidence, record_confidence
+from program.parsing import items
 from program.retrieval.base import Retriever
-from program.signatures import BridgeQuery, CritiqueEvidence, GenerateAnswer, PlanSubQueries
+from program.signatures import ComposeAnswer, CritiqueAnswer, DecomposeQuestion, GenerateAnswer
 from program.steps import Budget, Tracer, finish, traced
-from program.text import content_terms
 from program.types import Passage
 
-__all__ = ["VERDICTS", "SharpConfig", "SharpRAG", "stop_reason"]
+__all__ = ["VERDICTS", "SharpConfig", "SharpRAG", "next_step", "p_right", "select", "wants_critic"]
+
+Repair = Literal["retrieve", "decompose"]
+REPAIRS: tuple[Repair, ...] = ("retrieve", "decompose")
+# what a round's P(right) is without a fitted gate: the answer tokens' geometric-mean probability, or a coin
+# flip when the LM returned no log-probabilities
+UNCALIBRATED_P = 0.5
 
 
 class SharpConfig(StrictConfig):
     """Everything an optimizer may tune, validated."""
 
-    k_schedule: tuple[int, ...] = (3, 5, 7)
-    # stop when P(sufficient) (calibrated when a calibrator is fitted) >= this; `sharp tune` searches it
-    confidence_threshold: float = Field(DEFAULT_CONFIDENCE_THRESHOLD, ge=0.0, le=1.0)
-    max_retries: int = Field(2, ge=0, le=10)
-    # the generator and critic read at most this many passages of the pool (plain RAG reads 5)
-    evidence_cap: int = Field(5, ge=1, le=40)
-    # "round_robin": rank by rank across queries (the hybrid retriever's fused scores are not comparable
-    # across queries); "score": the whole pool ranked by each passage's best score (a reranker's
-    # probability is comparable: use it with --retriever-set reranker=NAME)
-    evidence_order: Literal["score", "round_robin"] = "round_robin"
-    # the retriever searches again from each query's top passage (program/retrieval/hop.py; no LM call)
-    second_hop: bool = True
-    # the evidence grows with the k schedule, up to evidence_cap: few passages read best (a 1.5B reader), more
-    # when the critic asks for them (experiments/RESULTS.md, 'Evidence ranker')
-    evidence_widens: bool = False
-    passage_chars: int = Field(600, ge=50, le=5000)  # as plain RAG: 450 cut the answer from 4% of gold paragraphs
-    planner: bool = True  # False: the question is the only first-round search (no planner call)
-    max_sub_queries: int = Field(3, ge=1, le=8)
-    queries_per_retry: int = Field(2, ge=1, le=6)
-    include_question: bool = True
-    # the bridge step names the entity to search next, from the evidence: "always" on every retry (first,
-    # then the critic's fresh queries), "stale" only when the critic's queries repeat earlier searches or
-    # add no new term, "off" never. "always": on held-out train questions its entities found a missing
-    # gold paragraph more often than the critic's queries (RESULTS.md, loop study)
-    bridge: Literal["off", "stale", "always"] = "always"
-    bridge_max_tokens: int = Field(64, ge=8, le=1024)
-    # a retry's searches are "QUESTION QUERY" instead of the query alone: what an evidence ranker wants (it
-    # scores a passage against the text searched; --retriever-set ranker=NAME), so the bridge entity's
-    # passages are ranked for the question (experiments/RESULTS.md, 'Evidence ranker')
-    retry_with_question: bool = False
-    critic_reasoning: bool = False
-    # "token": P(sufficient) read from the critic's token probabilities where the LM returns them
-    # (program/confidence.py), else its written confidence; "verbal": always the written confidence
-    critic_confidence: Literal["token", "verbal"] = "token"
-    calibrator: Calibrator | None = None  # fitted by `sharp compile --target critic`
-    generator_reasoning: bool = False
+    # k of the draft's search, then of a retrieval repair's ("QUESTION DRAFT"): three ranked passages read
+    # best for the 1.5B reader; a repair widens to five (experiments/RESULTS.md, 'Reading')
+    k_schedule: tuple[int, ...] = (3, 5)
+    evidence_cap: int = Field(5, ge=1, le=40)  # a re-read reads at most this many passages of the pool
+    passage_chars: int = Field(600, ge=50, le=5000)
+    # stop when a round's P(right) reaches this; `sharp tune` searches it
+    accept_threshold: float = Field(0.8, ge=0.0, le=1.0)
+    # when the critic LM reads a draft: never, on every draft, or in the band [critic_floor, accept_threshold)
+    # of the gate's P (the gate alone accepts above it; below the floor the draft is repaired unread)
+    critic: Literal["off", "band", "always"] = "band"
+    critic_floor: float = Field(0.0, ge=0.0, le=1.0)
+    max_repairs: int = Field(2, ge=0, le=len(REPAIRS))
+    # the repairs a rejected draft gets, in order, by the question's form (program/forms.py)
+    repair_bridge: tuple[Repair, ...] = ("retrieve",)
+    repair_comparison: tuple[Repair, ...] = ("decompose", "retrieve")
+    repair_yesno: tuple[Repair, ...] = ("decompose", "retrieve")
+    # the answer: the round with the highest P(right) ("confidence"), or the last round's ("last")
+    select: Literal["confidence", "last"] = "confidence"
+    gate: AnswerCalibrator | None = None  # P(right) without the critic; fitted by `sharp compile --target critic`
+    judge: AnswerCalibrator | None = None  # P(right) with the critic's verdict; fitted alike
+    max_sub_questions: int = Field(3, ge=2, le=5)
+    sub_k: int = Field(2, ge=1, le=10)  # passages a sub-question of a decomposed read is answered from
     structured_adapter: Literal["chat", "json"] = "json"
     generator_adapter: Literal["chat", "json"] = "json"
-    planner_max_tokens: int = Field(160, ge=16, le=4096)
-    critic_max_tokens: int = Field(256, ge=16, le=4096)
+    planner_max_tokens: int = Field(128, ge=16, le=4096)
+    critic_max_tokens: int = Field(160, ge=16, le=4096)
+    compose_max_tokens: int = Field(64, ge=8, le=1024)
     max_question_chars: int = Field(2000, ge=50)
-    budget: Budget = Budget()
+    budget: Budget = Budget(max_lm_calls=8)
 
     @field_validator("k_schedule")
     @classmethod
@@ -84,271 +92,263 @@ class SharpConfig(StrictConfig):
             raise ValueError(f"k_schedule must be a non-empty, non-decreasing list of k >= 1, got {list(v)}")
         return tuple(v)
 
+    @field_validator("repair_bridge", "repair_comparison", "repair_yesno")
+    @classmethod
+    def _repairs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"a repair is listed twice: {list(v)}")
+        return tuple(v)
+
     @model_validator(mode="after")
     def _consistent(self) -> SharpConfig:
-        if self.evidence_cap < self.k_schedule[0] and self.evidence_order == "round_robin":
-            raise ValueError(f"evidence_cap ({self.evidence_cap}) is below the first k ({self.k_schedule[0]})")
+        if self.judge is not None and not self.judge.needs_critic:
+            raise ValueError("judge: a judge calibrator reads the critic's verdict; this one does not (use gate)")
+        if self.gate is not None and self.gate.needs_critic:
+            raise ValueError("gate: the gate calibrator must not read the critic's verdict (use judge)")
         return self
 
-    def k_for_round(self, round_no: int) -> int:
-        return self.k_schedule[min(round_no, len(self.k_schedule) - 1)]
+    def repairs_for(self, form: Form) -> tuple[Repair, ...]:
+        return {"bridge": self.repair_bridge, "comparison": self.repair_comparison, "yesno": self.repair_yesno}[form]
 
     def critic_lm_config(self) -> dict:
-        return critic_lm_config(self.critic_max_tokens, self.critic_confidence)
+        return critic_lm_config(self.critic_max_tokens)
 
 
-def stop_reason(crit: dict, round_no: int, policy: Any) -> str | None:
-    """The loop's decision after a critique, the same live and in replay: "sufficient" when the critique
-    ends it at ``policy.confidence_threshold``, "max_retries" when no retry is left, else None (retry)."""
-    if critic_stops(crit, policy.confidence_threshold):
-        return "sufficient"
-    if round_no >= policy.max_retries:
-        return "max_retries"
-    return None
+# ---- the loop's decisions: pure, the same live and in replay ----------------------------------------------
+def gate_probability(features: dict[str, float], policy: Any) -> float:
+    """P(right) of a draft without the critic: the fitted gate, else the answer tokens' geometric mean."""
+    if policy.gate is not None:
+        return policy.gate.probability(features)
+    if features.get("lp_missing"):
+        return UNCALIBRATED_P
+    return math.exp(features["lp_mean"])
 
 
-@dataclass(frozen=True)
-class _Explore:
-    """The policy of a recording: never stop on the critic, retry up to ``max_retries``."""
+def wants_critic(p_gate: float, policy: Any) -> bool:
+    """Whether the critic LM reads a draft whose gate probability is ``p_gate``."""
+    if policy.critic == "always":
+        return True
+    return policy.critic == "band" and policy.critic_floor <= p_gate < policy.accept_threshold
 
-    max_retries: int
-    confidence_threshold: float = 2.0  # above every probability
+
+def p_right(features: dict[str, float], p_gate: float, critique: dict | None, policy: Any) -> tuple[float, str]:
+    """A round's P(right) and where it came from: the judge (gate features and the critic's verdict), the
+    critic's own P(supported) when no judge is fitted, else the gate (also when the critique was discarded)."""
+    extra = critic_features(critique)
+    if extra is None:
+        return p_gate, "gate"
+    if policy.judge is not None:
+        return policy.judge.probability({**features, **extra}), "judge"
+    return extra["p_supported"], "critic"
 
 
+def next_step(rounds: Sequence[dict], form: Form, policy: Any, spent: str | None = None) -> tuple[str | None, str]:
+    """After a judged round: (the repair to run next, "") or (None, why the loop stops): "confident" when
+    a round reached the threshold, "budget_*" when a budget is spent, "max_repairs", or "no_repair_left"
+    (every repair for the question's form was tried). A critique that calls the evidence incomplete moves
+    the retrieval repair first."""
+    if max(r["p_right"] for r in rounds if r["p_right"] is not None) >= policy.accept_threshold:
+        return None, "confident"
+    if spent is not None:
+        return None, f"budget_{spent}"
+    if len(rounds) - 1 >= policy.max_repairs:
+        return None, "max_repairs"
+    done = {r["action"] for r in rounds}
+    plan = [a for a in policy.repairs_for(form) if a not in done]
+    last = (rounds[-1].get("critique") or {}).get("verdict")
+    if last == "incomplete" and "retrieve" in plan:
+        plan = ["retrieve", *(a for a in plan if a != "retrieve")]
+    return (plan[0], "") if plan else (None, "no_repair_left")
+
+
+def select(rounds: Sequence[dict], policy: Any) -> dict:
+    """The round whose answer is returned: the most confident (the earliest on a tie), or the last; rounds
+    without an answer (a decomposed read that fell back) are never chosen."""
+    answered = [r for r in rounds if r.get("answer") is not None]
+    if policy.select == "last":
+        return answered[-1]
+    return max(answered, key=lambda r: (r["p_right"], -r["round"]))
+
+
+# ---- one question's run ------------------------------------------------------------------------------------
 @dataclass
 class Run:
-    """One question's loop: the rounds (each a dict of steps and calls), the pool, and how it ended."""
+    """One question's loop: its form, the pool, the judged rounds and how it ended."""
 
     question: str
-    sub_queries: list[str]
+    form: Form
     pool: EvidencePool = field(default_factory=EvidencePool)
-    head: dict = field(default_factory=dict)
     rounds: list[dict] = field(default_factory=list)
     stop: str | None = None
 
 
-# a bridge "entity" longer than this is a sentence the model copied or wrote, not a name to search
-MAX_ENTITY_WORDS = 10
+@dataclass(frozen=True)
+class Explore:
+    """The policy of a recording: every repair for the question's form, each round critiqued."""
+
+    critic: str = "always"
+    accept_threshold: float = 2.0  # above every probability
+    critic_floor: float = 0.0
 
 
 class SharpRAG(dspy.Module):
-    """The self-correcting multi-hop program. Predictors: planner, critic, bridge, generator."""
+    """The self-correcting multi-hop program. Predictors: planner, critic, generator, composer."""
 
     SYSTEM = "sharp"
-    ROLE_MAP = {"bridge": "planner"}  # the bridge query is written with the planner's LM
+    ROLE_MAP = {"composer": "generator"}  # the composer writes the answer with the generator's LM
 
     def __init__(self, retriever: Retriever, config: SharpConfig | None = None):
         super().__init__()
         self.config = config or SharpConfig()
         self.retriever = retriever
-        self.planner = dspy.Predict(PlanSubQueries)
-        self.critic = (dspy.ChainOfThought if self.config.critic_reasoning else dspy.Predict)(CritiqueEvidence)
-        self.bridge = dspy.Predict(BridgeQuery)
-        self.generator = (dspy.ChainOfThought if self.config.generator_reasoning else dspy.Predict)(GenerateAnswer)
+        self.planner = dspy.Predict(DecomposeQuestion)
+        self.critic = dspy.Predict(CritiqueAnswer)
+        self.generator = dspy.Predict(GenerateAnswer)
+        self.composer = dspy.Predict(ComposeAnswer)
 
-    # ---- steps -------------------------------------------------------------------------------
-    def _plan(self, q: str, tr: Tracer) -> tuple[list[str], list[str]]:
-        """(the planner's sub-queries, the first round's queries)."""
+    # ---- rounds ----------------------------------------------------------------------------------------
+    def _search(self, query: str, k: int, pool: EvidencePool, tr: Tracer, round_no: int, role: str = "retriever"):
+        passages = self.retriever.retrieve(query, k)
+        new = pool.add(query, passages)
+        tr.add(role, round=round_no, k=k, queries=[query], retrieved_ids=[[p.id for p in passages]],
+               new_ids=[p.id for p in new])  # fmt: skip
+        return passages
+
+    def _read(self, q: str, evidence: list[Passage], tr: Tracer) -> tuple[str, list[str], dict]:
         cfg = self.config
-        planned: list[str] = []
-        if cfg.planner:
-            pred, step = tr.call(
-                "planner",
-                self.planner,
-                {"question": q[:200]},
-                adapter=cfg.structured_adapter,
-                config={"max_tokens": cfg.planner_max_tokens},
-                question=q,
-            )
-            # a planner looping in its list is cut by max_tokens: the queries before the cut still count
-            planned = list(dict.fromkeys(items(output_fields(pred, step).get("sub_queries"))))
-            if step.get("salvaged"):  # the last query may be cut mid-word: drop a prefix of another query
-                planned = [p for p in planned if not any(o != p and o.startswith(p) for o in planned)]
-            planned = planned[: cfg.max_sub_queries]
-            step["sub_queries"] = planned
-        queries = ([q] if cfg.include_question or not cfg.planner else []) + planned
-        if not queries:  # the planner failed and the question is not included: search the question
-            queries = [q]
-            tr.add("input", note="the planner wrote no query: the question is the only search")
-        return planned, list(dict.fromkeys(queries))
-
-    def _retrieve(
-        self, q: str, queries: list[str], k: int, pool: EvidencePool, tr: Tracer, round_no: int
-    ) -> list[Passage]:
-        with_question = round_no > 0 and self.config.retry_with_question
-        searched = [f"{q} {query}" if with_question else query for query in queries]
-        results = self.retriever.retrieve_many(searched, k)
-        new: list[Passage] = []
-        for query, passages in zip(queries, results):
-            new += pool.add(query, passages)
-        tr.add(
-            "retriever",
-            round=round_no,
-            k=k,
-            queries=queries,
-            **({"searched_with_question": True} if with_question else {}),
-            retrieved_ids=[[p.id for p in ps] for ps in results],
-            new_ids=[p.id for p in new],
-        )
-        return new
-
-    def evidence(self, pool: EvidencePool, round_no: int = 0) -> list[Passage]:
-        """What the critic, the bridge step and the generator read at ``round_no``: the pool's best
-        ``evidence_cap`` passages, or with ``evidence_widens`` the round's k of them (at most the cap)."""
-        cfg = self.config
-        cap = min(cfg.evidence_cap, cfg.k_for_round(round_no)) if cfg.evidence_widens else cfg.evidence_cap
-        return pool.select(cap, cfg.evidence_order)
-
-    def _critique(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> dict:
-        cfg = self.config
-        evidence = self.evidence(pool, round_no)
-        pred, step = tr.call(
-            "critic",
-            self.critic,
-            {"question": q[:200], "n_passages": len(evidence)},
-            adapter=cfg.structured_adapter,
-            config=cfg.critic_lm_config(),
-            question=q,
-            sub_queries=list(pool.by_query),
-            evidence=format_evidence(evidence, cfg.passage_chars),
-        )
-        crit = read_critique(
-            output_fields(pred, step), pred is not None, getattr(pred, "logprobs", None), cfg.critic_confidence
-        )
-        features = critique_features(crit, evidence, q, round_no, pool.sources())
-        crit["features"] = {k: round(v, 4) for k, v in features.items()}
-        crit["p_calibrated"] = round(cfg.calibrator.probability(features), 4) if cfg.calibrator else None
-        crit["critic_stop"] = critic_stops(crit, cfg.confidence_threshold)
-        step.update(
-            round=round_no,
-            evidence_ids=[p.id for p in evidence],
-            evidence_titles=[p.title for p in evidence],
-            **crit,
-        )
-        return step
-
-    def _bridge(self, q: str, pool: EvidencePool, tr: Tracer, round_no: int) -> str | None:
-        """The bridge step's entity to search, or None (garbage, empty, a sentence rather than a name, or a
-        search already made: recorded in the step's ``problem``)."""
-        cfg = self.config
-        evidence = self.evidence(pool, round_no)
-        pred, step = tr.call(
-            "bridge",
-            self.bridge,
-            {"question": q[:200], "n_passages": len(evidence)},
-            adapter=cfg.structured_adapter,
-            config={"max_tokens": cfg.bridge_max_tokens},
-            question=q,
-            searched=list(pool.by_query),
-            evidence=format_evidence(evidence, cfg.passage_chars),
-        )
-        query = as_text(output_fields(pred, step).get("entity"))
-        problem = None
-        if not query:
-            problem = "no entity"
-        elif len(query.split()) > MAX_ENTITY_WORDS:
-            problem = f"not a name ({len(query.split())} words)"
-        elif pool.asked(query):
-            problem = "repeats an earlier search"
-        step.update(round=round_no, query=query, problem=problem)
-        return None if problem else query
-
-    def _next_queries(self, q: str, crit: dict, pool: EvidencePool, tr: Tracer, round_no: int) -> list[str]:
-        """The next round's searches: the critic's suggested queries that are new (not asked, and adding
-        a term no earlier search or the question had), with the bridge query first when the bridge step
-        runs; when neither yields one, the missing facts the critic named that were not searched."""
-        cfg = self.config
-        known = content_terms(" ".join([q, *pool.by_query]))
-        fresh = [c for c in dict.fromkeys(crit["suggested_queries"]) if not pool.asked(c) and content_terms(c) - known]
-        queries = list(fresh)
-        if cfg.bridge == "always" or (cfg.bridge == "stale" and not fresh):
-            bridged = self._bridge(q, pool, tr, round_no)
-            if bridged:
-                queries = [bridged, *[c for c in fresh if c != bridged]]
-        if not queries:
-            queries = [m for m in dict.fromkeys(crit["missing_information"]) if not pool.asked(m)]
-        return queries[: cfg.queries_per_retry]
-
-    # ---- the loop ----------------------------------------------------------------------------
-    def run(self, q: str, tr: Tracer, explore: int | None = None, answer_rounds: bool = True) -> Run:
-        """The loop, once. Live (``explore`` None): stop as the config's policy says. Explore (a recording
-        for replay): never stop on the critic, retry up to ``explore`` times, and answer from every
-        round's evidence (each round's ``answer``, ``generator`` step and calls; ``answer_rounds`` False
-        skips that, for a harvest of critiques that needs no answers)."""
-        cfg = self.config
-        policy = cfg if explore is None else _Explore(explore)
-        sub_queries, queries = self._plan(q, tr)
-        run = Run(q, sub_queries, head={"steps": list(tr.steps), "calls": _calls(tr, 0)})
-        i = 0
-        while True:
-            n_steps, n_calls, t0 = len(tr.steps), len(tr.ledger.records), time.perf_counter()
-            new = self._retrieve(q, queries, cfg.k_for_round(i), run.pool, tr, i)
-            rnd: dict[str, Any] = {
-                "round": i,
-                "retriever": tr.steps[n_steps],
-                "seconds_retrieval": round(time.perf_counter() - t0, 4),
-                "critic": None,
-                "next_queries": [],
-            }
-            run.rounds.append(rnd)
-            if i > 0 and not new:
-                run.stop = "no_new_passages"
-            elif explore is None and (spent := tr.exhausted()) is not None:
-                run.stop = f"budget_{spent}"
-            else:
-                n_calls = len(tr.ledger.records)
-                rnd["critic"] = crit = self._critique(q, run.pool, tr, i)
-                rnd["critic_calls"] = _calls(tr, n_calls)
-                run.stop = stop_reason(crit, i, policy)
-                crit["action"] = "stop" if run.stop else "retry"  # before the next step starts (observers see it)
-            if explore is not None and answer_rounds:
-                self._answer_round(q, run, tr, rnd)
-            if run.stop is None:
-                n_steps, n_calls = len(tr.steps), len(tr.ledger.records)
-                queries = self._next_queries(q, rnd["critic"], run.pool, tr, i)
-                rnd.update(next_queries=queries, query_steps=tr.steps[n_steps:], query_calls=_calls(tr, n_calls))
-                if not queries:
-                    run.stop = "no_new_queries"
-            if rnd["critic"] is not None:
-                rnd["critic"]["action"] = "stop" if run.stop else "retry"
-            last = next((r["critic"] for r in reversed(run.rounds) if r["critic"] is not None), None)
-            if run.stop and last is not None:
-                last["action"] = "stop"
-            if run.stop:
-                return run
-            i += 1
-
-    def _answer_round(self, q: str, run: Run, tr: Tracer, rnd: dict) -> None:
-        n_calls = len(tr.ledger.records)
-        evidence = self.evidence(run.pool, rnd["round"])
         answer, cited = answer_from_evidence(
-            self.generator, q, evidence, self.config.passage_chars, tr, adapter=self.config.generator_adapter
+            self.generator, q, evidence, cfg.passage_chars, tr, adapter=cfg.generator_adapter, confidence=True
         )
-        rnd.update(
-            evidence=[{"id": p.id, "title": p.title} for p in evidence],
-            answer=answer,
-            cited_ids=cited,
-            generator=tr.steps[-1],
-            generator_calls=_calls(tr, n_calls),
-        )
+        return answer, cited, tr.steps[-1]
+
+    def _draft(self, run: Run, tr: Tracer) -> dict:
+        k = self.config.k_schedule[0]
+        evidence = self._search(run.question, k, run.pool, tr, 0)
+        answer, cited, gen = self._read(run.question, evidence, tr)
+        return {"action": "draft", "answer": answer, "cited_ids": cited, "evidence": evidence,
+                "confidence": gen.get("answer_confidence")}  # fmt: skip
+
+    def _retrieve(self, run: Run, tr: Tracer, round_no: int) -> dict:
+        """Search "QUESTION DRAFT" at the widest k, re-read the pool's best passages."""
+        cfg = self.config
+        first = run.rounds[0]["answer"]
+        usable = first and clean_answer(first, run.question).lower() not in ("", "unknown", "yes", "no")
+        query = f"{run.question} {first}" if usable else run.question
+        self._search(query, cfg.k_schedule[-1], run.pool, tr, round_no)
+        evidence = run.pool.select(max(cfg.evidence_cap, cfg.k_schedule[0]), "score")
+        answer, cited, gen = self._read(run.question, evidence, tr)
+        return {"action": "retrieve", "answer": answer, "cited_ids": cited, "evidence": evidence,
+                "confidence": gen.get("answer_confidence"), "query": query}  # fmt: skip
+
+    def _decompose(self, run: Run, tr: Tracer, round_no: int) -> dict:
+        """One sub-question per entity, each read as a single-hop question, the answer composed from the
+        values; a sub-question with no value makes the round fall back (no answer: the direct read stands)."""
+        cfg, q = self.config, run.question
+        pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=cfg.structured_adapter,
+                             config={"max_tokens": cfg.planner_max_tokens}, question=q)  # fmt: skip
+        subs = list(dict.fromkeys(items(output_fields(pred, step).get("sub_questions"))))[: cfg.max_sub_questions]
+        step.update(round=round_no, sub_questions=subs)
+        out: dict[str, Any] = {"action": "decompose", "answer": None, "cited_ids": [], "evidence": [],
+                               "confidence": None, "sub_questions": subs, "values": []}  # fmt: skip
+        if len(subs) < 2:
+            out["fallback"] = f"the planner wrote {len(subs)} sub-question(s): the direct read stands"
+            return out
+        evidence: dict[str, Passage] = {}
+        for sub in subs:
+            passages = self._search(sub, cfg.sub_k, run.pool, tr, round_no)
+            value, _, _ = self._read(sub, passages, tr)
+            out["values"].append(value)
+            evidence.update((p.id, p) for p in passages)
+            if clean_answer(value, sub).lower() in ("", "unknown"):
+                out["fallback"] = f"no value read for {sub!r}: the direct read stands"
+                return out
+        facts = [f"{s} -> {v}" for s, v in zip(subs, out["values"])]
+        pred, step = tr.call("composer", self.composer, {"question": q[:200], "facts": len(facts)},
+                             adapter=cfg.generator_adapter, question=q, facts=facts,
+                             config={"max_tokens": cfg.compose_max_tokens, "logprobs": True, "top_logprobs": 1})  # fmt: skip
+        record_confidence(step, pred)
+        answer = clean_answer(output_fields(pred, step).get("answer"), q) or "unknown"
+        step.update(round=round_no, facts=facts, answer=answer)
+        out.update(answer=answer, evidence=list(evidence.values()), confidence=step.get("answer_confidence"))
+        return out
+
+    def _critique(self, run: Run, rnd: dict, tr: Tracer) -> dict:
+        cfg = self.config
+        evidence = rnd["evidence"]
+        pred, step = tr.call("critic", self.critic, {"question": run.question[:200], "n_passages": len(evidence)},
+                             adapter=cfg.structured_adapter, config=cfg.critic_lm_config(), question=run.question,
+                             evidence=format_evidence(evidence, cfg.passage_chars), draft_answer=rnd["answer"])  # fmt: skip
+        crit = read_critique(output_fields(pred, step), pred is not None, getattr(pred, "logprobs", None))
+        step.update(round=rnd["round"], draft_answer=rnd["answer"], **crit)
+        return crit
+
+    def _judge(self, run: Run, rnd: dict, tr: Tracer, policy: Any) -> None:
+        """Features, gate, critic (where the policy wants it) and P(right) of a finished round, in place."""
+        first = run.rounds[0]["answer"] if run.rounds else None
+        if rnd["answer"] is None:
+            rnd.update(features=None, p_gate=None, critique=None, p_right=None, source=None)
+        else:
+            feats = draft_features(
+                run.question, rnd["answer"], rnd["evidence"], rnd["confidence"], rnd["action"], first
+            )
+            rnd["features"] = {k: round(v, 4) for k, v in feats.items()}
+            rnd["p_gate"] = round(gate_probability(rnd["features"], self.config), 4)
+            n_steps, n_calls = len(tr.steps), len(tr.ledger.records)
+            rnd["critique"] = self._critique(run, rnd, tr) if wants_critic(rnd["p_gate"], policy) else None
+            rnd["critic_steps"], rnd["critic_calls"] = tr.steps[n_steps:], _calls(tr, n_calls)
+            p, source = p_right(rnd["features"], rnd["p_gate"], rnd["critique"], self.config)
+            rnd.update(p_right=round(p, 4), source=source)
+        tr.add("judgement", round=rnd["round"], action=rnd["action"], answer=rnd["answer"], p_gate=rnd["p_gate"],
+               verdict=(rnd["critique"] or {}).get("verdict"), p_right=rnd["p_right"], source=rnd["source"],
+               accepted=rnd["p_right"] is not None and rnd["p_right"] >= policy.accept_threshold,
+               **({"fallback": rnd["fallback"]} if rnd.get("fallback") else {}))  # fmt: skip
+
+    def _round(self, run: Run, action: str, tr: Tracer, policy: Any) -> dict:
+        n_steps, n_calls, t0 = len(tr.steps), len(tr.ledger.records), time.perf_counter()
+        round_no = len(run.rounds)
+        make = {"draft": self._draft, "retrieve": self._retrieve, "decompose": self._decompose}[action]
+        rnd = make(run, tr) if action == "draft" else make(run, tr, round_no)
+        rnd.update(round=round_no, steps=tr.steps[n_steps:], calls=_calls(tr, n_calls),
+                   seconds=round(time.perf_counter() - t0, 4))  # fmt: skip
+        self._judge(run, rnd, tr, policy)
+        run.rounds.append(rnd)
+        return rnd
+
+    # ---- the loop ----------------------------------------------------------------------------------------
+    def run(self, q: str, tr: Tracer, explore: bool = False, critique: bool = True) -> Run:
+        """The loop, once. Live: as the config's policy says. Explore (a recording for replay): every
+        repair for the question's form, no early stop, every round critiqued (none with ``critique``
+        False: such a record replays only policies that never ask the critic)."""
+        cfg = self.config
+        policy = (Explore() if critique else Explore(critic="off")) if explore else cfg
+        run = Run(q, question_form(q))
+        self._round(run, "draft", tr, policy)
+        while True:
+            if explore:
+                todo = [a for a in cfg.repairs_for(run.form) if a not in {r["action"] for r in run.rounds}]
+                action, run.stop = (todo[0], None) if todo else (None, "explored")
+            else:
+                action, why = next_step(run.rounds, run.form, cfg, tr.exhausted())
+                run.stop = why or None
+            if action is None:
+                return run
+            self._round(run, action, tr, policy)
 
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config
         with traced(question, cfg.max_question_chars, cfg.budget) as (q, tr):
             run = self.run(q, tr)
-            evidence = self.evidence(run.pool, run.rounds[-1]["round"])
-            answer, cited = answer_from_evidence(
-                self.generator, q, evidence, cfg.passage_chars, tr, adapter=cfg.generator_adapter
-            )
+            best = select(run.rounds, cfg)
+            tr.add("select", round=best["round"], action=best["action"], answer=best["answer"], p_right=best["p_right"])
         return finish(
             self.SYSTEM,
             tr,
-            answer=answer,
-            passages=evidence,
-            cited=cited,
-            sub_queries=run.sub_queries,
+            answer=best["answer"],
+            passages=best["evidence"],
+            cited=best["cited_ids"],
+            sub_queries=best.get("sub_questions") or [],
             queries=list(run.pool.by_query),
-            retries=run.rounds[-1]["round"],
+            retries=len(run.rounds) - 1,
             stop_reason=run.stop,
         )
 

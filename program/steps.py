@@ -30,7 +30,7 @@ from dspy.utils.exceptions import AdapterParseError, DSPyError
 
 from program.config import StrictConfig
 from program.errors import LMError, QuestionError
-from program.lm.accounting import Ledger, recording
+from program.lm.accounting import Ledger, recording, summarize
 from program.lm.cache import forget, noting_replies
 from program.lm.failures import is_service_failure
 from program.types import Passage
@@ -89,6 +89,17 @@ class Budget(StrictConfig):
     max_tokens: int | None = None
     max_seconds: float | None = None
 
+    def spent(self, cost: dict, seconds: float) -> str | None:
+        """The name of the limit that ``cost`` (a ledger summary) and ``seconds`` reach, or None: the one
+        budget check, live (:meth:`Tracer.exhausted`) and in replay."""
+        if self.max_lm_calls is not None and cost["lm_calls"] >= self.max_lm_calls:
+            return "lm_calls"
+        if self.max_tokens is not None and cost["prompt_tokens"] + cost["completion_tokens"] >= self.max_tokens:
+            return "tokens"
+        if self.max_seconds is not None and seconds >= self.max_seconds:
+            return "seconds"
+        return None
+
 
 @dataclass
 class Tracer:
@@ -105,15 +116,7 @@ class Tracer:
 
     def exhausted(self) -> str | None:
         """The name of the budget that is used up, or None."""
-        s = self.ledger.summary()
-        b = self.budget
-        if b.max_lm_calls is not None and s["lm_calls"] >= b.max_lm_calls:
-            return "lm_calls"
-        if b.max_tokens is not None and s["prompt_tokens"] + s["completion_tokens"] >= b.max_tokens:
-            return "tokens"
-        if b.max_seconds is not None and time.perf_counter() - self.started >= b.max_seconds:
-            return "seconds"
-        return None
+        return self.budget.spent(self.ledger.summary(), time.perf_counter() - self.started)
 
     def add(self, role: str, **info: Any) -> dict:
         self.flush()  # the steps before this one are complete
@@ -213,9 +216,16 @@ def traced(question: Any, max_chars: int, budget: Budget | None = None) -> Itera
             tr.flush()
 
 
-def finish(
+def finish(system: str, tr: Tracer, **fields: Any) -> dspy.Prediction:
+    """The prediction every system returns (the same keys as SharpRAG's), from its tracer."""
+    tr.flush()
+    return prediction(system, tr.steps, [r.to_dict() for r in tr.ledger.records], **fields)
+
+
+def prediction(
     system: str,
-    tr: Tracer,
+    steps: list[dict],
+    calls: list[dict],
     *,
     answer: str,
     stop_reason: str,
@@ -224,19 +234,20 @@ def finish(
     sub_queries: Sequence[str] = (),
     queries: Sequence[str] = (),
     retries: int = 0,
+    **extra: Any,
 ) -> dspy.Prediction:
-    """The prediction every system returns (the same keys as SharpRAG's)."""
-    tr.flush()
+    """A prediction from its steps and LM calls (a live tracer's, or a replayed record's)."""
     return dspy.Prediction(
         answer=answer,
         passages=list(passages),
         cited_ids=list(cited),
-        trace=tr.steps,
-        cost=tr.ledger.summary(),
-        calls=[r.to_dict() for r in tr.ledger.records],
+        trace=steps,
+        cost=summarize(calls),
+        calls=calls,
         sub_queries=list(sub_queries),
         queries=list(dict.fromkeys(queries)),
         retries=retries,
         stop_reason=stop_reason,
         system=system,
+        **extra,
     )

@@ -1,0 +1,94 @@
+"""A question's form, read from its text alone (no LM call): what the loop's repairs and the critic's
+features key on.
+
+* ``yesno``: a question that asks for "yes" or "no" ("Are both X and Y ...?", "Is X ...?").
+* ``comparison``: a choice between named options ("Who was born first, A or B?", "Which film came out
+  first, X or Y?"); :func:`options` returns the options, one of which the answer must be.
+* ``bridge``: everything else (a chain of facts through an intermediate entity, or a single fact).
+
+Comparisons and yes/no questions get the decomposed read (one sub-question per entity, the answer decided
+from the values read); the forms are also features of the answer critic (a comparison answered with none
+of its options is wrong whatever the model's confidence).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from program.answers import is_yes_no_question
+
+Form = Literal["bridge", "comparison", "yesno"]
+FORMS: tuple[Form, ...] = ("bridge", "comparison", "yesno")
+
+# "..., A or B?" / "... A or B?" : the last clause holds the two options; the first option starts after
+# the last comma before the "or" (or after a colon), else after a verb-like lead-in word.
+_OR = re.compile(r"\bor\b", re.I)
+_CHOICE_LEAD = re.compile(
+    r"^(which|who|whom|whose|what|where|when)\b", re.I
+)  # questions that pick one of their named options
+_LEAD_IN = re.compile(
+    r".*\b(between|first|earlier|later|older|younger|more|less|larger|smaller|bigger|longer|shorter|"
+    r"higher|lower|taller|closer|further|farther|faster|slower|newer|recently|last|last,|most|least)\b[:,]?\s*",
+    re.I,
+)
+
+
+def options(question: str) -> list[str]:
+    """The two named options of a choice question ("Who was born first, A or B?" -> [A, B]), or []."""
+    q = re.sub(r"^q:\s*", "", " ".join(question.split()), flags=re.I).rstrip(" ?.!")
+    if not _CHOICE_LEAD.match(q) or is_yes_no_question(q):
+        return []
+    parts = list(_OR.finditer(q))
+    if not parts:
+        return []
+    cut = parts[-1]
+    before, after = q[: cut.start()].rstrip(" ,"), q[cut.end() :].strip(" ,")
+    if "," in before:
+        first = before.rsplit(",", 1)[1]
+    elif ":" in before:
+        first = before.rsplit(":", 1)[1]
+    else:
+        m = _LEAD_IN.match(before)
+        if not m:
+            return []
+        first = before[m.end() :]
+    first, second = _strip(first), _strip(after)
+    if not first or not second or len(first.split()) > 12 or len(second.split()) > 12:
+        return []
+    return [first, second]
+
+
+def _strip(text: str) -> str:
+    text = text.strip(" ,:;\"'")
+    text = re.sub(
+        r"^(the (film|movie|song|album|band|book|novel|magazine|company|city|town)s?\s+)", "", text, flags=re.I
+    )
+    text = re.sub(r"^(between|either)\s+", "", text, flags=re.I)
+    return text.strip(" ,:;\"'")
+
+
+_COMPARE_WORDS = re.compile(
+    r"\b(both|same|either|neither|first|earlier|later|older|younger|more|fewer|less|larger|smaller|bigger|"
+    r"longer|shorter|higher|lower|taller|earliest|latest|oldest|youngest)\b",
+    re.I,
+)
+
+
+def question_form(question: str) -> Form:
+    """``yesno``, ``comparison`` or ``bridge`` (see the module docstring)."""
+    if is_yes_no_question(question):
+        return "yesno"
+    if options(question) or (_OR.search(question) and _COMPARE_WORDS.search(question)):
+        return "comparison"
+    return "bridge"
+
+
+def matches_option(answer: str, opts: list[str]) -> bool:
+    """Whether ``answer`` names one of ``opts`` (either contains the other, case and punctuation aside)."""
+    a = _norm(answer)
+    return bool(a) and any((o := _norm(opt)) and (a in o or o in a) for opt in opts)
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
