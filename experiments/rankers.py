@@ -15,6 +15,7 @@ from typing import Any
 
 from program.errors import ConfigError, StorageError
 from program.shipped import COMPILED_DIR
+from program.systems.modes import DATASET_RANKER
 
 SHIPPED_RANKERS = COMPILED_DIR / "rankers"
 
@@ -67,8 +68,13 @@ def load_ranker(ref: str, ws: Path, dataset: str | None = None) -> dict[str, Any
 
 
 def resolve(retriever_config: dict[str, Any], ws: Path, dataset: str | None = None) -> dict[str, Any]:
-    """``retriever_config`` with a ranker given by name replaced by its numbers."""
+    """``retriever_config`` with a ranker given by name replaced by its numbers ("dataset": the ranker named
+    after the dataset, e.g. ``hotpotqa``, or a dataset folder's name)."""
     ref = retriever_config.get("ranker")
+    if ref == DATASET_RANKER:
+        if not dataset:
+            raise ConfigError("ranker=dataset names the dataset's own evidence ranker, but no dataset is given")
+        ref = Path(str(dataset)).name
     if isinstance(ref, str):
         return {**retriever_config, "ranker": load_ranker(ref, ws, dataset)}
     return retriever_config

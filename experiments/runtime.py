@@ -18,7 +18,7 @@ from program.errors import ProgramFileError
 from program.lm import LMConfig, assign_lms
 from program.registry import SYSTEMS, build_system, config_for
 from program.saved import SavedProgram, load_into, read_program
-from program.systems.modes import retriever_overrides
+from program.systems.modes import DATASET_RANKER, retriever_overrides
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,10 @@ class Runtime:
         from experiments import rankers
         from program.retrieval import RetrieverConfig
 
-        merged = rankers.resolve({**self.retriever_config, **(overrides or {})}, Path(self.workspace), self.dataset)
+        overrides = dict(overrides or {})
+        if overrides.get("ranker") == DATASET_RANKER and self.retriever_config.get("ranker") is not None:
+            del overrides["ranker"]  # a system's default ranker never replaces the one the user set
+        merged = rankers.resolve({**self.retriever_config, **overrides}, Path(self.workspace), self.dataset)
         return RetrieverConfig.from_mapping(merged)
 
     def retriever(self, overrides: Mapping[str, Any] | None = None) -> Any:

@@ -15,7 +15,16 @@ from program.sharp import SharpConfig, SharpRAG
 from program.systems.adaptive import AdaptiveConfig, AdaptiveRAG
 from program.systems.closed_book import ClosedBook, ClosedBookConfig
 from program.systems.crag import CorrectiveRAG, CRAGConfig
-from program.systems.modes import DenseRAG, DenseRAGConfig, HopRAG, HopRAGConfig, HybridRAG, HybridRAGConfig
+from program.systems.modes import (
+    DenseRAG,
+    DenseRAGConfig,
+    HopRAG,
+    HopRAGConfig,
+    HybridRAG,
+    HybridRAGConfig,
+    RankedRAG,
+    RankedRAGConfig,
+)
 from program.systems.react import ReActConfig, ReActRAG
 from program.systems.rerank import LMRerankConfig, LMRerankRAG, RerankConfig, RerankRAG
 from program.systems.selfrag import SelfRAG, SelfRAGConfig
@@ -28,6 +37,7 @@ SYSTEMS: dict[str, tuple[type[dspy.Module], type[StrictConfig]]] = {
     "vanilla-dense": (DenseRAG, DenseRAGConfig),
     "vanilla-hybrid": (HybridRAG, HybridRAGConfig),
     "vanilla-hop": (HopRAG, HopRAGConfig),
+    "vanilla-ranked": (RankedRAG, RankedRAGConfig),
     "vanilla-rerank": (RerankRAG, RerankConfig),
     "vanilla-lmrerank": (LMRerankRAG, LMRerankConfig),
     "self-rag": (SelfRAG, SelfRAGConfig),

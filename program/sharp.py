@@ -57,6 +57,9 @@ class SharpConfig(StrictConfig):
 
     # k of the draft's search, then of a retrieval repair's ("QUESTION DRAFT"): three ranked passages read
     # best for the 1.5B reader; a repair widens to five (experiments/RESULTS.md, 'Reading')
+    # the evidence ranker the searches go through (its probabilities are features of the answer critic): a
+    # ranker's name, "dataset" for the dataset's own (experiments/rankers.py), or None for plain hybrid search
+    ranker: str | None = "dataset"
     k_schedule: tuple[int, ...] = (3, 5)
     evidence_cap: int = Field(5, ge=1, le=40)  # a re-read reads at most this many passages of the pool
     passage_chars: int = Field(600, ge=50, le=5000)

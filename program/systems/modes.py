@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import Field
+
 from program.baselines import VanillaConfig, VanillaRAG
 from program.retrieval.base import Retriever
 
@@ -28,14 +30,27 @@ class HopRAGConfig(VanillaConfig):
     second_hop: bool = True
 
 
+# what ``ranker`` means by default: the evidence ranker named after the dataset (experiments/rankers.py)
+DATASET_RANKER = "dataset"
+
+
+class RankedRAGConfig(VanillaConfig):
+    """Plain RAG over the evidence ranker: three ranked passages read best (experiments/RESULTS.md, 'Reading')."""
+
+    k: int = Field(3, ge=1, le=50)
+    ranker: str = DATASET_RANKER
+
+
 def retriever_overrides(config: Any) -> dict[str, Any] | None:
-    """The retriever settings a system's config asks for (``retrieval_mode``, ``second_hop``), or None
-    for the runtime's default retriever."""
+    """The retriever settings a system's config asks for (``retrieval_mode``, ``second_hop``, ``ranker``: a
+    ranker's name, or "dataset" for the dataset's own), or None for the runtime's default retriever."""
     out: dict[str, Any] = {}
     if getattr(config, "retrieval_mode", None):
         out["mode"] = config.retrieval_mode
     if getattr(config, "second_hop", None) is not None:
         out["second_hop"] = config.second_hop
+    if getattr(config, "ranker", None) is not None:
+        out["ranker"] = config.ranker
     return out or None
 
 
@@ -55,6 +70,15 @@ class HybridRAG(VanillaRAG):
 
     def __init__(self, retriever: Retriever, config: HybridRAGConfig | None = None):
         super().__init__(retriever, config or HybridRAGConfig())
+
+
+class RankedRAG(VanillaRAG):
+    """Plain RAG over the evidence ranker (no LM call to rank): the strongest one-call system."""
+
+    SYSTEM = "vanilla-ranked"
+
+    def __init__(self, retriever: Retriever, config: RankedRAGConfig | None = None):
+        super().__init__(retriever, config or RankedRAGConfig())
 
 
 class HopRAG(VanillaRAG):
