@@ -35,7 +35,7 @@ from program.calibration import AnswerCalibrator, critic_features, draft_feature
 from program.config import StrictConfig
 from program.critique import VERDICTS, critic_lm_config, output_fields, read_critique
 from program.evidence import EvidencePool, format_evidence
-from program.forms import Form, question_form
+from program.forms import Form, options, question_form
 from program.generation import answer_from_evidence, record_confidence
 from program.parsing import items
 from program.retrieval.base import Retriever
@@ -247,9 +247,16 @@ class SharpRAG(dspy.Module):
         """One sub-question per entity, each read as a single-hop question, the answer composed from the
         values; a sub-question with no value makes the round fall back (no answer: the direct read stands)."""
         cfg, q = self.config, run.question
+        named = options(q)
         pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=cfg.structured_adapter,
-                             config={"max_tokens": cfg.planner_max_tokens}, question=q)  # fmt: skip
-        subs = list(dict.fromkeys(items(output_fields(pred, step).get("sub_questions"))))[: cfg.max_sub_questions]
+                             config={"max_tokens": cfg.planner_max_tokens}, question=q, entities=named)  # fmt: skip
+        asked = " ".join(q.lower().split())
+        subs = [
+            s
+            for s in dict.fromkeys(items(output_fields(pred, step).get("sub_questions")))
+            if " ".join(s.lower().split()) != asked
+        ]
+        subs = subs[: cfg.max_sub_questions]
         step.update(round=round_no, sub_questions=subs)
         out: dict[str, Any] = {"action": "decompose", "answer": None, "cited_ids": [], "evidence": [],
                                "confidence": None, "sub_questions": subs, "values": []}  # fmt: skip

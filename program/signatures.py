@@ -13,16 +13,19 @@ Verdict = Literal["supported", "unsupported", "incomplete"]
 
 
 class DecomposeQuestion(dspy.Signature):
-    """Split a comparison or yes/no question about several entities into one simple question per
-    entity, each asking for the one fact that the comparison needs.
+    """Split a comparison or yes/no question about several entities into simple questions, exactly
+    one per entity, each asking for the one fact the comparison needs about that entity.
 
-    Name the entity explicitly in each question, as the question names it, and ask for a value
-    that can be compared: a date, a number, a place, a nationality, a yes/no property. When the
-    fact belongs to a related entity (the director of a film, the founder of a company), ask for
-    it through the entity the question names ("When was the director of Jaws born?")."""
+    When entities are listed, write one question for each listed entity, in that order; otherwise
+    write one question for each entity the question names (at least two). Never repeat the whole
+    question. Name the entity explicitly in its question, as the question names it, and ask for a
+    value that can be compared: a date, a number, a place, a nationality, a yes/no property. Only
+    when the question itself asks about a related entity (the director of a film, the founder of a
+    company), ask through the entity the question names ("When was the director of Jaws born?")."""
 
+    entities: list[str] = dspy.InputField(desc="the entities the question compares, when known; [] if not")
     question: str = dspy.InputField()
-    sub_questions: list[str] = dspy.OutputField(desc="one simple question per entity, in the question's order")
+    sub_questions: list[str] = dspy.OutputField(desc="one simple question per entity, in order")
 
 
 class ComposeAnswer(dspy.Signature):
