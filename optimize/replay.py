@@ -231,11 +231,11 @@ def replay(rec: dict, policy: SharpConfig) -> dspy.Prediction:
             raise ReplayError(f"the policy runs the {action!r} repair, which the recording did not record")
         rnd = judge_recorded(by_action[action], policy, rec.get("critiqued", True))
         rnd["round"] = len(rounds)
-        steps += [dict(s) for s in rnd["steps"]]
+        steps += [_in_round(s, rnd["round"]) for s in rnd["steps"]]
         calls += rnd["calls"]
         seconds += float(rnd["seconds"])
         if rnd["critic_used"]:
-            steps += [dict(s) for s in rnd["critic_steps"]]
+            steps += [_in_round(s, rnd["round"]) for s in rnd["critic_steps"]]
             calls += rnd["critic_calls"]
             seconds += _seconds(rnd["critic_steps"])
         steps.append(_judgement(rnd, policy))
@@ -259,6 +259,11 @@ def replay(rec: dict, policy: SharpConfig) -> dspy.Prediction:
         retries=len(rounds) - 1,
         recorded_seconds=round(seconds, 4),
     )
+
+
+def _in_round(step: dict, round_no: int) -> dict:
+    """A recorded step as the round a live run reaches it in (another order than the recording's)."""
+    return {**step, "round": round_no} if "round" in step else dict(step)
 
 
 def _judgement(rnd: dict, policy: SharpConfig) -> dict:

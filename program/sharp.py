@@ -264,8 +264,9 @@ class SharpRAG(dspy.Module):
             out["fallback"] = f"the planner wrote {len(subs)} sub-question(s): the direct read stands"
             return out
         evidence: dict[str, Passage] = {}
+        own = EvidencePool()  # not the run's pool: a retrieval repair reads the same pool before or after this round
         for sub in subs:
-            passages = self._search(sub, cfg.sub_k, run.pool, tr, round_no)
+            passages = self._search(sub, cfg.sub_k, own, tr, round_no)
             value, _, _ = self._read(sub, passages, tr)
             out["values"].append(value)
             evidence.update((p.id, p) for p in passages)

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rev", help="Also measure this commit (formatted with this checkout's ruff settings).")
     ap.add_argument("--top", type=int, default=10)
     args = ap.parse_args(argv)
-    here = Path(__file__).resolve().parents[2]
+    here = Path(__file__).resolve().parents[3]
     sys.stdout.write(report(here, args.top) + "\n")
     if args.rev:
         with tempfile.TemporaryDirectory() as tmp:

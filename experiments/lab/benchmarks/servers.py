@@ -26,7 +26,7 @@ from program.errors import SharpError
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 class ServerStartError(SharpError, RuntimeError):
