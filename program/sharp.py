@@ -43,7 +43,7 @@ from program.signatures import ComposeAnswer, CritiqueAnswer, DecomposeQuestion,
 from program.steps import Budget, Tracer, finish, traced
 from program.types import Passage
 
-__all__ = ["VERDICTS", "SharpConfig", "SharpRAG", "next_step", "p_right", "select", "wants_critic"]
+__all__ = ["VERDICTS", "SharpConfig", "SharpRAG", "gate_probability", "next_step", "p_right", "select", "wants_critic"]
 
 Repair = Literal["retrieve", "decompose"]
 REPAIRS: tuple[Repair, ...] = ("retrieve", "decompose")
