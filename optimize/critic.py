@@ -229,8 +229,12 @@ def fit_answer_critic(
         held_c = [x for x in heldout if x["critic"] is not None]
         if held_c:
             rep["judge"] = report([judge.probability(r) for r in rows_of(held_c, True)], held_c, threshold, seed)
-            rep["judge_curves"] = curves([judge.probability(r) for r in rows_of(held_c, True)], [x["label"] for x in held_c])
-            rep["gate_on_critiqued"] = report([gate.probability(r) for r in rows_of(held_c, False)], held_c, threshold, seed)
+            rep["judge_curves"] = curves(
+                [judge.probability(r) for r in rows_of(held_c, True)], [x["label"] for x in held_c]
+            )
+            rep["gate_on_critiqued"] = report(
+                [gate.probability(r) for r in rows_of(held_c, False)], held_c, threshold, seed
+            )
             rep["critic_alone"] = report([x["critic"]["p_supported"] for x in held_c], held_c, threshold, seed)
     rep["critic_problems"] = sum(1 for x in [*fit, *heldout] if x["critic_problem"])
     out["report"] = rep

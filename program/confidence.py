@@ -28,6 +28,11 @@ def _tokens(logprobs: Any) -> list[dict]:
     return [t if isinstance(t, dict) else dict(t) for t in content or []]
 
 
+def has_logprobs(logprobs: Any) -> bool:
+    """Whether a prediction's ``logprobs`` hold any token (an LM that returns none gives None or no content)."""
+    return bool(_tokens(logprobs))
+
+
 def _value_start(text: str, field: str) -> int | None:
     patterns = (rf'"{re.escape(field)}"\s*:\s*"', rf"\[\[ ## {re.escape(field)} ## \]\]\s*")
     for pattern in patterns:

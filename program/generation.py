@@ -7,7 +7,7 @@ from typing import Any
 import dspy
 
 from program.answers import clean_answer
-from program.confidence import answer_confidence
+from program.confidence import answer_confidence, has_logprobs
 from program.evidence import format_evidence
 from program.parsing import salvage_json
 from program.steps import Tracer
@@ -72,7 +72,11 @@ def record_confidence(step: dict, pred: Any, field: str = "answer") -> None:
     step["answer_confidence"] = {k: round(v, 4) for k, v in found.items()} if found else None
     if found is None:
         step["confidence_problem"] = (
-            "no parsed reply" if pred is None else "no log-probabilities" if logprobs is None else "answer not found"
+            "no parsed reply"
+            if pred is None
+            else "no log-probabilities"
+            if not has_logprobs(logprobs)
+            else "answer not found"
         )
 
 

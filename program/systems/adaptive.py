@@ -40,7 +40,7 @@ class AdaptiveRAG(SharpRAG):
     def __init__(self, retriever: Retriever, config: AdaptiveConfig | None = None):
         super().__init__(retriever, config or AdaptiveConfig())
         self.router = dspy.Predict(ClassifyComplexity)
-        self.closed_book = (dspy.ChainOfThought if self.config.generator_reasoning else dspy.Predict)(AnswerClosedBook)
+        self.closed_book = dspy.Predict(AnswerClosedBook)  # SHARP reads without chain of thought
 
     def forward(self, question: str) -> dspy.Prediction:
         cfg = self.config

@@ -336,7 +336,7 @@ def systems(b: Bench, s: Section) -> None:
 
 
 def replay(b: Bench, s: Section) -> None:
-    from optimize.replay import Policy, record, score
+    from optimize.replay import record, score
 
     if b.sharp is None:
         raise BenchError("needs the live SHARP run of the systems section")
@@ -344,10 +344,10 @@ def replay(b: Bench, s: Section) -> None:
     cfg = b.sharp.config
     b.backend.reset()  # the recording starts as cold as the live run did
     t0 = time.perf_counter()
-    records = record(b.sharp, examples, cfg.max_retries, max_failed_in_a_row=None)
+    records = record(b.sharp, examples, max_failed_in_a_row=None)
     record_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    result = score(records, examples, Policy.of(cfg))
+    result = score(records, examples, cfg)
     replay_s = time.perf_counter() - t0
     n = len(examples)
     live = [b.sharp_rows[e.id] for e in examples]
@@ -356,10 +356,10 @@ def replay(b: Bench, s: Section) -> None:
     s.add("recording (explore mode, made once)", seconds_per_q=round(record_s / n, 4))
     same = sum(a["answer"] == r["answer"] for a, r in zip(result.rows, live))
     s.notes.append(
-        f"{n} question(s), SHARP's default policy (threshold {cfg.confidence_threshold}, {cfg.max_retries} "
-        f"retries); the replay gives the live answer on {same}/{n}; the steps it used took "
+        f"{n} question(s), SHARP's default policy (accept threshold {cfg.accept_threshold}, at most "
+        f"{cfg.max_repairs} repairs); the replay gives the live answer on {same}/{n}; the steps it used took "
         f"{result.metrics['live_seconds_per_q']:.2f} s per question when recorded; one recording scores "
-        "every stopping policy (threshold, retries, budgets: `sharp tune`)"
+        "every policy (thresholds, critic band, repairs, budgets: `sharp tune`)"
     )
 
 

@@ -30,7 +30,9 @@ def main() -> None:
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    rt = Runtime(dataset=args.dataset, workspace=args.workspace, retriever_config={"ranker": args.ranker or args.dataset})
+    rt = Runtime(
+        dataset=args.dataset, workspace=args.workspace, retriever_config={"ranker": args.ranker or args.dataset}
+    )
     examples = rt.examples(args.split, limit=args.offset + args.n, seed=args.seed)
     position = {ex.id: i for i, ex in enumerate(examples)}
     ranges = [tuple(int(x) for x in r.split(":")) for r in args.critic_range]
