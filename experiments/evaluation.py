@@ -11,7 +11,7 @@ import dspy
 
 from experiments import tracking
 from experiments.progress import Tally, showing, watched
-from experiments.runtime import Runtime
+from experiments.runtime import Runtime, as_run
 from optimize.evaluate import EvalResult, evaluate, is_failed, read_rows
 from optimize.metrics import question_row
 from program.digest import digest
@@ -24,9 +24,10 @@ log = logging.getLogger(__name__)
 def build(
     rt: Runtime, system: str, config: Mapping[str, Any] | None = None, program_path: Path | None = None
 ) -> tuple[dspy.Module, str]:
-    """The module to evaluate and its system name: from a saved program, or fresh from config."""
+    """The module to evaluate and its system name: from a saved program (``config`` over its own), or fresh
+    from ``config``."""
     if program_path:
-        module, saved = rt.load_program(program_path)
+        module, saved = rt.load_program(program_path, config)
         return module, saved.system
     return rt.system(system, config), system
 
@@ -49,7 +50,9 @@ def settings_of(
     (prompts, demos, instructions, so a changed prompt never resumes stale rows). ``program``: a saved
     program's (entrant name, file); its system, config, retriever overrides and, without ``state``,
     its state are read from the file, nothing is built, so an edited or recompiled program never
-    resumes stale rows either. ``judge``: the arena's answer judge. Where the vectors live
+    resumes stale rows either; ``config`` then holds the keys set over the program's config, and the
+    runtime's retriever settings go over the program's, as the program runs them
+    (experiments.runtime.as_run). ``judge``: the arena's answer judge. Where the vectors live
     (``chroma_url``) changes no hit, so it is left out.
     """
     retriever = {k: v for k, v in (rt.retriever_config or {}).items() if k != "chroma_url"}
@@ -66,7 +69,7 @@ def settings_of(
     }
     if program is not None:
         name, path = program
-        saved = read_program(path)
+        saved = as_run(read_program(path), config, retriever)
         out.update(
             system=saved.system,
             program=name,

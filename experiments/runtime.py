@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import dspy
 from data.sources import DatasetSource, resolve_dataset
 from experiments import settings
 from program.digest import digest
-from program.errors import ProgramFileError
+from program.errors import ConfigError, ProgramFileError
 from program.lm import LMConfig, assign_lms
 from program.registry import SYSTEMS, build_system, config_for
 from program.saved import SavedProgram, load_into, read_program
@@ -116,8 +116,16 @@ class Runtime:
         assign_lms(module, self.lm_config)
         return module
 
-    def load_program(self, path: str | Path) -> tuple[dspy.Module, SavedProgram]:
-        saved = read_program(path)
+    def saved_program(self, path: str | Path, config: Mapping[str, Any] | None = None) -> SavedProgram:
+        """The saved program at ``path`` as this command runs it (:func:`as_run`): ``config`` (--config,
+        --set) over its config, validated; this runtime's retriever settings over the ones it recorded."""
+        return as_run(read_program(path), config, self.retriever_config)
+
+    def load_program(
+        self, path: str | Path, config: Mapping[str, Any] | None = None
+    ) -> tuple[dspy.Module, SavedProgram]:
+        """The saved program at ``path``, built, with ``config`` over its config (:meth:`saved_program`)."""
+        saved = self.saved_program(path, config)
         retriever = self.retriever(saved.retriever)
         module = load_into(saved, retriever)
         self.check_calibrator(module, saved.retriever)
@@ -157,6 +165,26 @@ class Runtime:
         if calibrator is not None:
             reranker = self.retriever_settings(overrides).reranker
             calibrator.check_fits(self.index_manifest().get("corpus_sha256"), reranker)
+
+
+def as_run(
+    saved: SavedProgram, config: Mapping[str, Any] | None = None, retriever: Mapping[str, Any] | None = None
+) -> SavedProgram:
+    """``saved`` with a command's settings over its own, none dropped: ``config`` (--config, then --set) merged
+    over its config and validated against its system's config class (an unknown key or a bad value is a
+    ConfigError naming it), and ``retriever`` (--retriever-config, --retriever-set, --mode, --chroma-url:
+    the settings the user gave) over the retriever settings it was saved with."""
+    from experiments.options import merged
+
+    if config:
+        try:
+            values = config_for(saved.system, merged(saved.config, config)).model_dump(mode="json")
+        except ConfigError as exc:
+            raise ConfigError(f"--config/--set over the saved {saved.system!r} program: {exc}") from None
+        saved = replace(saved, config=values)
+    if retriever:
+        saved = replace(saved, retriever={**saved.retriever, **retriever})
+    return saved
 
 
 def configure_cache(enabled: bool, cache_dir: Path | None) -> None:

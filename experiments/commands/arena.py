@@ -60,7 +60,10 @@ ResultsDir = typer.Option(
 )
 Configs = typer.Option(None, "--config", help="YAML/JSON mapping: system name -> its config.")
 Sets = typer.Option(
-    None, "--set", help="One system's key: --set crag.upper=0.7 (repeatable; KEY=VALUE, the value read as YAML)."
+    None,
+    "--set",
+    help="One system's key: --set crag.upper=0.7, or a --program entrant's: --set NAME.confidence_threshold=0.5 "
+    "(repeatable; KEY=VALUE, the value read as YAML).",
 )
 
 

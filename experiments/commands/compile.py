@@ -116,6 +116,8 @@ def compile_cmd(
     rt = o.build_runtime(opts, extra_roles=("proposer",), experiment=experiment)
     sizes = {"n_train": n_train, "n_val": n_val, "n_select": n_select, "train_offset": train_offset}
     path = o.program_path(program, rt)
+    if path:  # --config/--set over the program: a bad key fails now, before any question is loaded
+        rt.saved_program(path, system_config)
     out = compile_from_runtime(rt, job, **sizes, val_split=val_split, program_path=path, system_config=system_config)
     _show_compile(out)
 
@@ -201,6 +203,8 @@ def tune_cmd(
     rt = o.build_runtime(opts, experiment=experiment)
     check_storage(storage or default_storage(rt.workspace))
     path = o.program_path(program, rt)
+    if path:  # --config/--set over the program: a bad key fails now, before any question is loaded
+        rt.saved_program(path, system_config)
     out = tune_from_runtime(
         rt,
         job,

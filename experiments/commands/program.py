@@ -51,7 +51,7 @@ def ask(
     rt = o.build_runtime(opts, track=False)
     with progress.status("opening the index and building the program", enabled=not as_json):
         path = o.program_path(program, rt, opts.tracking_uri, system)
-        module = rt.load_program(path)[0] if path else rt.system(system, system_config)
+        module = rt.load_program(path, system_config)[0] if path else rt.system(system, system_config)
     with render.live_steps(enabled=not as_json):
         pred = module(question=question)
     if as_json:
