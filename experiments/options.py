@@ -10,18 +10,17 @@ turned into the error exit (:func:`fail`) by :class:`Command`, which every comma
 
 from __future__ import annotations
 
-import datetime
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
-import yaml
 from typer.core import TyperCommand
 
-from program.errors import ConfigError, SharpError
+from experiments.keyvalue import merged, parse_sets, read_mapping
+from program.errors import SharpError
 
 if TYPE_CHECKING:
     from experiments.runtime import Runtime
@@ -94,9 +93,9 @@ def fail(message: object) -> NoReturn:
     """Print ``error: MESSAGE`` on stderr, the message literally (no markup, no emoji codes), and exit 2."""
     from rich.text import Text
 
-    from experiments import render
+    from experiments.terminal import err_console
 
-    render.err_console.print(Text.assemble(("error:", "red"), " ", str(message)))
+    err_console.print(Text.assemble(("error:", "red"), " ", str(message)))
     raise typer.Exit(2)
 
 
@@ -122,74 +121,11 @@ def exit_if_failed(notes: list[str | None]) -> None:
     if notes:
         from rich.text import Text
 
-        from experiments import render
+        from experiments.terminal import err_console
 
         for note in notes:  # literally: a note quotes error messages, which may hold [brackets]
-            render.err_console.print(Text.assemble(("failed questions:", "red"), " ", note))
+            err_console.print(Text.assemble(("failed questions:", "red"), " ", note))
         raise typer.Exit(1)
-
-
-# ---- the one key=value grammar ------------------------------------------------------------------------
-_NULLS = {"", "~", "null", "Null", "NULL"}
-
-
-def parse_sets(items: Iterable[str] | None, option: str = "--set") -> dict[str, Any]:
-    """The ``KEY=VALUE`` items of a repeatable option (--set, --retriever-set, --opt, --fix) as a mapping.
-
-    The one grammar of every such option: the value is read as YAML (3, 0.5, true, null, [1, 2],
-    {a: 1}, plain text; JSON reads the same; a date stays text), a dotted key nests
-    (``crag.upper=0.7`` -> ``{"crag": {"upper": 0.7}}``), a later item wins. No ``=``, an empty key
-    or a value YAML cannot read is a :class:`ConfigError` naming ``option`` and the item."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        path = [part.strip() for part in key.split(".")]
-        if not sep or not all(path):
-            raise ConfigError(f"{option} takes KEY=VALUE (a dotted KEY nests: a.b=1), got {item!r}")
-        target = out
-        for i, part in enumerate(path[:-1]):
-            target = target.setdefault(part, {})
-            if not isinstance(target, dict):
-                raise ConfigError(f"{option} {item!r}: {'.'.join(path[: i + 1])} is already set to a value")
-        target[path[-1]] = _value(raw, option, item)
-    return out
-
-
-def _value(raw: str, option: str, item: str) -> Any:
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        problem = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-        raise ConfigError(
-            f"{option} {item!r}: the value is not valid YAML ({problem}); quote text that holds ': ' or "
-            f"starts with a symbol, e.g. {option} '{item.partition('=')[0]}=\"...\"'"
-        ) from None
-    if isinstance(value, (datetime.date, datetime.datetime)) or (value is None and raw.strip() not in _NULLS):
-        return raw.strip()  # a date, or text YAML reads as a comment (#1): the text itself
-    return value
-
-
-def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``override`` over ``base``, nested mappings merged key by key (a config file, then --set)."""
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merged(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def read_mapping(path: Path | None) -> dict:
-    if path is None:
-        return {}
-    try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping, not {type(data).__name__}")
-    return data
 
 
 # ---- the options object -------------------------------------------------------------------------------

@@ -12,10 +12,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from experiments.progress import duration
-
-console = Console()
-err_console = Console(stderr=True)
+from experiments.terminal import console, duration, err_console
 
 
 def _fmt(v: Any, digits: int = 3) -> str:

@@ -13,6 +13,7 @@ import dspy
 
 from data.sources import DatasetSource, resolve_dataset
 from experiments import settings
+from experiments.keyvalue import merged
 from program.digest import digest
 from program.errors import ConfigError, ProgramFileError
 from program.lm import LMConfig, assign_lms
@@ -174,8 +175,6 @@ def as_run(
     over its config and validated against its system's config class (an unknown key or a bad value is a
     ConfigError naming it), and ``retriever`` (--retriever-config, --retriever-set, --mode, --chroma-url:
     the settings the user gave) over the retriever settings it was saved with."""
-    from experiments.options import merged
-
     if config:
         try:
             values = config_for(saved.system, merged(saved.config, config)).model_dump(mode="json")
@@ -214,3 +213,20 @@ def load_dataset_corpus(dataset: str, data_dir: Path | None) -> list:
     """The passages to index: DATA_DIR/NAME/corpus.jsonl, PATH/corpus.jsonl, a corpus JSONL
     file, or the paragraphs of a question file (its context / paragraphs)."""
     return dataset_source(dataset, data_dir).corpus()
+
+
+def index_name(dataset: str) -> str:
+    """The folder name under WORKSPACE/indexes for a dataset name or path (as :meth:`Runtime.index_dir`)."""
+    return dataset_source(dataset).name
+
+
+def resolve_index_dir(dataset: str, workspace: Path | None, index_dir: Path | None) -> Path:
+    """--index-dir, else WORKSPACE/indexes/<the dataset's index name> (as :meth:`Runtime.index_dir`)."""
+    return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
+
+
+def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int | None = None, seed: int = 0) -> list:
+    """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
+    from data.loaders import load_examples
+
+    return load_examples(dataset_source(dataset, data_dir), split, limit=limit, seed=seed)

@@ -132,7 +132,7 @@ def arena(
 
 
 def _show(result: ArenaResult, title: str, report_only: bool, as_json: bool) -> None:
-    from experiments import render
+    from experiments import render, terminal
     from experiments.evaluation import failure_note
 
     notes = [failure_note(r.rows, f"{s}: ") for s, r in result.results.items()]
@@ -143,14 +143,14 @@ def _show(result: ArenaResult, title: str, report_only: bool, as_json: bool) -> 
         o.exit_if_failed(notes)
         return
     table = {s: e["metrics"] for s, e in result.summary["systems"].items()}
-    render.console.print(render.metrics_table(table, title))
+    terminal.console.print(render.metrics_table(table, title))
     if report_only:
-        render.console.print(f"report rebuilt from the result files of: {', '.join(result.reused)}")
+        terminal.console.print(f"report rebuilt from the result files of: {', '.join(result.reused)}")
     elif result.reused:
-        render.console.print(f"reused finished systems (not rerun): {', '.join(result.reused)}")
+        terminal.console.print(f"reused finished systems (not rerun): {', '.join(result.reused)}")
     for system, why in result.skipped.items():
-        render.err_console.print(f"[yellow]not run:[/yellow] {system}: {why}")
-    render.console.print(f"report: {result.report} (plots in {result.folder})")
+        terminal.err_console.print(f"[yellow]not run:[/yellow] {system}: {why}")
+    terminal.console.print(f"report: {result.report} (plots in {result.folder})")
     o.exit_if_failed(notes)
 
 

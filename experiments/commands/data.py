@@ -10,9 +10,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -40,28 +38,6 @@ Verify = typer.Option(
 )
 BatchSize = typer.Option(None, "--batch-size", help="Texts per embedding batch, torch backend (default: the config's).")
 Progress = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr.")
-
-
-# ---- helpers shared with experiments/benchmarks/retrieval.py --------------------------------
-def index_name(dataset: str) -> str:
-    """The folder name under WORKSPACE/indexes for a dataset name or path (as Runtime uses)."""
-    from experiments.runtime import dataset_source
-
-    return dataset_source(dataset).name
-
-
-def resolve_index_dir(dataset: str, workspace: Path | None, index_dir: Path | None) -> Path:
-    from experiments import settings
-
-    return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
-
-
-def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int | None = None, seed: int = 0) -> list:
-    """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
-    from data.loaders import load_examples
-    from experiments.runtime import dataset_source
-
-    return load_examples(dataset_source(dataset, data_dir), split, limit=limit, seed=seed)
 
 
 # ---- commands ------------------------------------------------------------------------------
@@ -92,7 +68,7 @@ def index(
 
 
 def _show_index(target: Path, manifest: dict, verified: bool) -> None:
-    from experiments.render import console
+    from experiments.terminal import console
 
     if verified:
         checked = len(manifest.get("files") or {})
@@ -148,7 +124,7 @@ def retrieve(
         return
     from rich.table import Table
 
-    from experiments.render import console
+    from experiments.terminal import console
 
     table = Table(title=f"{mode} top-{k} for: {query[:80]}", caption=f"{ms:.0f} ms")
     for col in ("#", "score", "title", "text"):
@@ -156,40 +132,6 @@ def retrieve(
     for i, p in enumerate(hits, start=1):
         table.add_row(str(i), f"{p.score:.4f}", p.title, p.text[:160] + ("..." if len(p.text) > 160 else ""))
     console.print(table)
-
-
-def evaluate_retriever(
-    retriever: Any, questions: list, k: int, batch: int = 32, ks: Sequence[int] | None = None
-) -> tuple[dict, dict]:
-    """(metrics from optimize.retrieval_metrics.aggregate, latency summary) for questions at the cutoffs
-    ``ks`` (default 2, 5, 10, 20 up to k, and k); the latency is that of asking for the largest cutoff.
-
-    A retriever whose top-k is not the prefix of its top-K (``depends_on_k``: the second hop gives a share
-    of k to hop passages) is asked once per cutoff, so each @cutoff scores what a system asking for that
-    many passages gets."""
-    import numpy as np
-
-    from optimize.retrieval_metrics import aggregate
-
-    ks = sorted(set(ks) if ks else {kk for kk in (2, 5, 10, 20) if kk <= k} | {k})
-    asks = [(kk, [kk]) for kk in ks] if getattr(retriever, "depends_on_k", False) else [(max(ks), ks)]
-    metrics: dict = {"overall": {}, "by_type": {}}
-    per_query_ms = []
-    for depth, cutoffs in asks:
-        rows = []
-        for start in range(0, len(questions), batch):
-            chunk = questions[start : start + batch]
-            t0 = time.perf_counter()
-            hits = retriever.retrieve_many([ex.question for ex in chunk], depth)
-            if depth == max(ks):
-                per_query_ms.append((time.perf_counter() - t0) * 1000 / len(chunk))
-            rows += [(ex.get("type"), [p.title for p in h], ex.get("gold_titles") or []) for ex, h in zip(chunk, hits)]
-        part = aggregate(rows, cutoffs)
-        metrics["overall"].update(part["overall"])
-        for qtype, values in part["by_type"].items():
-            metrics["by_type"].setdefault(qtype, {}).update(values)
-        metrics["skipped"] = part["skipped"]
-    return metrics, {"batched_ms_per_query": round(float(np.mean(per_query_ms)), 2) if per_query_ms else None}
 
 
 def eval_retrieval(
@@ -226,6 +168,8 @@ def eval_retrieval(
         dataset=rt.source.ref(),
         rerankers_dir=settings.rerankers_dir(rt.workspace),
     )
+    from experiments.evaluation import evaluate_retriever
+
     metrics, latency = evaluate_retriever(retriever, questions, k)
     result = {
         "dataset": dataset,
@@ -248,7 +192,7 @@ def eval_retrieval(
 def _show_retrieval(metrics: dict, title: str) -> None:
     from rich.table import Table
 
-    from experiments.render import console
+    from experiments.terminal import console
 
     rows = {"all": metrics["overall"], **metrics["by_type"]}
     ks = sorted({int(c.split("@")[1]) for c in metrics["overall"] if "@" in c})

@@ -90,7 +90,7 @@ def eval_(
     as_json: bool = typer.Option(False, "--json", help="Print the aggregate metrics as one JSON object."),
 ) -> None:
     """Evaluate a system on a split; resumable; one MLflow run with config, metrics and the per-question table."""
-    from experiments import render, tracking
+    from experiments import render, terminal, tracking
     from experiments.evaluation import build, failure_note, run_and_log
 
     opts = o.Options.of(locals())
@@ -118,8 +118,8 @@ def eval_(
     if as_json:
         sys.stdout.write(json.dumps({"metrics": result.metrics, "by_type": result.by_type}, default=str) + "\n")
     else:
-        render.console.print(render.metrics_table({name: result.metrics}, f"{name} on {dataset} {split}"))
-        render.console.print(f"results: {path}")
+        terminal.console.print(render.metrics_table({name: result.metrics}, f"{name} on {dataset} {split}"))
+        terminal.console.print(f"results: {path}")
     o.exit_if_failed([failure_note(result.rows)])
 
 

@@ -72,7 +72,7 @@ def train_reranker(
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")
         return
-    from experiments.render import console
+    from experiments.terminal import console
 
     console.print(
         f"[green]reranker saved[/green] at {summary['folder']}: {summary['pairs']} pairs from {summary['questions']} "
@@ -187,7 +187,8 @@ def fit_ranker(
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")
         return
-    from experiments.render import console, ranker_table
+    from experiments.render import ranker_table
+    from experiments.terminal import console
 
     console.print(ranker_table(summary))
     console.print(f"[green]ranker saved[/green] at {out}. Use it with --retriever-set ranker={name}")
