@@ -19,16 +19,8 @@ from experiments import options as o
 log = logging.getLogger(__name__)
 
 
-IndexDir = typer.Option(None, "--index-dir", help="Index folder (default: WORKSPACE/indexes/<dataset>).")
-Backend = typer.Option(None, "--backend", help="Embedding runtime: torch | onnx | onnx-int8 (default: the config's).")
-Mode = typer.Option("hybrid", "--mode", "-m", help="dense | bm25 | hybrid.")
-Dataset = typer.Option(
-    "hotpotqa",
-    "--dataset",
-    "-d",
-    help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with corpus.jsonl, or a file).",
-)
-RetrieverConfigFile = typer.Option(None, "--retriever-config", help="YAML/JSON file with RetrieverConfig keys.")
+Dataset = o.DATASET.but(help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with corpus.jsonl, or a file).")
+Mode = o.RETRIEVER_MODE.but(default="hybrid", param_decls=("--mode", "-m"), help="dense | bm25 | hybrid.")
 Rebuild = typer.Option(False, "--rebuild", help="Delete the index and build it anew.")
 Verify = typer.Option(
     False,
@@ -41,24 +33,17 @@ Progress = typer.Option(True, "--progress/--no-progress", help="Show a progress 
 
 
 # ---- commands ------------------------------------------------------------------------------
+@o.shared(Dataset, o.DATA_DIR, o.WORKSPACE, o.INDEX)
 def index(
-    dataset: str = Dataset,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    index_dir: Path | None = IndexDir,
+    opts: o.Options = o.SHARED,
     rebuild: bool = Rebuild,
     verify: bool = Verify,
-    backend: str | None = Backend,
     batch_size: int | None = BatchSize,
-    retriever_file: Path | None = RetrieverConfigFile,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    old_set: list[str] | None = o.SetIsRetrieverSet,
-    chroma_url: str | None = o.ChromaUrl,
     progress: bool = Progress,
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as one JSON object."),
 ) -> None:
     """Build (or resume, repair, or --verify) the dense + BM25 index of a dataset's corpus."""
-    rt = o.build_runtime(o.Options.of(locals()), lms=False, track=False)
+    rt = o.build_runtime(opts, lms=False, track=False)
     manifest = rt.verify_index() if verify else rt.build_index(progress, rebuild, batch_size)
     if as_json:
         extra = {"verified": True} if verify else {}
@@ -90,23 +75,15 @@ def _show_index(target: Path, manifest: dict, verified: bool) -> None:
     )
 
 
+@o.shared(Dataset, o.DATA_DIR, o.WORKSPACE, Mode, o.INDEX)
 def retrieve(
     query: str = typer.Argument(..., help="The search query."),
-    dataset: str = Dataset,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    index_dir: Path | None = IndexDir,
-    retriever_mode: str = Mode,
+    opts: o.Options = o.SHARED,
     k: int = typer.Option(5, "-k", "--k", help="Passages to return."),
-    backend: str | None = Backend,
-    retriever_file: Path | None = RetrieverConfigFile,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    old_set: list[str] | None = o.SetIsRetrieverSet,
-    chroma_url: str | None = o.ChromaUrl,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the passages."),
 ) -> None:
     """Retrieve passages for a query from a built index (a Rich table, or --json)."""
-    rt = o.build_runtime(o.Options.of(locals()), lms=False, track=False)
+    rt = o.build_runtime(opts, lms=False, track=False)
     retriever = rt.retriever()
     start = time.perf_counter()
     hits = retriever.retrieve(query, k)
@@ -134,21 +111,13 @@ def retrieve(
     console.print(table)
 
 
+@o.shared(Dataset, o.DATA_DIR, o.WORKSPACE, Mode, o.INDEX)
 def eval_retrieval(
-    dataset: str = Dataset,
     split: str = typer.Option("dev", "--split", help="Question split (dev, train)."),
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    index_dir: Path | None = IndexDir,
-    retriever_mode: str = Mode,
+    opts: o.Options = o.SHARED,
     k: int = typer.Option(10, "-k", "--k", help="Depth to score (recall/precision/all-gold at 2, 5, 10, 20 up to k)."),
     limit: int | None = typer.Option(None, "--limit", help="Score a seeded sample of N questions."),
     seed: int = typer.Option(0, "--seed", help="Seed of the --limit sample."),
-    backend: str | None = Backend,
-    retriever_file: Path | None = RetrieverConfigFile,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    old_set: list[str] | None = o.SetIsRetrieverSet,
-    chroma_url: str | None = o.ChromaUrl,
     as_json: bool = typer.Option(
         False, "--json", help="Print ONE JSON object with the aggregate metrics (logs go to stderr)."
     ),
@@ -158,7 +127,7 @@ def eval_retrieval(
     from program.retrieval import open_retriever
     from program.retrieval.manifest import corpus_sha256
 
-    rt = o.build_runtime(o.Options.of(locals()), lms=False, track=False)
+    rt = o.build_runtime(opts, lms=False, track=False)
     cfg = rt.retriever_settings()
     questions = rt.examples(split, limit, seed)
     retriever = open_retriever(
@@ -172,7 +141,7 @@ def eval_retrieval(
 
     metrics, latency = evaluate_retriever(retriever, questions, k)
     result = {
-        "dataset": dataset,
+        "dataset": opts.dataset,
         "split": split,
         "mode": cfg.mode,
         "k": k,
@@ -186,7 +155,7 @@ def eval_retrieval(
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
-        _show_retrieval(metrics, f"retrieval {cfg.mode} on {dataset}/{split}")
+        _show_retrieval(metrics, f"retrieval {cfg.mode} on {opts.dataset}/{split}")
 
 
 def _show_retrieval(metrics: dict, title: str) -> None:
