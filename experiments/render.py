@@ -315,7 +315,7 @@ def demo_end(
             highlight=False,
         )
     console.print(
-        f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {mlflow_uri}) then open http://127.0.0.1:5000"
+        f"MLflow: `make mlflow-ui` (or: sharp mlflow-ui --tracking-uri {mlflow_uri}) then open http://127.0.0.1:5000"
         + (": runs, metrics, and a trace per question (Traces tab)" if traces else ""),
         highlight=False,
         soft_wrap=True,
