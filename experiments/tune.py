@@ -378,7 +378,7 @@ def tune_from_runtime(
     skip = max(0, offset)
     examples = runtime.examples(split, limit=skip + n_questions, seed=job.seed)[skip:]
     if program_path:
-        base, saved = runtime.load_program(program_path)
+        base, saved = runtime.load_program(program_path, system_config)
         base_retriever = dict(saved.retriever)
     else:
         base = runtime.system("sharp", system_config)

@@ -63,9 +63,19 @@ Freeze = typer.Option(
     help="A role whose demos and instructions stay as in --program (repeatable), e.g. --freeze critic after "
     "`--target critic`.",
 )
-RetrieverMode = typer.Option(None, "--retriever-mode", help="dense, bm25 or hybrid.")
 
 
+@o.shared(
+    o.SYSTEM_CONFIG,
+    o.RETRIEVER_MODE,
+    o.RETRIEVER_SET,
+    o.WHERE,
+    o.LMS,
+    o.PROPOSER_LM,
+    o.CACHE,
+    o.TRACKING_URI,
+    o.EXPERIMENT,
+)
 def compile_cmd(
     system: str = typer.Option("sharp", "--system", help="System to compile (see the registry)."),
     optimizer: str = Optimizer,
@@ -86,36 +96,33 @@ def compile_cmd(
     train_offset: int = CompileOffset,
     freeze: list[str] | None = Freeze,
     program: str | None = Program,
-    config: Path | None = o.Config,
-    set_: list[str] | None = o.Set,
-    retriever_mode: str | None = RetrieverMode,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    dataset: str = o.Dataset,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    lm: str | None = o.LM,
-    api_base: str | None = o.ApiBase,
-    planner_lm: str | None = o.PlannerLM,
-    critic_lm: str | None = o.CriticLM,
-    generator_lm: str | None = o.GeneratorLM,
-    proposer_lm: str | None = o.ProposerLM,
-    lm_file: Path | None = o.LMConfigFile,
-    no_cache: bool = o.NoCache,
-    cache_dir: Path | None = o.CacheDir,
-    tracking_uri: str | None = o.TrackingUri,
-    experiment: str = o.Experiment,
+    opts: o.Options = o.SHARED,
 ) -> None:
     """Compile a system's prompts and demos (or its critic alone) and save the program."""
     from experiments.compile import CompileJob, check_sizes_early, compile_from_runtime
 
-    opts = o.Options.of(locals())
-    settings = o.parse_sets(opt, "--opt")
-    job = o.pick(CompileJob, locals(), optimizer_settings=settings, freeze=tuple(freeze or ()))
+    job = CompileJob(
+        system=system,
+        optimizer=optimizer,
+        target=target,
+        metric=metric,
+        name=name,
+        optimizer_settings=o.parse_sets(opt, "--opt"),
+        metric_threshold=metric_threshold,
+        seed=seed,
+        threads=threads,
+        critic_balance=critic_balance,
+        critic_demos=critic_demos,
+        calibrate=calibrate,
+        freeze=tuple(freeze or ()),
+    )
     check_sizes_early(job, n_train, n_val)
     system_config = opts.system_config()
-    rt = o.build_runtime(opts, extra_roles=("proposer",), experiment=experiment)
+    rt = o.build_runtime(opts, extra_roles=("proposer",))
     sizes = {"n_train": n_train, "n_val": n_val, "n_select": n_select, "train_offset": train_offset}
     path = o.program_path(program, rt)
+    if path:  # --config/--set over the program: a bad key fails now, before any question is loaded
+        rt.saved_program(path, system_config)
     out = compile_from_runtime(rt, job, **sizes, val_split=val_split, program_path=path, system_config=system_config)
     _show_compile(out)
 
@@ -156,6 +163,7 @@ Storage = typer.Option(
 Fix = typer.Option(None, "--fix", help="Pin a parameter KEY=VALUE (repeatable; the value read as YAML).")
 
 
+@o.shared(o.SYSTEM_CONFIG, o.WHERE, o.LMS, o.CACHE, o.TRACKING_URI, o.EXPERIMENT)
 def tune_cmd(
     system: str = typer.Option("sharp", "--system", help="Only 'sharp' has a retry policy to tune."),
     trials: int = typer.Option(30, "--trials", help="Finished trials the study should have in all."),
@@ -171,36 +179,32 @@ def tune_cmd(
     seed: int = Seed,
     threads: int = typer.Option(1, "--threads", help="Threads for live recordings."),
     program: str | None = Program,
-    config: Path | None = o.Config,
-    set_: list[str] | None = o.Set,
-    dataset: str = o.Dataset,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    lm: str | None = o.LM,
-    api_base: str | None = o.ApiBase,
-    planner_lm: str | None = o.PlannerLM,
-    critic_lm: str | None = o.CriticLM,
-    generator_lm: str | None = o.GeneratorLM,
-    lm_file: Path | None = o.LMConfigFile,
-    no_cache: bool = o.NoCache,
-    cache_dir: Path | None = o.CacheDir,
-    tracking_uri: str | None = o.TrackingUri,
-    experiment: str = o.Experiment,
+    opts: o.Options = o.SHARED,
 ) -> None:
     """Search threshold, retries, k schedule, evidence cap and retrieval mode with Optuna (replayed)."""
     from experiments.tune import TuneJob, default_storage, load_space, tune_from_runtime
     from optimize.storage import check_storage
     from program.errors import ConfigError
 
-    opts = o.Options.of(locals())
     if system != "sharp":
         raise ConfigError(f"tune searches SHARP's retry policy; {system!r} has none")
     search = load_space(space, o.parse_sets(fix, "--fix"))
-    job = o.pick(TuneJob, locals(), n_trials=trials, space=search)
+    job = TuneJob(
+        objective=objective,
+        n_trials=trials,
+        storage=storage,
+        study=study,
+        seed=seed,
+        threads=threads,
+        space=search,
+        verify=verify,
+    )
     system_config = opts.system_config()
-    rt = o.build_runtime(opts, experiment=experiment)
+    rt = o.build_runtime(opts)
     check_storage(storage or default_storage(rt.workspace))
     path = o.program_path(program, rt)
+    if path:  # --config/--set over the program: a bad key fails now, before any question is loaded
+        rt.saved_program(path, system_config)
     out = tune_from_runtime(
         rt,
         job,
@@ -243,6 +247,7 @@ def _figures(m: dict) -> str:
 
 
 # ---- export --------------------------------------------------------------------------------------------
+@o.shared(o.WORKSPACE, o.TRACKING_URI, o.EXPERIMENT)
 def export_cmd(
     run_id: str = typer.Argument(..., help="The MLflow run of a `sharp compile` or `sharp tune`."),
     name: str = typer.Option(..., "--name", help="Registered model name."),
@@ -253,16 +258,13 @@ def export_cmd(
     bundle_code: bool = typer.Option(
         True, "--bundle-code/--no-bundle-code", help="Ship program/ and experiments/ as code_paths."
     ),
-    workspace: Path | None = o.Workspace,
-    tracking_uri: str | None = o.TrackingUri,
-    experiment: str = o.Experiment,
+    opts: o.Options = o.SHARED,
 ) -> None:
     """Register a compiled/tuned program as an MLflow model (loads with mlflow.pyfunc.load_model)."""
     from experiments import settings
     from experiments.export import export_run
 
-    opts = o.Options(workspace=workspace, tracking_uri=tracking_uri)  # no runtime: the program names its index
-    o.start_tracking(opts, settings.workspace(workspace), experiment)
+    o.start_tracking(opts, settings.workspace(opts.workspace))  # no runtime: the program names its index
     out = export_run(run_id, name, index_dir=index_dir, include_index=include_index, bundle_code=bundle_code)
     typer.echo(f"registered {out.model_uri} (export run {out.run_id})")
     typer.echo(f"serve:  mlflow models serve -m {out.model_uri} --env-manager local -p 5001")
