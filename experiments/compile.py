@@ -236,7 +236,7 @@ def run_compile(
         "metric": job.metric,
         "metric_threshold": job.threshold(),
         "seed": job.seed,
-        "critic_balance": job.critic_balance,
+        "critic_reads": job.critic_reads,
         "freeze": ",".join(job.freeze) or "-",
         "n_train": len(trainset),
         "n_val": len(valset),

@@ -23,9 +23,13 @@ Seed = typer.Option(0, "--seed")
 
 # ---- compile's options ---------------------------------------------------------------------------------
 Optimizer = typer.Option("bootstrap", "--optimizer", help="bootstrap, bootstrap-rs, mipro, simba or gepa.")
-Target = typer.Option("program", "--target", help="program (every predictor) or critic (alone).")
-NTrain = typer.Option(24, "--n-train", help="Training questions (critic: questions harvested).")
-NVal = typer.Option(24, "--n-val", help="Validation questions (evaluated before and after).")
+Target = typer.Option(
+    "program", "--target", help="program (every predictor's prompts) or critic (the answer critic's calibrators)."
+)
+NTrain = typer.Option(24, "--n-train", help="Training questions (critic: the questions whose drafts it is fitted on).")
+NVal = typer.Option(
+    24, "--n-val", help="Validation questions (evaluated before and after; critic: its held-out drafts' questions)."
+)
 NSelect = typer.Option(
     None,
     "--n-select",
@@ -35,27 +39,23 @@ NSelect = typer.Option(
 ValSplit = typer.Option("train", "--val-split", help="'train' (held out from the train split, default) or 'dev'.")
 Opt = typer.Option(None, "--opt", help="Optimizer setting KEY=VALUE (repeatable; the value read as YAML).")
 MetricThreshold = typer.Option(None, "--metric-threshold", help="Keep bootstrapped demos scoring at least this.")
-CriticBalance = typer.Option(
+CriticReads = typer.Option(
     True,
-    "--critic-balance/--no-critic-balance",
-    help="--target critic: the compiled critic's demos show both verdicts (a gold critique is added for a missing one).",
+    "--critic-reads/--no-critic-reads",
+    help="--target critic: the critic LM reads every recorded round, so a judge (gate features plus its verdict) "
+    "is fitted beside the gate (off: the gate alone; about half the recording's time).",
 )
-CriticDemos = typer.Option(
-    True,
-    "--critic-demos/--no-critic-demos",
-    help="--target critic: compile the critic's demos (off: keep its prompt, fit the calibrator only).",
-)
-Calibrate = typer.Option(
-    True,
-    "--calibrate/--no-calibrate",
-    help="--target critic: fit the calibrator of P(sufficient) on the harvested critiques and set the stop "
-    "threshold from it.",
+Recording = typer.Option(
+    None,
+    "--recording",
+    help="--target critic, tune: the recording of the questions' rounds to fit or replay (made, or extended where "
+    "it lacks questions; default WORKSPACE/compile/NAME/replay/KEY.jsonl or WORKSPACE/replay/KEY.jsonl).",
 )
 CompileOffset = typer.Option(
     0,
     "--train-offset",
-    help="Skip the first N seeded train questions (e.g. the ones a reranker was trained on, so the calibrator "
-    "sees reranker scores of unseen questions).",
+    help="Skip the first N seeded train questions (e.g. the ones a ranker was fitted on, so the answer critic "
+    "sees ranker scores of unseen questions).",
 )
 Freeze = typer.Option(
     None,
@@ -90,9 +90,8 @@ def compile_cmd(
     metric_threshold: float | None = MetricThreshold,
     seed: int = Seed,
     threads: int = typer.Option(1, "--threads", help="Threads for the before/after evaluations."),
-    critic_balance: bool = CriticBalance,
-    critic_demos: bool = CriticDemos,
-    calibrate: bool = Calibrate,
+    critic_reads: bool = CriticReads,
+    recording: Path | None = Recording,
     train_offset: int = CompileOffset,
     freeze: list[str] | None = Freeze,
     program: str | None = Program,
@@ -111,9 +110,8 @@ def compile_cmd(
         metric_threshold=metric_threshold,
         seed=seed,
         threads=threads,
-        critic_balance=critic_balance,
-        critic_demos=critic_demos,
-        calibrate=calibrate,
+        critic_reads=critic_reads,
+        recording=recording,
         freeze=tuple(freeze or ()),
     )
     check_sizes_early(job, n_train, n_val)
@@ -134,19 +132,35 @@ def _show_compile(out: CompileOutcome) -> None:
         if b is not None and a is not None:
             typer.echo(f"  {key:>15}: {b:.3f} -> {a:.3f}")
     if out.critic:
-        views = [(k, out.critic.get(k)) for k in ("zero_shot", "demos", "calibrator") if out.critic.get(k)]
-        typer.echo(
-            f"  critic, {views[0][1]['n_critiques']} held-out critiques of {out.critic['counts']['cases']} "
-            f"(threshold now {out.critic['threshold']:g}):"
-        )
-        typer.echo("  " + " " * 16 + "".join(f"{name:>12}" for name, _ in views))
-        for key in ("auroc", "brier", "ece", "verdict_accuracy", "over_trigger", "under_trigger"):
-            cells = "".join(f"{'-' if v.get(key) is None else f'{v[key]:.3f}':>12}" for _, v in views)
-            typer.echo(f"  {key:>16}{cells}")
+        _show_critic(out.critic)
     typer.echo(f"  compile cost: {_cost(out.cost)}, {out.cost['seconds']:.0f}s")
-    if "harvest" in out.cost:
-        typer.echo(f"  harvesting critiques: {_cost(out.cost['harvest'])}")
+    if "recording" in out.cost:
+        typer.echo(f"  recording the rounds: {_cost(out.cost['recording'])}")
     typer.echo(f"export it with: sharp export {out.run_id} --name NAME")
+
+
+def _show_critic(critic: dict) -> None:
+    """The answer critic on its held-out drafts: each view's AUROC [CI], Brier, ECE and triggers."""
+    rep = critic["report"]
+    views = [(k, rep[k]) for k in ("generator_confidence", "gate", "critic_alone", "judge") if rep.get(k)]
+    held = rep["heldout"]
+    typer.echo(
+        f"  answer critic on {held['drafts']} held-out drafts of {held['questions']} questions (fitted on "
+        f"{rep['fit']['drafts']} drafts; accept threshold {critic['threshold']:g}):"
+    )
+    typer.echo("  " + " " * 16 + "".join(f"{name:>22}" for name, _ in views))
+    for key in ("auroc", "auroc_ci", "brier", "ece", "over_trigger", "under_trigger", "drafts"):
+        cells = "".join(f"{_cell(v.get(key)):>22}" for _, v in views)
+        typer.echo(f"  {key:>16}{cells}")
+    typer.echo(f"  gate features: {', '.join(critic['gate_features'])}")
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_cell(v) for v in value) + "]"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def _cost(cost: dict) -> str:
@@ -169,7 +183,17 @@ def tune_cmd(
     trials: int = typer.Option(30, "--trials", help="Finished trials the study should have in all."),
     storage: str | None = Storage,
     study: str | None = typer.Option(None, "--study", help="Study name (default sharp-DATASET-OBJECTIVE)."),
-    objective: str = typer.Option("f1", "--objective", help="f1, em, or f1-cost (F1 vs LM calls, Pareto)."),
+    objective: str = typer.Option(
+        "em-cost",
+        "--objective",
+        help="em-cost (EM less --cost-weight per LM call beyond one, calls capped by --max-calls), f1, em, or "
+        "f1-cost (F1 vs LM calls, Pareto).",
+    ),
+    cost_weight: float = typer.Option(
+        0.02, "--cost-weight", help="em-cost: EM given up for one more LM call a question."
+    ),
+    max_calls: float | None = typer.Option(2.0, "--max-calls", help="em-cost: LM calls a question a policy may spend."),
+    recording: Path | None = Recording,
     n_questions: int = typer.Option(30, "--n", help="Questions to tune on."),
     split: str = typer.Option("train", "--split", help="Split to tune on (keep dev for the final report)."),
     train_offset: int = typer.Option(0, "--train-offset", help="Skip the first N seeded questions of the split."),
@@ -181,7 +205,8 @@ def tune_cmd(
     program: str | None = Program,
     opts: o.Options = o.SHARED,
 ) -> None:
-    """Search threshold, retries, k schedule, evidence cap and retrieval mode with Optuna (replayed)."""
+    """Search SHARP's policy with Optuna, replayed from one recording: the accept threshold, when the critic
+    reads a draft, each question form's repairs and how many, and how the answer is selected."""
     from experiments.tune import TuneJob, default_storage, load_space, tune_from_runtime
     from optimize.storage import check_storage
     from program.errors import ConfigError
@@ -198,6 +223,9 @@ def tune_cmd(
         threads=threads,
         space=search,
         verify=verify,
+        cost_weight=cost_weight,
+        max_calls=max_calls,
+        recording=recording,
     )
     system_config = opts.system_config()
     rt = o.build_runtime(opts)
