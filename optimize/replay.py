@@ -49,7 +49,21 @@ class ReplayError(SharpError):
 
 # ---- recording ---------------------------------------------------------------------------------
 # the settings a policy may change: they decide which recorded rounds a run reaches, never what a round reads
-POLICY_FIELDS = ("accept_threshold", "critic", "critic_floor", "max_repairs", "select", "gate", "judge", "budget")
+POLICY_FIELDS = (
+    "accept_threshold",
+    "accept_comparison",
+    "accept_yesno",
+    "critic",
+    "critic_floor",
+    "max_repairs",
+    "repair_bridge",
+    "repair_comparison",
+    "repair_yesno",
+    "select",
+    "gate",
+    "judge",
+    "budget",
+)
 
 
 def reading(program: SharpRAG) -> str:
@@ -195,7 +209,7 @@ def _seconds(steps: Iterable[dict]) -> float:
     return sum(float(s.get("seconds") or 0) for s in steps)
 
 
-def judge_recorded(rnd: dict, policy: SharpConfig, critiqued: bool = True) -> dict:
+def judge_recorded(rnd: dict, policy: SharpConfig, form: str = "bridge", critiqued: bool = True) -> dict:
     """A recorded round judged as ``policy`` judges it live: its gate probability under the policy's gate,
     the critique only where the policy would have asked for it, its P(right)."""
     out = dict(rnd)
@@ -203,7 +217,7 @@ def judge_recorded(rnd: dict, policy: SharpConfig, critiqued: bool = True) -> di
         out.update(p_gate=None, critique=None, p_right=None, source=None, critic_used=False)
         return out
     p_gate = round(gate_probability(rnd["features"], policy), 4)
-    used = wants_critic(p_gate, policy)
+    used = wants_critic(p_gate, policy, form)
     if used and not critiqued:
         raise ReplayError("the policy asks the critic about a round the recording did not critique")
     critique = rnd.get("critique") if used else None
@@ -229,7 +243,7 @@ def replay(rec: dict, policy: SharpConfig) -> dspy.Prediction:
     while action is not None:
         if action not in by_action:
             raise ReplayError(f"the policy runs the {action!r} repair, which the recording did not record")
-        rnd = judge_recorded(by_action[action], policy, rec.get("critiqued", True))
+        rnd = judge_recorded(by_action[action], policy, rec["form"], rec.get("critiqued", True))
         rnd["round"] = len(rounds)
         steps += [_in_round(s, rnd["round"]) for s in rnd["steps"]]
         calls += rnd["calls"]
@@ -238,7 +252,7 @@ def replay(rec: dict, policy: SharpConfig) -> dspy.Prediction:
             steps += [_in_round(s, rnd["round"]) for s in rnd["critic_steps"]]
             calls += rnd["critic_calls"]
             seconds += _seconds(rnd["critic_steps"])
-        steps.append(_judgement(rnd, policy))
+        steps.append(_judgement(rnd, policy, rec["form"]))
         rounds.append(rnd)
         action, stop = next_step(rounds, rec["form"], policy, policy.budget.spent(summarize(calls), seconds))
     best = select(rounds, policy)
@@ -266,8 +280,8 @@ def _in_round(step: dict, round_no: int) -> dict:
     return {**step, "round": round_no} if "round" in step else dict(step)
 
 
-def _judgement(rnd: dict, policy: SharpConfig) -> dict:
-    accepted = rnd["p_right"] is not None and rnd["p_right"] >= policy.accept_threshold
+def _judgement(rnd: dict, policy: SharpConfig, form: str) -> dict:
+    accepted = rnd["p_right"] is not None and rnd["p_right"] >= policy.accept_for(form)
     step = {"role": "judgement", "round": rnd["round"], "action": rnd["action"], "answer": rnd["answer"],
             "p_gate": rnd["p_gate"], "verdict": (rnd["critique"] or {}).get("verdict"), "p_right": rnd["p_right"],
             "source": rnd["source"], "accepted": accepted}  # fmt: skip

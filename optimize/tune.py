@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 POLICY_PARAMS = (
     "accept_threshold",
+    "accept_comparison",
+    "accept_yesno",
     "critic",
     "critic_floor",
     "max_repairs",
@@ -106,8 +108,11 @@ def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
     """One point of ``space`` from an Optuna trial (fixed parameters are not suggested)."""
     fixed = space.fixed
     params: dict[str, Any] = {}
-    floats = {"accept_threshold": (space.threshold_low, space.threshold_high),
-              "critic_floor": (space.floor_low, space.floor_high)}  # fmt: skip
+    floats = {
+        name: (space.threshold_low, space.threshold_high)
+        for name in ("accept_threshold", "accept_comparison", "accept_yesno")
+    }
+    floats["critic_floor"] = (space.floor_low, space.floor_high)
     for name in POLICY_PARAMS:
         if name in fixed:
             params[name] = fixed[name]
@@ -133,6 +138,7 @@ def apply_params(base: SharpConfig, params: Mapping[str, Any]) -> SharpConfig:
 def params_of(config: SharpConfig) -> dict[str, Any]:
     """The search-space point that stands for ``config``."""
     out = {name: getattr(config, name) for name in POLICY_PARAMS}
+    out.update(accept_comparison=config.accept_for("comparison"), accept_yesno=config.accept_for("yesno"))
     for name in ("repair_bridge", "repair_comparison", "repair_yesno"):
         out[name] = choice_of(out[name])
     return out
@@ -140,8 +146,11 @@ def params_of(config: SharpConfig) -> dict[str, Any]:
 
 def in_space(params: Mapping[str, Any], space: SearchSpace) -> bool:
     """Whether every free parameter of ``params`` is a value the space can suggest."""
-    ranges = {"accept_threshold": (space.threshold_low, space.threshold_high),
-              "critic_floor": (space.floor_low, space.floor_high)}  # fmt: skip
+    ranges = {
+        name: (space.threshold_low, space.threshold_high)
+        for name in ("accept_threshold", "accept_comparison", "accept_yesno")
+    }
+    ranges["critic_floor"] = (space.floor_low, space.floor_high)
     for name, value in params.items():
         if name in space.fixed:
             continue

@@ -138,14 +138,12 @@ class AnswerCalibrator(LinearModel):
         """Refuse to judge drafts from another retriever than the one the calibrator was fitted on: its
         score features are a given ranker's probabilities over a given corpus."""
         fitted = self.fitted_on
-        problems = [p for p in [self.corpus_problem(corpus_sha256)] if p]
+        problems = [p for p in [self.corpus_problem(corpus_sha256, dataset)] if p]
         if "ranker" in fitted and fitted.get("ranker") != ranker:
             problems.append(f"it was fitted with ranker {fitted.get('ranker')!r}, this retriever uses {ranker!r}")
         if problems:
-            here = f" ({dataset!r})" if dataset else ""
             raise CalibratorError(
-                f"the program's answer calibrator was fitted on dataset {fitted.get('dataset')!r} and does not fit "
-                f"this index{here}: "
+                "the program's answer calibrator does not fit this index: "
                 + "; ".join(problems)
                 + ". Fit one for it with `sharp compile --target critic` on this dataset, or drop it "
                 "(--set gate=null --set judge=null)"

@@ -92,13 +92,15 @@ class LinearModel(StrictConfig):
     def probability(self, features: Mapping[str, float]) -> float:
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, self.logit(features)))))
 
-    def corpus_problem(self, corpus_sha256: str | None) -> str | None:
-        """Why this model does not fit an index of ``corpus_sha256`` (None when it does or cannot be told)."""
+    def corpus_problem(self, corpus_sha256: str | None, dataset: str | None = None) -> str | None:
+        """Why this model does not fit an index of ``corpus_sha256`` (of ``dataset``, when known): both datasets
+        and corpora named; None when it fits or cannot be told."""
         fitted = self.fitted_on.get("corpus_sha256")
         if corpus_sha256 and fitted and fitted != corpus_sha256:
+            here = f"dataset {dataset!r} (corpus {corpus_sha256[:12]})" if dataset else f"corpus {corpus_sha256[:12]}"
             return (
-                f"it was fitted on corpus {str(fitted)[:12]} ({self.fitted_on.get('dataset')!r}), "
-                f"this index holds corpus {corpus_sha256[:12]}"
+                f"it was fitted on dataset {self.fitted_on.get('dataset')!r} (corpus {str(fitted)[:12]}), "
+                f"this index holds {here}"
             )
         return None
 

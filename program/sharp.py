@@ -43,7 +43,7 @@ from program.signatures import ComposeAnswer, CritiqueAnswer, DecomposeQuestion,
 from program.steps import Budget, Tracer, finish, traced
 from program.types import Passage
 
-__all__ = ["VERDICTS", "SharpConfig", "SharpRAG", "next_step", "p_right", "select", "wants_critic"]
+__all__ = ["VERDICTS", "SharpConfig", "SharpRAG", "gate_probability", "next_step", "p_right", "select", "wants_critic"]
 
 Repair = Literal["retrieve", "decompose"]
 REPAIRS: tuple[Repair, ...] = ("retrieve", "decompose")
@@ -65,6 +65,9 @@ class SharpConfig(StrictConfig):
     passage_chars: int = Field(600, ge=50, le=5000)
     # stop when a round's P(right) reaches this; `sharp tune` searches it
     accept_threshold: float = Field(0.8, ge=0.0, le=1.0)
+    # the same for comparisons and yes/no questions, where their drafts fail otherwise (None: accept_threshold)
+    accept_comparison: float | None = Field(None, ge=0.0, le=1.0)
+    accept_yesno: float | None = Field(None, ge=0.0, le=1.0)
     # when the critic LM reads a draft: never, on every draft, or in the band [critic_floor, accept_threshold)
     # of the gate's P (the gate alone accepts above it; below the floor the draft is repaired unread)
     critic: Literal["off", "band", "always"] = "band"
@@ -110,6 +113,11 @@ class SharpConfig(StrictConfig):
             raise ValueError("gate: the gate calibrator must not read the critic's verdict (use judge)")
         return self
 
+    def accept_for(self, form: Form) -> float:
+        """The P(right) at which a round of a question of ``form`` is accepted."""
+        own = {"comparison": self.accept_comparison, "yesno": self.accept_yesno}.get(form)
+        return self.accept_threshold if own is None else own
+
     def repairs_for(self, form: Form) -> tuple[Repair, ...]:
         return {"bridge": self.repair_bridge, "comparison": self.repair_comparison, "yesno": self.repair_yesno}[form]
 
@@ -127,11 +135,11 @@ def gate_probability(features: dict[str, float], policy: Any) -> float:
     return math.exp(features["lp_mean"])
 
 
-def wants_critic(p_gate: float, policy: Any) -> bool:
-    """Whether the critic LM reads a draft whose gate probability is ``p_gate``."""
+def wants_critic(p_gate: float, policy: Any, form: Form = "bridge") -> bool:
+    """Whether the critic LM reads a draft of a ``form`` question whose gate probability is ``p_gate``."""
     if policy.critic == "always":
         return True
-    return policy.critic == "band" and policy.critic_floor <= p_gate < policy.accept_threshold
+    return policy.critic == "band" and policy.critic_floor <= p_gate < policy.accept_for(form)
 
 
 def p_right(features: dict[str, float], p_gate: float, critique: dict | None, policy: Any) -> tuple[float, str]:
@@ -150,7 +158,7 @@ def next_step(rounds: Sequence[dict], form: Form, policy: Any, spent: str | None
     a round reached the threshold, "budget_*" when a budget is spent, "max_repairs", or "no_repair_left"
     (every repair for the question's form was tried). A critique that calls the evidence incomplete moves
     the retrieval repair first."""
-    if max(r["p_right"] for r in rounds if r["p_right"] is not None) >= policy.accept_threshold:
+    if max(r["p_right"] for r in rounds if r["p_right"] is not None) >= policy.accept_for(form):
         return None, "confident"
     if spent is not None:
         return None, f"budget_{spent}"
@@ -190,8 +198,10 @@ class Explore:
     """The policy of a recording: every repair for the question's form, each round critiqued."""
 
     critic: str = "always"
-    accept_threshold: float = 2.0  # above every probability
     critic_floor: float = 0.0
+
+    def accept_for(self, form: Form) -> float:
+        return 2.0  # above every probability: no round is accepted, every repair runs
 
 
 class SharpRAG(dspy.Module):
@@ -305,13 +315,13 @@ class SharpRAG(dspy.Module):
             rnd["features"] = {k: round(v, 4) for k, v in feats.items()}
             rnd["p_gate"] = round(gate_probability(rnd["features"], self.config), 4)
             n_steps, n_calls = len(tr.steps), len(tr.ledger.records)
-            rnd["critique"] = self._critique(run, rnd, tr) if wants_critic(rnd["p_gate"], policy) else None
+            rnd["critique"] = self._critique(run, rnd, tr) if wants_critic(rnd["p_gate"], policy, run.form) else None
             rnd["critic_steps"], rnd["critic_calls"] = tr.steps[n_steps:], _calls(tr, n_calls)
             p, source = p_right(rnd["features"], rnd["p_gate"], rnd["critique"], self.config)
             rnd.update(p_right=round(p, 4), source=source)
         tr.add("judgement", round=rnd["round"], action=rnd["action"], answer=rnd["answer"], p_gate=rnd["p_gate"],
                verdict=(rnd["critique"] or {}).get("verdict"), p_right=rnd["p_right"], source=rnd["source"],
-               accepted=rnd["p_right"] is not None and rnd["p_right"] >= policy.accept_threshold,
+               accepted=rnd["p_right"] is not None and rnd["p_right"] >= policy.accept_for(run.form),
                **({"fallback": rnd["fallback"]} if rnd.get("fallback") else {}))  # fmt: skip
 
     def _round(self, run: Run, action: str, tr: Tracer, policy: Any) -> dict:

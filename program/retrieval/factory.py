@@ -201,7 +201,8 @@ def open_retriever(
 
     base: Retriever
     if config.ranker is not None:
-        config.ranker.check_fits(manifest.get("corpus_sha256"), fit_ranker_command(index_dir, dataset))
+        name = dataset.name if isinstance(dataset, DatasetRef) else (Path(dataset).name if dataset else None)
+        config.ranker.check_fits(manifest.get("corpus_sha256"), fit_ranker_command(index_dir, dataset), name)
         lexical = bm25()
         hybrid = HybridRetriever(
             dense(), lexical, config.dense_weight, config.bm25_weight, config.rrf_k, config.candidate_depth

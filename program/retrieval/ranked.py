@@ -59,8 +59,13 @@ class EvidenceRanker(LinearModel):
         """How the candidate pool it was fitted on was gathered (CandidatePools' settings): scored alike."""
         return {**POOL_DEFAULTS, **{k: int(v) for k, v in (self.fitted_on.get("pool") or {}).items()}}
 
-    def check_fits(self, corpus_sha256: str | None, fit_command: str = "sharp fit-ranker --dataset DATASET") -> None:
-        problem = self.corpus_problem(corpus_sha256)
+    def check_fits(
+        self,
+        corpus_sha256: str | None,
+        fit_command: str = "sharp fit-ranker --dataset DATASET",
+        dataset: str | None = None,
+    ) -> None:
+        problem = self.corpus_problem(corpus_sha256, dataset)
         if problem:
             raise RankerError(
                 f"the evidence ranker does not fit this index: {problem}. Fit one for this index's dataset with "
