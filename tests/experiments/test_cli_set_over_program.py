@@ -44,7 +44,7 @@ class World:
         self.retrievers: list[dict] = []
         self.program = save_program(
             tmp_path / "programs" / "mine.json",
-            build_system("sharp", KeywordRetriever(), {"confidence_threshold": 0.7}),
+            build_system("sharp", KeywordRetriever(), {"accept_threshold": 0.7}),
             "sharp",
             retriever={"mode": "hybrid", "second_hop": True, "chroma_url": None},
         )
@@ -104,7 +104,7 @@ def said(res) -> str:
 # ---- an unknown key or a bad value over a loaded program is the usual error, naming it ------------------
 @pytest.mark.parametrize("program", ["shipped default", "--program FILE"])
 @pytest.mark.parametrize(
-    "item,names", [("no_such_key=1", "unknown key 'no_such_key'"), ("max_retries=-1", "max_retries")]
+    "item,names", [("no_such_key=1", "unknown key 'no_such_key'"), ("max_repairs=-1", "max_repairs")]
 )
 def test_ask_refuses_a_bad_set_over_a_loaded_program(world, program, item, names):
     extra = ["--program", str(world.program)] if program != "shipped default" else []
@@ -135,11 +135,11 @@ def test_eval_tune_and_compile_refuse_an_unknown_key_over_a_program(world, comma
 
 # ---- a valid key is applied: it changes what runs and what is recorded ----------------------------------
 def test_ask_applies_set_over_the_shipped_default(world):
-    res = invoke("ask", "What nationality?", "--json", "--set", "confidence_threshold=0.5", *world.base())
+    res = invoke("ask", "What nationality?", "--json", "--set", "accept_threshold=0.5", *world.base())
     assert res.exit_code == 0, res.output
-    assert world.modules[-1].config.confidence_threshold == 0.5
+    assert world.modules[-1].config.accept_threshold == 0.5
     res = invoke("ask", "What nationality?", "--json", *world.base())
-    assert res.exit_code == 0 and world.modules[-1].config.confidence_threshold == 0.7  # the program's own
+    assert res.exit_code == 0 and world.modules[-1].config.accept_threshold == 0.7  # the program's own
 
 
 def test_eval_records_set_over_a_program_and_never_resumes_other_settings(world):
@@ -151,18 +151,18 @@ def test_eval_records_set_over_a_program_and_never_resumes_other_settings(world)
     again = invoke(*args, *world.base())
     assert again.exit_code == 0 and world.lm_calls == calls  # the same settings resume the same rows
 
-    changed = invoke(*args, "--set", "confidence_threshold=0.5", *world.base())
+    changed = invoke(*args, "--set", "accept_threshold=0.5", *world.base())
     assert changed.exit_code == 0, changed.output
     assert world.lm_calls > calls  # answered anew: not the rows made under the program's own threshold
-    assert world.modules[-1].config.confidence_threshold == 0.5
-    thresholds = sorted(m["config"]["confidence_threshold"] for m in world.results_meta())
+    assert world.modules[-1].config.accept_threshold == 0.5
+    thresholds = sorted(m["config"]["accept_threshold"] for m in world.results_meta())
     assert thresholds == [0.5, 0.7]  # two results files, each recording its settings
 
     import mlflow
 
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list", order_by=["start_time DESC"])
-    assert runs[0].data.params["config.confidence_threshold"] == "0.5"
+    assert runs[0].data.params["config.accept_threshold"] == "0.5"
 
 
 def test_retriever_set_over_a_program_wins_over_what_the_program_recorded(world):
@@ -177,10 +177,10 @@ def test_retriever_set_over_a_program_wins_over_what_the_program_recorded(world)
 
 def test_arena_applies_set_to_a_program_entrant_by_its_name(world):
     args = ["arena", "--systems", "vanilla", "--program", f"mine={world.program}", "--limit", "2", "--no-tracking"]
-    res = invoke(*args, "--json", "--set", "mine.confidence_threshold=0.5", *world.base())
+    res = invoke(*args, "--json", "--set", "mine.accept_threshold=0.5", *world.base())
     assert res.exit_code == 0, res.output
     metas = {m.get("program") or m["system"]: m for m in world.results_meta()}
-    assert metas["mine"]["config"]["confidence_threshold"] == 0.5
+    assert metas["mine"]["config"]["accept_threshold"] == 0.5
     # the same arena under the program's own threshold is refused, not resumed into those rows
     res = invoke(*args, "--json", *world.base())
     assert res.exit_code == 2 and "other settings" in said(res), res.output
@@ -202,10 +202,10 @@ def test_tune_applies_set_over_a_program(world, monkeypatch):
     uri = f"sqlite:///{world.tmp_path / 'ml.db'}"
     res = invoke(
         "tune", "--program", str(world.program), "--split", "dev", "--n", "1", "--trials", "1",
-        "--set", "confidence_threshold=0.5", "--tracking-uri", uri, *world.base(),
+        "--set", "accept_threshold=0.5", "--tracking-uri", uri, *world.base(),
     )  # fmt: skip
     assert "stopped by the test" in said(res), res.output
-    assert seen[-1].confidence_threshold == 0.5
+    assert seen[-1].accept_threshold == 0.5
 
 
 def test_where_the_vectors_live_is_the_runtime_s_not_the_one_a_program_recorded(world):
