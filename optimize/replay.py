@@ -34,7 +34,16 @@ from optimize.parallel import run_each
 from program.digest import digest
 from program.errors import ConfigError, SharpError
 from program.lm.accounting import recording, summarize
-from program.sharp import SharpConfig, SharpRAG, gate_probability, next_step, p_right, select, wants_critic
+from program.sharp import (
+    POLICY_FIELDS,
+    SharpConfig,
+    SharpRAG,
+    gate_probability,
+    next_step,
+    p_right,
+    select,
+    wants_critic,
+)
 from program.steps import Budget, Tracer, check_question, prediction
 from program.types import Passage
 
@@ -48,24 +57,6 @@ class ReplayError(SharpError):
 
 
 # ---- recording ---------------------------------------------------------------------------------
-# the settings a policy may change: they decide which recorded rounds a run reaches, never what a round reads
-POLICY_FIELDS = (
-    "accept_threshold",
-    "accept_comparison",
-    "accept_yesno",
-    "critic",
-    "critic_floor",
-    "max_repairs",
-    "repair_bridge",
-    "repair_comparison",
-    "repair_yesno",
-    "select",
-    "gate",
-    "judge",
-    "budget",
-)
-
-
 def reading(program: SharpRAG) -> str:
     """A digest of what decides what SHARP's rounds read and answer: the config less its policy fields, and
     the predictors' prompts (instructions, demos). A recording is replayable by a program with the same."""
@@ -234,7 +225,9 @@ def replay(rec: dict, policy: SharpConfig) -> dspy.Prediction:
     if rec.get("format") != FORMAT:
         raise ReplayError(f"the record is format {rec.get('format')}, this code replays format {FORMAT}; record again")
     by_action = {r["action"]: r for r in rec["rounds"]}
-    steps: list[dict] = []
+    # a question cut to max_question_chars: the note a live trace opens with (program.steps.traced)
+    cut = {"role": "input", "note": f"question truncated to {policy.max_question_chars} characters"}
+    steps: list[dict] = [cut] if rec.get("truncated") else []
     calls: list[dict] = []
     seconds = 0.0
     rounds: list[dict] = []

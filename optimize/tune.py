@@ -34,22 +34,11 @@ from optimize.storage import open_storage
 from optimize.workers import identity, is_gone
 from program.config import StrictConfig
 from program.errors import ConfigError
-from program.sharp import SharpConfig
+from program.sharp import TUNED_FIELDS, SharpConfig
 
 log = logging.getLogger(__name__)
 
-POLICY_PARAMS = (
-    "accept_threshold",
-    "accept_comparison",
-    "accept_yesno",
-    "critic",
-    "critic_floor",
-    "max_repairs",
-    "repair_bridge",
-    "repair_comparison",
-    "repair_yesno",
-    "select",
-)
+POLICY_PARAMS = TUNED_FIELDS
 # a form's repairs, written as a search choice: the actions in order, comma-separated; "none" for no repair
 REPAIR_ORDERS = ("decompose,retrieve", "retrieve,decompose", "decompose", "retrieve", "none")
 

@@ -43,10 +43,36 @@ from program.signatures import ComposeAnswer, CritiqueAnswer, DecomposeQuestion,
 from program.steps import Budget, Tracer, finish, traced
 from program.types import Passage
 
-__all__ = ["VERDICTS", "SharpConfig", "SharpRAG", "gate_probability", "next_step", "p_right", "select", "wants_critic"]
+__all__ = [
+    "POLICY_FIELDS",
+    "TUNED_FIELDS",
+    "VERDICTS",
+    "SharpConfig",
+    "SharpRAG",
+    "gate_probability",
+    "next_step",
+    "p_right",
+    "select",
+    "wants_critic",
+]
 
 Repair = Literal["retrieve", "decompose"]
 REPAIRS: tuple[Repair, ...] = ("retrieve", "decompose")
+# the settings that decide which rounds a run reaches and which answer it returns, never what a round reads:
+# replay varies them over one recording (optimize/replay.py), `sharp tune` searches those of TUNED_FIELDS
+TUNED_FIELDS = (
+    "accept_threshold",
+    "accept_comparison",
+    "accept_yesno",
+    "critic",
+    "critic_floor",
+    "max_repairs",
+    "repair_bridge",
+    "repair_comparison",
+    "repair_yesno",
+    "select",
+)
+POLICY_FIELDS = (*TUNED_FIELDS, "gate", "judge", "budget")
 # what a round's P(right) is without a fitted gate: the answer tokens' geometric-mean probability, or a coin
 # flip when the LM returned no log-probabilities
 UNCALIBRATED_P = 0.5

@@ -13,10 +13,10 @@ compare the same questions; paired differences against the first file come with 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
+from experiments.lab.studies import show
 from experiments.runtime import Runtime
 from optimize.evaluate import read_results
 from optimize.stats import paired_bootstrap
@@ -71,11 +71,7 @@ def main() -> None:
         label, _, path = spec.partition("=")
         files[label] = read_results(Path(path))
     out = table(files, forms)
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    show(out, args.json)
 
 
 if __name__ == "__main__":

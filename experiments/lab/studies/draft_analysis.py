@@ -12,15 +12,15 @@ recording only: no LM call.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections import defaultdict
 from pathlib import Path
 
+from experiments.lab.studies import show
 from experiments.runtime import Runtime
 from optimize.critic import draft_cases
 from optimize.metrics import auroc
-from optimize.replay import _read  # noqa: PLC2701 - a study reads the recording as the replay does
+from optimize.replay import _read
 from program.calibration import CRITIC_FEATURES, GATE_FEATURES
 
 
@@ -36,7 +36,7 @@ def analyse(records: dict[str, dict], examples: list) -> dict:
     for (form, action), labels in sorted(rounds.items()):
         out["rounds"][f"{form}/{action}"] = {"n": len(labels), "em": round(sum(labels) / len(labels), 3)}
     forms: dict[str, list[dict]] = defaultdict(list)
-    for qid, acts in per_q.items():
+    for acts in per_q.values():
         forms[acts["draft"]["form"] if "draft" in acts else "?"].append(acts)
     for form, qs in [*forms.items(), ("all", [a for v in forms.values() for a in v])]:
         draft = [float(a["draft"]["label"]) for a in qs if "draft" in a]
@@ -84,11 +84,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
     out = analyse(_read(args.recording), rt.examples(args.split))
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    show(out, args.json)
 
 
 if __name__ == "__main__":
