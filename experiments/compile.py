@@ -153,15 +153,28 @@ def _compile_critic(
         records = replay.record(student, questions, path, job.threads, critique=job.critic_reads)
     replay.check_reading(records.values(), student)
     fit_cases, held_cases = draft_cases(records, trainset), draft_cases(records, valset)
-    log.info("answer critic: %d train drafts (%d questions), %d held-out drafts", len(fit_cases), len(trainset), len(held_cases))
+    log.info(
+        "answer critic: %d train drafts (%d questions), %d held-out drafts",
+        len(fit_cases),
+        len(trainset),
+        len(held_cases),
+    )
     fitted = fit_answer_critic(fit_cases, held_cases, {**job.calibrator_fitted_on, "recording": path.name}, job.seed)
     with shared_retriever(student):
         program = student.deepcopy()
     rep = fitted["report"]
     gate = fitted["gate"].with_info(threshold=fitted["threshold"], held_out=_numbers(rep.get("gate")))
     judge = fitted["judge"].with_info(held_out=_numbers(rep.get("judge"))) if fitted["judge"] is not None else None
-    program.config = program.config.replace(gate=gate, judge=judge, accept_threshold=fitted["threshold"])
-    no_calls = {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "recording": ledger.summary()}
+    # from_mapping, not replace (which keeps a setting given as None): no judge fitted replaces an old one
+    fitted_policy = {"gate": gate, "judge": judge, "accept_threshold": fitted["threshold"]}
+    program.config = type(program.config).from_mapping({**program.config.model_dump(), **fitted_policy})
+    no_calls = {
+        "lm_calls": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "seconds": 0.0,
+        "recording": ledger.summary(),
+    }
     result = CompileResult(program, "answer-critic", {"recording": str(path)}, no_calls, 0.0)
     info = {
         "recording": str(path),
@@ -225,6 +238,11 @@ def run_compile(
         raise ConfigError(
             f"critic compilation fits on the drafts of the train split: give it at least 2 questions, got {len(trainset)}"
         )
+    elif not job.critic_reads and getattr(getattr(student, "config", None), "critic", "off") != "off":
+        raise ConfigError(
+            f"the critic reads no recorded round (critic_reads off), but the program asks it (critic="
+            f"{student.config.critic!r}): its rounds could not be replayed; set critic=off or let the critic read"
+        )
     save = save or SaveInfo()
     out_dir = out_dir / job.program_name
     if task_lm is None:
@@ -275,10 +293,16 @@ def run_compile(
         else:
             compiled, result, critic_info = _compile_critic(job, student, trainset, valset, out_dir / "replay")
             records = critic_info.pop("records")
-            # before and after on the held-out questions by replay of the same recording: exact, no LM call
-            before = replay.score(records, valset, student.config)
+            # before and after on the held-out questions by replay of the same recording: exact, no LM call (a
+            # policy that asks the critic is replayed without it where the recording holds no critiques)
+            critiqued = all(records[ex.id].get("critiqued", True) for ex in valset if ex.id in records)
+            before_policy, after_policy = student.config, compiled.config
+            if not critiqued:
+                before_policy, after_policy = before_policy.replace(critic="off"), after_policy.replace(critic="off")
+                mlflow.set_tag("critic.replayed_off", "the held-out recording has no critiques")
+            before = replay.score(records, valset, before_policy)
             tracking.log_eval(before, "before.")
-            after = replay.score(records, valset, compiled.config)
+            after = replay.score(records, valset, after_policy)
             _log_critic(critic_info)
         mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
         mlflow.log_metrics(tracking.numeric(result.cost, "compile."))

@@ -95,8 +95,10 @@ class SharpConfig(StrictConfig):
     accept_comparison: float | None = Field(None, ge=0.0, le=1.0)
     accept_yesno: float | None = Field(None, ge=0.0, le=1.0)
     # when the critic LM reads a draft: never, on every draft, or in the band [critic_floor, accept_threshold)
-    # of the gate's P (the gate alone accepts above it; below the floor the draft is repaired unread)
-    critic: Literal["off", "band", "always"] = "band"
+    # of the gate's P (the gate alone accepts above it; below the floor the draft is repaired unread). Off by
+    # default: the 1.5B critic's verdict did not tell right drafts from wrong ones on held-out train drafts
+    # (experiments/RESULTS.md, 'The answer critic'); `sharp tune` can turn it on where it pays
+    critic: Literal["off", "band", "always"] = "off"
     critic_floor: float = Field(0.0, ge=0.0, le=1.0)
     max_repairs: int = Field(2, ge=0, le=len(REPAIRS))
     # the repairs a rejected draft gets, in order, by the question's form (program/forms.py)

@@ -1,0 +1,130 @@
+"""What each lever of SHARP adds, with its cost: policies replayed over one recording of every round.
+
+    python -m experiments.lab.studies.ablation --dataset hotpotqa --split dev --limit 100 \\
+        --program program/compiled/sharp-hotpotqa.json --recording workspace/recordings/hotpotqa-dev-100.jsonl \\
+        [--json OUT]
+
+The recording (optimize/replay.py, made here where it lacks questions: the program's loop in explore mode, every
+repair for each question's form; ``--critic`` also critiques every round) holds what every round read and
+answered; each row below is the program with one policy, replayed (the same decisions as a live run, no LM
+call): the draft alone (one ranked read: plain RAG over the ranker, with its confidence), then the levers added
+one at a time, up to the program's own policy. Each row gives EM, F1, LM calls and recorded seconds per
+question, and its EM difference against the draft alone with a paired bootstrap 95% CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from experiments.lab.studies import show
+from experiments.runtime import Runtime
+from optimize import replay
+from optimize.stats import paired_bootstrap
+
+
+def levers(critic: bool) -> list[tuple[str, dict[str, Any]]]:
+    """(name, policy overrides) from the draft alone to the shipped policy, one lever at a time."""
+    rows = [
+        ("draft only (one ranked read)", {"max_repairs": 0}),
+        (
+            "+ retrieval repair, every form",
+            {
+                "repair_bridge": ("retrieve",),
+                "repair_comparison": ("retrieve",),
+                "repair_yesno": ("retrieve",),
+                "max_repairs": 1,
+                "accept_comparison": None,
+                "accept_yesno": None,
+            },
+        ),  # fmt: skip
+        (
+            "+ decomposed read for comparisons and yes/no",
+            {
+                "repair_bridge": ("retrieve",),
+                "repair_comparison": ("decompose", "retrieve"),
+                "repair_yesno": ("decompose", "retrieve"),
+                "max_repairs": 2,
+                "accept_comparison": None,
+                "accept_yesno": None,
+            },
+        ),  # fmt: skip
+        (
+            "decomposed read only (no retrieval repair)",
+            {
+                "repair_bridge": (),
+                "repair_comparison": ("decompose",),
+                "repair_yesno": ("decompose",),
+                "max_repairs": 1,
+                "accept_comparison": None,
+                "accept_yesno": None,
+            },
+        ),  # fmt: skip
+        ("the program's policy, answer of the last round", {"select": "last"}),
+        ("the program's policy (shipped)", {}),
+    ]
+    if critic:
+        rows.append(("the program's policy, critic on every draft", {"critic": "always"}))
+        rows.append(("the program's policy, critic in the band below the threshold", {"critic": "band"}))
+    # without critiques in the recording, no policy may ask the critic
+    return rows if critic else [(name, {**over, "critic": "off"}) for name, over in rows]
+
+
+def ablate(program: Any, records: dict, examples: list, critic: bool, seed: int = 0) -> list[dict]:
+    base = program.config
+    out, first = [], None
+    for name, over in levers(critic):
+        policy = base.replace(**over)
+        result = replay.score(records, examples, policy, seed)
+        em = {r["id"]: float(r["em"]) for r in result.rows}
+        first = first or em
+        diff = paired_bootstrap(em, first, seed=seed) if em is not first else None
+        m = result.metrics
+        out.append(
+            {
+                "policy": name,
+                "em": round(m["em"], 3),
+                "f1": round(m["f1"], 3),
+                "lm_calls_per_q": round(m["lm_calls_per_q"], 2),
+                "seconds_per_q": round(m["live_seconds_per_q"], 1),
+                "delta_em": [round(diff["diff"], 3), round(diff["ci"][0], 3), round(diff["ci"][1], 3)]
+                if diff
+                else None,
+                "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in over.items()},
+            }
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--limit", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--program", type=Path, required=True)
+    ap.add_argument("--recording", type=Path, required=True)
+    ap.add_argument("--critic", action="store_true", help="record (and ablate) the critic on every round too")
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    rt = Runtime(dataset=args.dataset, workspace=args.workspace)
+    program, _ = rt.load_program(args.program)
+    examples = rt.examples(args.split, limit=args.limit, seed=args.seed)
+    records = replay.record(program, examples, args.recording, critique=args.critic)
+    replay.check_reading(records.values(), program)
+    show(
+        {
+            "questions": len(examples),
+            "program": str(args.program),
+            "rows": ablate(program, records, examples, args.critic),
+        },
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main()
