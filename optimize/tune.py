@@ -81,6 +81,8 @@ class SearchSpace(StrictConfig):
                 raise ValueError(f"{name}: unknown repair order(s) {bad}; valid: {', '.join(REPAIR_ORDERS)}")
         if min(self.max_repairs) < 0 or max(self.max_repairs) > 2:
             raise ValueError("max_repairs choices must lie in 0..2")
+        if self.fixed.get("critic") is False:  # YAML reads a bare `off` (critic=off) as false
+            self.fixed["critic"] = "off"
         unknown = set(self.fixed) - set(POLICY_PARAMS)
         if unknown:
             raise ValueError(f"fixed: unknown parameter(s) {sorted(unknown)}; valid: {', '.join(POLICY_PARAMS)}")

@@ -158,6 +158,126 @@ def logprob_lm(replies: list[tuple[dict, dict[str, float]]]) -> tuple[dspy.LM, _
     return dspy.LM("local/dummy", engine=engine, cache=False), engine
 
 
+# ---- LMs that answer by rule, with token log-probabilities ----------------------------------------------
+def reply_logprobs(text: str, spec: dict[str, Any]) -> tuple:
+    """The tokens of a reply ``text`` with log-probabilities: ``spec[field]`` says how the string value of
+    ``field`` is written, either a list of log-probabilities (the value cut into that many tokens: what
+    program.confidence.answer_confidence reads) or a dict choice -> probability (the value's first three
+    characters are one token whose alternatives carry them: what choice_probabilities reads). Every other
+    piece of the reply is one token of log-probability 0."""
+    import math
+
+    from dspy.lm15 import TokenLogprob, TopLogprob
+
+    cuts = []
+    for name, how in spec.items():
+        m = re.search(rf'"{re.escape(name)}"\s*:\s*"|\[\[ ## {re.escape(name)} ## \]\]\n', text)
+        if m:
+            end = text.find('"' if text[m.end() - 1] == '"' else "\n", m.end())
+            cuts.append((m.end(), len(text) if end < 0 else end, how))
+    tokens, pos = [], 0
+    for start, end, how in sorted(cuts, key=lambda c: c[0]):
+        if start > pos:
+            tokens.append(TokenLogprob(token=text[pos:start], logprob=0.0))
+        value = text[start:end]
+        if isinstance(how, dict):
+            top = tuple(TopLogprob(token=c[:3], logprob=math.log(p)) for c, p in how.items() if p > 0)
+            chosen = next((c for c in how if value.startswith(c[:3])), None)
+            lp = math.log(how[chosen]) if chosen and how[chosen] > 0 else -20.0
+            pieces = [(value[:3], lp, top), (value[3:], 0.0, ())]
+        else:
+            n = max(1, min(len(how), len(value)))
+            size = -(-len(value) // n) if value else 1
+            pieces = [(value[i * size : (i + 1) * size], float(how[i]), ()) for i in range(n)]
+        tokens += [TokenLogprob(token=t, logprob=lp, top=top) for t, lp, top in pieces if t]
+        pos = end
+    if pos < len(text):
+        tokens.append(TokenLogprob(token=text[pos:], logprob=0.0))
+    return tuple(tokens)
+
+
+class RuleEngine:
+    """A DSPy engine whose reply is ``rule(input fields of the prompt)``, in the format the prompt asks for
+    (JSON, or chat markers), with token log-probabilities when the call asks for them and the rule gives
+    them (the reply's ``_logprobs`` key: see :func:`reply_logprobs`). Every call is counted, its input fields
+    and LM settings kept, and recorded in the active ledgers under ``role``. Copies of the LM share it."""
+
+    supports_response_schema = True
+    supports_function_calling = False
+    supports_reasoning = False
+    supported_params = frozenset({"temperature", "max_tokens", "logprobs", "top_logprobs", "response_format"})
+
+    def __init__(self, role: str, rule: Any):
+        self.role, self.rule = role, rule
+        self.calls = 0
+        self.seen: list[dict] = []
+        self.configs: list[Any] = []
+        self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def dump_state(self) -> dict:  # what dspy saves of an LM's engine (a program's state, its digest)
+        return {"role": self.role, "rule": getattr(self.rule, "__name__", "rule")}
+
+    @classmethod
+    def load_state(cls, state: dict) -> RuleEngine:
+        from toy_world import RULES
+
+        return cls(state["role"], RULES[state["role"]])
+
+    def complete(self, request):
+        from dspy.lm15 import Message, Response, TextPart, Usage
+        from toy_world import fields_of, render_reply
+
+        system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system or ())
+        system = system or (request.messages[0].text or "")
+        fields = fields_of(request.messages[-1].text or "")
+        out = dict(self.rule(fields))
+        spec = out.pop("_logprobs", None)
+        if "`reasoning`" in system:  # a ChainOfThought predictor: think first
+            out = {"reasoning": "Reading the passages step by step.", **out}
+        text = render_reply(system, out)
+        with self._lock:
+            self.calls += 1
+            self.seen.append(fields)
+            self.configs.append(request.config)
+        record(CallRecord(self.role, "rule", prompt_tokens=100, completion_tokens=10, seconds=0.01))
+        asked = request.config.logprobs is not None
+        return Response(
+            id=None,
+            model="local/rules",
+            message=Message.assistant([TextPart(text)]),
+            finish_reason="stop",
+            usage=Usage(input_tokens=100, output_tokens=10),
+            logprobs=reply_logprobs(text, spec) if spec and asked else None,
+        )
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self):
+        pass
+
+
+class FieldLM(dspy.LM):
+    """An LM answering each call by ``rule(input fields)`` (:class:`RuleEngine`); ``calls`` counts them."""
+
+    def __init__(self, role: str, rule: Any):
+        self.rules = RuleEngine(role, rule)
+        super().__init__("local/rules", engine=self.rules, cache=False)
+        self.role = role
+
+    @property
+    def calls(self) -> int:
+        return self.rules.calls
+
+    def __deepcopy__(self, memo):
+        return self  # copies of a program share their LMs (as SharpLM copies share their engine)
+
+
 def ranked_passage(pid: str) -> Passage:
     """A passage whose title is its id in capitals (RankedRetriever's hop queries key on it)."""
     return Passage(pid, pid.upper(), f"text of {pid} " * 40)
@@ -186,13 +306,10 @@ class RankedRetriever:
 FIELD_VALUES: dict[str, Any] = {
     "answer": "Dijon",
     "supported": "yes",
-    "verdict": "sufficient",
+    "verdict": "supported",
     "confidence": 0.9,
     "supporting_passages": [1],
-    "sub_queries": ["Eiffel Tower designer"],
-    "entity": "Gustave Eiffel",
-    "queries": ["Eiffel Tower designer"],
-    "missing": "nothing",
+    "sub_questions": ["Who designed the Eiffel Tower?", "Who built the Eiffel Tower?"],
 }
 
 

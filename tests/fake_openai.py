@@ -30,16 +30,16 @@ def _text(message: dict) -> str:
 def sharp_answer(body: dict) -> str:
     """A valid JSON reply for SHARP's steps, chosen by the output fields its system prompt names."""
     system = _text(body["messages"][0])
-    if "`verdict`" in system:
+    if "`verdict`" in system:  # the answer critic
         return json.dumps(
-            {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
+            {"verdict": "supported", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
         )
-    if "`supporting_passages`" in system:
+    if "`supporting_passages`" in system:  # the generator
         return json.dumps({"answer": "American", "supporting_passages": [1]})
-    if "`entity`" in system:  # the bridge step
-        return json.dumps({"entity": "Quentin Tarantino"})
-    if "`sub_queries`" in system:
-        return json.dumps({"sub_queries": ["Pulp Fiction director", "Quentin Tarantino nationality"]})
+    if "`sub_questions`" in system:  # the planner of a decomposed read
+        return json.dumps({"sub_questions": ["What nationality is Quentin Tarantino?", "Who directed Pulp Fiction?"]})
+    if "`answer`" in system:  # the composer
+        return json.dumps({"answer": "American"})
     return "reply"
 
 

@@ -27,7 +27,7 @@ from glob import glob
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from toy_world import RULES, fields_of
+from toy_world import RULES, fields_of, render_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -249,21 +249,13 @@ def role_of(system: str) -> str:
     names = set(re.findall(r"`(\w+)`", outputs.group(1) if outputs else system))
     if "verdict" in names:
         return "critic"
-    if "sub_queries" in names:
+    if "sub_questions" in names:
         return "planner"
-    if "entity" in names:
-        return "bridge"
+    if names == {"answer"}:
+        return "composer"
     if "answer" in names:
         return "generator"
     raise ValueError(f"no rule for output fields {sorted(names)}")
-
-
-def render_reply(system: str, values: dict) -> str:
-    """The reply in the format the prompt asks for: JSON (JSONAdapter) or ``[[ ## field ## ]]`` sections."""
-    if "[[ ## completed ## ]]" in system:
-        parts = [f"[[ ## {k} ## ]]\n{v if isinstance(v, str) else json.dumps(v)}" for k, v in values.items()]
-        return "\n\n".join([*parts, "[[ ## completed ## ]]"])
-    return json.dumps(values)
 
 
 class RuleServer:
@@ -324,7 +316,8 @@ class RuleServer:
             role = role_of(system)
         except ValueError as exc:
             return 400, {"error": {"message": str(exc), "type": "invalid_request_error"}}
-        text = render_reply(system, RULES[role](fields_of(last)))
+        reply = {k: v for k, v in RULES[role](fields_of(last)).items() if not k.startswith("_")}
+        text = render_reply(system, reply)
         with self._lock:
             self.requests += 1
             self.roles.append(role)

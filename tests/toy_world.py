@@ -33,12 +33,21 @@ class Case:
     question: str
     answer: str
     gold: tuple[str, str]
-    plan: tuple[str, ...]
     qtype: str = "bridge"
-    # the critic wrongly says "sufficient" (confidence 0.6) when only the first gold title is present
+    # a decomposed read: (sub-question, the value read from the title's passage, that title)
+    subs: tuple[tuple[str, str, str], ...] = ()
+    # the generator is sure of the wrong answer it reads from the first gold passage alone, and the critic
+    # supports it
     overconfident: bool = False
-    # the critic's suggestion changes every round (and finds nothing new: the gold is not in the corpus)
-    rotating: bool = False
+    # the critic's reply has no 0-1 confidence: SHARP discards it
+    garbled_critic: bool = False
+    # the wrong answer read from the first gold passage alone (default: the second gold title, the bridge
+    # entity a retrieval repair then searches with the question)
+    partial: str = ""
+
+    @property
+    def draft(self) -> str:
+        return self.partial or self.gold[1]
 
 
 CASES = [
@@ -46,52 +55,64 @@ CASES = [
         "What nationality is the director of Pulp Fiction?",
         "American",
         ("Pulp Fiction", "Quentin Tarantino"),
-        ("Pulp Fiction director",),
     ),
     Case(
         "Which country is the director of Three Colours Red from?",
         "Poland",
         ("Three Colours Red", "Krzysztof Kieslowski"),
-        ("Three Colours Red film",),
         overconfident=True,
     ),
-    Case("Which river flows through the city where the Louvre is?", "Seine", ("Louvre", "Paris"), ("Louvre museum",)),
+    Case("Which river flows through the city where the Louvre is?", "Seine", ("Louvre", "Paris")),
     Case(
         "Are Pulp Fiction and Three Colours Red both from 1994?",
         "yes",
         ("Pulp Fiction", "Three Colours Red"),
-        ("Pulp Fiction", "Three Colours Red"),
         qtype="comparison",
+        partial="no",
+        subs=(
+            ("When was Pulp Fiction released?", "1994", "Pulp Fiction"),
+            ("When was Three Colours Red released?", "1994", "Three Colours Red"),
+        ),
     ),
-    Case("Who founded the company that makes the iPhone?", "Steve Jobs", ("iPhone", "Apple Inc."), ("iPhone maker",)),
+    Case("Who founded the company that makes the iPhone?", "Steve Jobs", ("iPhone", "Apple Inc.")),
     Case(
         "What is the capital of the country where Krzysztof Kieslowski was born?",
         "Warsaw",
         ("Krzysztof Kieslowski", "Poland"),
-        ("Krzysztof Kieslowski birthplace",),
     ),
     Case(
         "Which festival awards the prize that Pulp Fiction won?",
         "Cannes Film Festival",
         ("Pulp Fiction", "Cannes Film Festival"),
-        ("Pulp Fiction prize",),
         overconfident=True,
+        partial="Palme d'Or",
     ),
     Case(
         "What language is spoken in the country whose capital is Warsaw?",
         "Polish",
         ("Warsaw", "Poland"),
-        ("capital Warsaw",),
     ),
     Case(
         "Who co-wrote the screenplay of Pulp Fiction?",
         "Roger Avary",
         ("Pulp Fiction", "Roger Avary"),
-        ("Pulp Fiction screenplay",),
-        rotating=True,
+        garbled_critic=True,
+        partial="Quentin Tarantino",
+    ),
+    Case(
+        "Which director is Polish, Quentin Tarantino or Krzysztof Kieslowski?",
+        "Krzysztof Kieslowski",
+        ("Quentin Tarantino", "Krzysztof Kieslowski"),
+        qtype="comparison",
+        partial="Quentin Tarantino",
+        subs=(
+            ("What nationality is Quentin Tarantino?", "American", "Quentin Tarantino"),
+            ("What nationality is Krzysztof Kieslowski?", "Polish", "Krzysztof Kieslowski"),
+        ),
     ),
 ]
 BY_QUESTION = {c.question: c for c in CASES}
+SUB_QUESTIONS = {sub: (value, title) for c in CASES for sub, value, title in c.subs}
 
 _FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", re.S)
 _TITLE = re.compile(r"^\[\d+\] (.*?): ", re.M)
@@ -105,55 +126,71 @@ def evidence_titles(evidence: str) -> list[str]:
     return _TITLE.findall(evidence or "")
 
 
+def render_reply(system: str, values: dict) -> str:
+    """The reply in the format the prompt asks for: JSON (JSONAdapter) or ``[[ ## field ## ]]`` sections."""
+    if "[[ ## completed ## ]]" in system:
+        parts = [f"[[ ## {k} ## ]]\n{v if isinstance(v, str) else json.dumps(v)}" for k, v in values.items()]
+        return "\n\n".join([*parts, "[[ ## completed ## ]]"])
+    return json.dumps(values)
+
+
+# the answer tokens' log-probabilities the generator writes with (an LM that returns them: program/confidence.py)
+SURE, UNSURE, LOST = [-0.05, -0.1], [-0.9, -1.2], [-2.0]
+
+
 def plan_rule(f: dict) -> dict:
+    """DecomposeQuestion: the case's sub-questions (none for a bridge question)."""
     case = BY_QUESTION.get(f.get("question", ""))
-    return {"sub_queries": list(case.plan) if case else []}
-
-
-def critic_rule(f: dict) -> dict:
-    case = BY_QUESTION.get(f.get("question", ""))
-    titles = evidence_titles(f.get("evidence", ""))
-    if case is None:
-        return {"verdict": "insufficient", "confidence": 0.5, "missing_information": [], "suggested_queries": []}
-    missing = [t for t in case.gold if t not in titles]
-    n = len(titles)
-    if not missing:
-        return {
-            "verdict": "sufficient",
-            "confidence": 0.9 if n <= 3 else 0.75,
-            "missing_information": [],
-            "suggested_queries": [],
-        }
-    if case.overconfident and len(missing) == 1:
-        return {"verdict": "sufficient", "confidence": 0.6, "missing_information": [], "suggested_queries": []}
-    query = f"{missing[0]} facts" + (f" {n}" if case.rotating else "")
-    return {
-        "verdict": "insufficient",
-        "confidence": 0.8 if n % 2 else 0.65,
-        "missing_information": [f"facts about {missing[0]}"],
-        "suggested_queries": [query],
-    }
-
-
-def bridge_rule(f: dict) -> dict:
-    """The next query from the evidence: the first missing gold title (or a repeat when none is)."""
-    case = BY_QUESTION.get(f.get("question", ""))
-    titles = evidence_titles(f.get("evidence", ""))
-    missing = [t for t in case.gold if t not in titles] if case else []
-    return {"entity": f"{missing[0]} bridge" if missing else f.get("question", "")}
+    return {"sub_questions": [sub for sub, _, _ in case.subs] if case else []}
 
 
 def generator_rule(f: dict) -> dict:
+    """GenerateAnswer: the right answer when every gold passage is in the evidence, the case's wrong draft
+    when only the first is (sure of it for an overconfident case), else "unknown"; a sub-question's value when
+    its passage is there."""
+    question, titles = f.get("question", ""), evidence_titles(f.get("evidence", ""))
+    if question in SUB_QUESTIONS:
+        value, title = SUB_QUESTIONS[question]
+        found = title in titles
+        return {"answer": value if found else "unknown", "supporting_passages": [1] if found else [],
+                "_logprobs": {"answer": SURE if found else LOST}}  # fmt: skip
+    case = BY_QUESTION.get(question)
+    if case and all(t in titles for t in case.gold):
+        return {"answer": case.answer, "supporting_passages": [1], "_logprobs": {"answer": SURE}}
+    if case and case.gold[0] in titles:
+        lps = SURE if case.overconfident else UNSURE
+        return {"answer": case.draft, "supporting_passages": [1], "_logprobs": {"answer": lps}}
+    return {"answer": "unknown", "supporting_passages": [], "_logprobs": {"answer": LOST}}
+
+
+def critic_rule(f: dict) -> dict:
+    """CritiqueAnswer: "supported" for the right answer (and for an overconfident case's wrong one),
+    "incomplete" naming the first missing gold title, else "unsupported"; the verdict's token probabilities
+    lean the same way."""
     case = BY_QUESTION.get(f.get("question", ""))
     titles = evidence_titles(f.get("evidence", ""))
-    if case and all(t in titles for t in case.gold):
-        return {"answer": case.answer, "supporting_passages": [1]}
-    if case and case.gold[0] in titles:
-        return {"answer": "the " + case.gold[0], "supporting_passages": [1]}
-    return {"answer": "unknown", "supporting_passages": []}
+    draft = f.get("draft_answer", "")
+    if case is not None and case.garbled_critic:
+        return {"verdict": "supported", "confidence": 250.0, "missing_information": [], "suggested_queries": []}
+    missing = [t for t in case.gold if t not in titles] if case else []
+    if case is not None and (draft == case.answer or (case.overconfident and draft == case.draft)):
+        verdict, probs, info = "supported", {"supported": 0.9, "unsupported": 0.06, "incomplete": 0.04}, []
+    elif missing:
+        verdict, probs = "incomplete", {"supported": 0.15, "unsupported": 0.15, "incomplete": 0.7}
+        info = [f"facts about {missing[0]}"]
+    else:
+        verdict, probs, info = "unsupported", {"supported": 0.25, "unsupported": 0.65, "incomplete": 0.1}, []
+    return {"verdict": verdict, "confidence": probs[verdict], "missing_information": info,
+            "suggested_queries": [f"{t}" for t in missing[:1]], "_logprobs": {"verdict": probs}}  # fmt: skip
 
 
-RULES = {"planner": plan_rule, "critic": critic_rule, "bridge": bridge_rule, "generator": generator_rule}
+def compose_rule(f: dict) -> dict:
+    """ComposeAnswer: the case's answer (the composer is asked only once every sub-question has a value)."""
+    case = BY_QUESTION.get(f.get("question", ""))
+    return {"answer": case.answer if case else "unknown", "_logprobs": {"answer": [-0.2]}}
+
+
+RULES = {"planner": plan_rule, "critic": critic_rule, "generator": generator_rule, "composer": compose_rule}
 
 
 def hotpot_rows(cases=CASES) -> list[dict]:

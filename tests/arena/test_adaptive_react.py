@@ -17,11 +17,12 @@ def adaptive(route, config=None, garbage_router=False):
     lms = {
         "router": GarbageLM("planner") if garbage_router else ScriptedLM("planner", [{"complexity": route}]),
         "closed_book": ScriptedLM("generator", [{"answer": "French"}]),
-        "planner": ScriptedLM("planner", [{"sub_queries": ["Pulp Fiction director"]}]),
+        "planner": ScriptedLM("planner", []),
         "critic": ScriptedLM(
-            "critic", [{"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}]
+            "critic", [{"verdict": "supported", "confidence": 0.9, "missing_information": [], "suggested_queries": []}]
         ),
         "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}]),
+        "composer": ScriptedLM("generator", []),
     }
     assign(prog, lms)
     return prog(question=Q), lms, retriever
@@ -45,10 +46,11 @@ def test_route_single_step_retrieves_once():
 
 
 def test_route_multi_step_runs_the_sharp_loop_and_accounts_everything():
-    pred, lms, _ = adaptive("multi_step")
+    # the SHARP loop: the draft (no log-probabilities: P 0.5), which the critic reads and supports
+    pred, lms, _ = adaptive("multi_step", AdaptiveConfig(critic="band"))
     assert router_step(pred)["route"] == "multi_step" and pred.trace[0]["role"] == "router"
-    assert [lm.calls for k, lm in lms.items() if k in ("planner", "critic", "generator")] == [1, 1, 1]
-    assert pred.stop_reason == "sufficient" and pred.cost["lm_calls"] == 4
+    assert [lms[k].calls for k in ("planner", "critic", "generator")] == [0, 1, 1]
+    assert pred.stop_reason == "confident" and pred.cost["lm_calls"] == 3 and pred.answer == "American"
     assert [s["step"] for s in pred.trace] == list(range(len(pred.trace)))
 
 
@@ -61,7 +63,7 @@ def test_garbage_router_takes_the_default_route_and_records_it(default):
 
 def test_adaptive_predictors_keep_their_role_names():
     names = {n for n, _ in AdaptiveRAG(KeywordRetriever()).named_predictors()}
-    assert names == {"planner", "critic", "bridge", "generator", "router", "closed_book"}
+    assert names == {"planner", "critic", "generator", "composer", "router", "closed_book"}
 
 
 # ---- ReAct --------------------------------------------------------------------------------

@@ -148,8 +148,8 @@ def test_the_arena_opens_one_retriever_per_distinct_setting():
     rt, shared = FakeRuntime(), {}
     for name in ("vanilla", "sharp", "vanilla-hop", "vanilla-dense", "vanilla-hop", "closed-book"):
         _build(rt, name, {}, shared)
-    assert rt.opened == [None, {"second_hop": True}, {"mode": "hybrid", "second_hop": True}, {"mode": "dense"}]
+    assert rt.opened == [None, {"ranker": "dataset"}, {"mode": "hybrid", "second_hop": True}, {"mode": "dense"}]
     by_name = dict(rt.built)
-    assert by_name["vanilla"] is not by_name["sharp"]  # SHARP searches with the second hop by default
+    assert by_name["vanilla"] is not by_name["sharp"]  # SHARP reads over the dataset's evidence ranker by default
     assert by_name["vanilla-hop"] is by_name["vanilla-hop"] and len(rt.built) == 6
     assert by_name["vanilla-hop"] is not by_name["vanilla"] and by_name["closed-book"] is None

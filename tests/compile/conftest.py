@@ -1,5 +1,6 @@
 """Fixtures of the compile/tune/export tests: the toy world (tests/toy_world.py) with LMs whose answers
-are a deterministic function of their prompt's inputs."""
+are a deterministic function of their prompt's inputs (the generator's and the critic's with token
+log-probabilities: tests/doubles.py FieldLM)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import dspy
 import pytest
-from doubles import KeywordRetriever, ScriptedLM
+from doubles import FieldLM, KeywordRetriever, ScriptedLM
 from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.lm15 import Message, Response, TextPart, Usage
 from toy_world import CASES, CORPUS, RULES, fields_of
@@ -32,7 +33,8 @@ class RuleEngine(DummyEngine):
 
 
 class RuleLM(ScriptedLM):
-    """Answers ``rule(fields of the last user message)``; accounted like ScriptedLM."""
+    """Answers ``rule(fields of the last user message)`` as DummyLM does (an optimizer's proposer); accounted
+    like ScriptedLM."""
 
     def __init__(self, role: str, rule: Callable[[dict], dict]):
         super().__init__(role, [])
@@ -52,11 +54,11 @@ class RuleLM(ScriptedLM):
         return self  # stateless: copies may share it (as SharpLM copies share their engine)
 
 
-def make_lms() -> dict[str, RuleLM]:
-    return {role: RuleLM(role, rule) for role, rule in RULES.items()}
+def make_lms() -> dict[str, FieldLM]:
+    return {role: FieldLM(role, rule) for role, rule in RULES.items()}
 
 
-def assign_rules(program: dspy.Module, lms: dict[str, Any] | None = None) -> dict[str, RuleLM]:
+def assign_rules(program: dspy.Module, lms: dict[str, Any] | None = None) -> dict[str, FieldLM]:
     lms = lms or make_lms()
     for name, pred in program.named_predictors():
         pred.lm = lms[name.split(".")[0]]
@@ -78,7 +80,9 @@ def make_examples(cases=CASES) -> list[dspy.Example]:
     ]
 
 
-SMALL = SharpConfig(k_schedule=(1, 2, 2, 2), evidence_cap=4, max_retries=3, confidence_threshold=0.7)
+# one passage read for the draft (so repairs have something to find), three for a retrieval repair; the critic
+# reads the drafts the gate is unsure of (off by default)
+SMALL = SharpConfig(k_schedule=(1, 3), evidence_cap=3, sub_k=1, critic="band")
 
 
 @pytest.fixture
@@ -106,6 +110,18 @@ def world():
         rule_lm = RuleLM
 
     return World()
+
+
+@pytest.fixture(scope="module")
+def toy_recording():
+    """The toy world recorded once with SMALL in explore mode, every round critiqued: (examples, records, the
+    LM calls the recording made). Module scope: tests read it, never change it."""
+    from optimize.replay import record
+
+    examples = make_examples()
+    prog = SharpRAG(KeywordRetriever(CORPUS), SMALL)
+    lms = assign_rules(prog)
+    return examples, record(prog, examples), sum(lm.calls for lm in lms.values())
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""GEPA's textual feedback: missing gold paragraphs, the wrong bridge entity, critic triggering, answer spans."""
+"""GEPA's textual feedback: missing gold paragraphs, the wrong bridge entity, the answer critic's over- and
+under-triggering, answer spans."""
 
 from __future__ import annotations
 
@@ -18,17 +19,18 @@ EX = dspy.Example(
 )
 
 
-def prediction(answer, titles, queries, critics=()):
+def prediction(answer, titles, queries, judged=()):
     return dspy.Prediction(
         answer=answer,
         passages=[Passage(t, t, "") for t in titles],
         queries=list(queries),
-        trace=[{"role": "critic", **c} for c in critics],
+        trace=[{"role": "judgement", **j} for j in judged],
     )
 
 
-def crit(verdict, confidence, titles, action):
-    return {"verdict": verdict, "confidence": confidence, "evidence_titles": list(titles), "action": action}
+def judged(action, answer, p, accepted):
+    """A judged round: its answer, the answer critic's P(right), and whether the loop accepted it."""
+    return {"action": action, "answer": answer, "p_right": p, "accepted": accepted, "source": "gate"}
 
 
 def test_wrong_bridge_entity_and_missing_paragraph():
@@ -37,7 +39,7 @@ def test_wrong_bridge_entity_and_missing_paragraph():
         "British",
         ["Pulp Fiction", "Film"],
         ["Pulp Fiction director", "Uma Thurman"],
-        [crit("sufficient", 0.9, ["Pulp Fiction", "Film"], "stop")],
+        [judged("draft", "British", 0.9, True)],
     )
     out = fb(EX, pred)
     assert out.score == 0.0
@@ -55,14 +57,19 @@ def test_over_triggered_critic_and_a_wrong_span_from_complete_evidence():
         "an American director",
         titles,
         ["Pulp Fiction", "Quentin Tarantino"],
-        [crit("insufficient", 0.8, titles, "retry"), crit("sufficient", 0.9, titles, "stop")],
+        [judged("draft", "American", 0.4, False), judged("retrieve", "an American director", 0.9, True)],
     )
     out = fb(EX, pred, None, "critic", None)
-    assert out.score == 0.0 and "Critic over-triggered" in out.feedback
+    assert out.score == 0.0 and "Critic over-triggered: the draft answer was right, but P(right)=0.40" in out.feedback
+    assert "Critic under-triggered: it accepted a wrong retrieve answer (P(right)=0.90)" in out.feedback
     gen = fb(EX, pred, None, "generator", None).feedback
     assert "held every gold paragraph" in gen and "exact short span" in gen
-    right = fb(EX, prediction("American", titles, ["Pulp Fiction"]))
+    accepted_right = prediction("American", titles, ["Pulp Fiction"], [judged("draft", "American", 0.9, True)])
+    right = fb(EX, accepted_right)
     assert right.score == 1.0 and "Correct answer" in right.feedback
+    assert (
+        "The critic's calls matched the answers' correctness" in fb(EX, accepted_right, None, "critic", None).feedback
+    )
 
 
 def test_unknown_metric_is_refused():

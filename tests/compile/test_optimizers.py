@@ -114,14 +114,14 @@ def test_bootstrap_compiles_every_predictor_and_accounts_the_cost(world):
     res = compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, metric_threshold=0.6)
     compiled = res.program
     desc = describe_program(compiled)
-    assert set(desc) == {"planner", "critic", "bridge", "generator"}
-    # demos bootstrapped from successful traces, the labeled ones capped at 2
-    assert all(1 <= len(d["demos"]) <= 4 for d in desc.values())
+    assert set(desc) == {"planner", "critic", "generator", "composer"}
+    # demos bootstrapped from successful traces (of the roles that ran in them), the labeled ones capped at 2
+    assert all(len(d["demos"]) <= 4 for d in desc.values()) and desc["generator"]["demos"]
     assert any(demo.get("augmented") for demo in desc["critic"]["demos"])
-    assert res.cost["lm_calls"] > 0 and set(res.cost["by_role"]) == {"planner", "critic", "bridge", "generator"}
+    assert res.cost["lm_calls"] > 0 and {"critic", "generator"} <= set(res.cost["by_role"])
     assert res.settings["max_bootstrapped_demos"] == 2
     # the roles keep their own LMs and the retriever is the original object, not a copy
-    assert [p.lm.role for _, p in compiled.named_predictors()] == ["planner", "critic", "bridge", "generator"]
+    assert [p.lm.role for _, p in compiled.named_predictors()] == ["planner", "critic", "generator", "composer"]
     assert compiled.retriever is prog.retriever
     assert prog.generator.demos == []  # the student itself is untouched
     assert compiled(question=examples[0].question).answer == "American"
@@ -176,8 +176,8 @@ def test_mipro_compiles_the_whole_program_on_a_small_budget(world):
     assert {n.split(".")[0]: p.lm.role for n, p in res.program.named_predictors()} == {
         "planner": "planner",
         "critic": "critic",
-        "bridge": "bridge",
         "generator": "generator",
+        "composer": "composer",
     }
     assert res.program(question=examples[0].question).answer == "American"
 

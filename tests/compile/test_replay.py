@@ -7,156 +7,164 @@ import json
 import pytest
 
 from optimize.evaluate import evaluate
-from optimize.replay import Policy, ReplayError, record, replay, score
+from optimize.replay import ReplayError, check_reading, reading, reading_key, record, record_question, replay, score
+from program.errors import ConfigError
 from program.steps import Budget
 
 COMPARED = (
     "answer",
     "em",
     "f1",
-    "recall",
-    "precision",
     "all_gold",
     "retries",
     "stop_reason",
     "lm_calls",
     "prompt_tokens",
     "completion_tokens",
-    "cached_calls",
+    "cost_by_role",
     "critic_points",
     "passage_ids",
 )
 
-POLICIES = [
-    (0.5, 0, Budget()),
-    (0.7, 1, Budget()),
-    (0.85, 2, Budget()),
-    (0.95, 3, Budget()),
-    (0.0, 3, Budget()),
-    (0.7, 3, Budget(max_lm_calls=2)),
-    (0.95, 3, Budget(max_lm_calls=None, max_tokens=200)),
-]
+# policies over the toy world's recording: when the critic reads, the thresholds, the repair orders, how many
+# repairs, how the answer is chosen, and a budget
+POLICIES = {
+    "defaults": {},
+    "critic off": {"critic": "off"},
+    "critic always": {"critic": "always"},
+    "band with a floor": {"critic": "band", "critic_floor": 0.3, "accept_threshold": 0.9},
+    "everything accepted": {"critic": "off", "accept_threshold": 0.0},
+    "nothing accepted, the last round": {"critic": "always", "accept_threshold": 1.0, "select": "last"},
+    "no repair": {"max_repairs": 0},
+    "one repair": {"max_repairs": 1, "critic": "always"},
+    "retrieval first": {"repair_comparison": ("retrieve", "decompose"), "repair_yesno": ("retrieve",)},
+    "decomposed reads only": {"repair_comparison": ("decompose",), "repair_bridge": (), "critic": "off"},
+    "two lm calls": {"critic": "always", "budget": Budget(max_lm_calls=2)},
+    "300 tokens": {"critic": "always", "budget": Budget(max_lm_calls=None, max_tokens=300)},
+}
 
 
 def strip(trace):
-    return [{k: v for k, v in s.items() if k not in ("seconds",)} for s in trace]
+    return [{k: v for k, v in s.items() if k != "seconds"} for s in trace]
 
 
-@pytest.fixture
-def recorded(world):
-    examples = world.examples()
-    return examples, record(world.program(), examples, max_retries=3)
-
-
-@pytest.mark.parametrize("threshold,max_retries,budget", POLICIES)
-def test_replay_equals_live_run(world, recorded, threshold, max_retries, budget):
-    examples, recs = recorded
-    config = world.small.replace(confidence_threshold=threshold, max_retries=max_retries, budget=budget)
-    live = world.program(config)
-    live_rows = evaluate(live, examples, progress=False).rows
-    replayed = score(recs, examples, Policy.of(config))
-    for a, b in zip(live_rows, replayed.rows):
-        assert {k: a[k] for k in COMPARED} == {k: b[k] for k in COMPARED}, a["id"]
-        assert strip(a["trace"]) == strip(b["trace"]), a["id"]
-    live_metrics = evaluate(world.program(config), examples, progress=False).metrics
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_replay_equals_a_live_run_of_the_same_policy(world, toy_recording, name):
+    examples, recs, _ = toy_recording
+    config = world.small.replace(**POLICIES[name])
+    live = evaluate(world.program(config), examples, progress=False)
+    replayed = score(recs, examples, config)
+    for a, b in zip(live.rows, replayed.rows):
+        assert {k: a[k] for k in COMPARED} == {k: b[k] for k in COMPARED}, (name, a["id"])
+        assert strip(a["trace"]) == strip(b["trace"]), (name, a["id"])
     for key in ("em", "f1", "lm_calls_per_q", "retries_per_q", "critic_brier", "critic_over_trigger"):
-        a, b = replayed.metrics[key], live_metrics[key]
-        assert (a is None and b is None) or a == pytest.approx(b), key
+        x, y = replayed.metrics[key], live.metrics[key]
+        assert (x is None and y is None) or x == pytest.approx(y), key
     assert replayed.metrics["live_seconds_per_q"] > 0
 
 
-def test_the_policies_cover_every_stop_reason(world, recorded):
-    examples, recs = recorded
-    reasons = set()
-    for t, r, b in POLICIES:
-        config = world.small.replace(confidence_threshold=t, max_retries=r, budget=b)
-        reasons |= {row["stop_reason"] for row in score(recs, examples, Policy.of(config)).rows}
-    assert reasons == {
-        "sufficient",
-        "max_retries",
-        "no_new_queries",
-        "no_new_passages",
-        "budget_lm_calls",
-        "budget_tokens",
-    }
+def test_the_policies_reach_every_stop_reason_and_both_choices_of_the_answer(world, toy_recording):
+    examples, recs, _ = toy_recording
+    reasons, chosen = set(), set()
+    for name in POLICIES:
+        for row in score(recs, examples, world.small.replace(**POLICIES[name])).rows:
+            reasons.add(row["stop_reason"])
+            pick = next(s for s in row["trace"] if s["role"] == "select")
+            last = [s for s in row["trace"] if s["role"] == "judgement"][-1]
+            chosen.add("last" if pick["round"] == last["round"] else "earlier")
+    assert reasons == {"confident", "no_repair_left", "max_repairs", "budget_lm_calls", "budget_tokens"}
+    assert chosen == {"last", "earlier"}
 
 
-def test_replay_needs_no_model_calls(world, recorded):
-    examples, recs = recorded
+def test_the_recording_holds_every_round_each_critiqued_including_fallbacks_and_discarded_critiques(toy_recording):
+    _, recs, _ = toy_recording
+    forms = {r["form"] for r in recs.values()}
+    assert forms == {"bridge", "comparison", "yesno"}
+    for rec in recs.values():
+        actions = [r["action"] for r in rec["rounds"]]
+        assert actions == (["draft", "retrieve"] if rec["form"] == "bridge" else ["draft", "decompose", "retrieve"])
+        assert rec["critiqued"] and rec["error"] is None
+        for rnd in rec["rounds"]:
+            assert (rnd["critique"] is None) == (rnd["answer"] is None)  # every answered round critiqued
+            assert all(isinstance(p["id"], str) for p in rnd["evidence"])  # passages as ids, titles, scores
+    rounds = [r for rec in recs.values() for r in rec["rounds"]]
+    assert any(r.get("fallback") for r in rounds)  # a decomposed read with no value for an entity
+    assert any((r["critique"] or {}).get("critic_problem") for r in rounds)  # a discarded critique
+    json.dumps(recs)  # plain JSON
+
+
+def test_replay_needs_no_model_call(world, toy_recording):
+    examples, recs, _ = toy_recording
     lms = world.lms()
     prog = world.program()
     world.assign(prog, lms)
-    score(recs, examples, Policy(0.8, 2))
+    for name in POLICIES:
+        score(recs, examples, world.small.replace(**POLICIES[name]))
     assert all(lm.calls == 0 for lm in lms.values())
 
 
-def test_more_retries_than_recorded_is_refused(world):
-    examples = world.examples()[:2]
-    recs = record(world.program(), examples, max_retries=1)
-    with pytest.raises(ReplayError, match="exceeds the 1 recorded"):
-        replay(recs["q0"], Policy(0.7, 2))
-
-
-def test_recording_resumes_from_its_file(world, tmp_path):
+def test_a_recording_without_critiques_replays_only_policies_that_never_ask_the_critic(world):
     examples = world.examples()
+    recs = record(world.program(), examples, critique=False)
+    assert all(not r["critiqued"] and all(x["critique"] is None for x in r["rounds"]) for r in recs.values())
+    off = world.small.replace(critic="off")
+    live = evaluate(world.program(off), examples, progress=False)
+    assert [r["answer"] for r in score(recs, examples, off).rows] == [r["answer"] for r in live.rows]
+    with pytest.raises(ReplayError, match="asks the critic about a round the recording did not critique"):
+        score(recs, examples, world.small.replace(critic="always"))
+
+
+def test_a_repair_the_recording_lacks_is_refused(world):
+    (ex,) = world.examples()[:1]
+    rec = record_question(world.program(world.small.replace(repair_bridge=())), ex.question)
+    assert [r["action"] for r in rec["rounds"]] == ["draft"]
+    with pytest.raises(ReplayError, match="runs the 'retrieve' repair, which the recording did not record"):
+        replay(rec, world.small.replace(critic="off", accept_threshold=1.0))
+    with pytest.raises(ReplayError, match="format 2"):
+        replay({**rec, "format": 2}, world.small)
+
+
+def test_records_of_a_program_that_reads_otherwise_are_refused(world, toy_recording):
+    _, recs, _ = toy_recording
+    prog = world.program()
+    check_reading(recs.values(), prog)  # the same reading
+    # a policy setting does not change the reading; a reading setting or a prompt does
+    assert reading(world.program(world.small.replace(accept_threshold=0.1, critic="off"))) == reading(prog)
+    wider = world.program(world.small.replace(sub_k=2))
+    french = world.program()
+    french.generator.signature = french.generator.signature.with_instructions("Answer in French.")
+    for other in (wider, french):
+        assert reading(other) != reading(prog)
+        with pytest.raises(ConfigError, match="reads otherwise.*record again"):
+            check_reading(recs.values(), other)
+    check_reading([{"error": "LMUnavailableError: down"}], prog)  # a failed record has no reading to check
+    examples = world.examples()
+    assert reading_key(prog, examples) == reading_key(world.program(), examples)
+    assert reading_key(prog, examples) != reading_key(prog, examples[:3])
+
+
+def test_recording_resumes_from_its_file(world, tmp_path, toy_recording):
+    examples, _, _ = toy_recording
     path = tmp_path / "rec.jsonl"
-    record(world.program(), examples[:4], max_retries=2, path=path)
+    record(world.program(), examples[:4], path=path)
     with path.open("a") as fh:
         fh.write('{"id": "q7", "cut')  # a line cut by a kill
     lms = world.lms()
     prog = world.program()
     world.assign(prog, lms)
-    recs = record(prog, examples, max_retries=2, path=path)
+    recs = record(prog, examples, path=path)
     assert set(recs) == {ex.id for ex in examples}
-    assert lms["planner"].calls == len(examples) - 4  # only the missing questions ran
-    assert all(json.loads(line)["id"] for line in path.read_text().splitlines()[-5:])
-    # a recording with fewer retries than asked is redone
-    lms = world.lms()
-    world.assign(prog, lms)
-    record(prog, examples[:1], max_retries=3, path=path)
-    assert lms["planner"].calls == 1
+    # only the missing questions ran: their generator calls, and no draft of the first four
+    drafts = [s["question"] for s in lms["generator"].rules.seen if s["question"] in {e.question for e in examples}]
+    assert set(drafts) == {e.question for e in examples[4:]}
+    assert all(json.loads(line)["id"] for line in path.read_text().splitlines())  # the cut line is gone
 
 
 def test_only_sharp_is_recorded(world):
     from program.baselines import VanillaRAG
-    from program.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="retry loop"):
-        record(VanillaRAG(world.retriever()), world.examples()[:1], 1)
-
-
-# Settings that change how the loop runs, not only when it stops: each recording replays to its live runs.
-LOOP_CONFIGS = {
-    "chat adapters": {"structured_adapter": "chat", "generator_adapter": "chat"},
-    "reasoning on": {"critic_reasoning": True, "generator_reasoning": True},
-    "another k schedule": {"k_schedule": (2, 3, 4, 5)},
-    "bridge always": {"bridge": "always"},
-    "bridge off": {"bridge": "off"},
-    "round-robin evidence, no planner": {"evidence_order": "round_robin", "planner": False},
-    "widening evidence, retries searched with the question": {
-        "k_schedule": (2, 3, 4, 5),
-        "evidence_cap": 5,
-        "evidence_widens": True,
-        "retry_with_question": True,
-        "evidence_order": "score",
-    },
-}
-
-
-@pytest.mark.parametrize("name", sorted(LOOP_CONFIGS))
-def test_replay_equals_live_run_for_other_loop_settings(world, name):
-    examples = world.examples()
-    base = world.small.replace(**LOOP_CONFIGS[name])
-    recs = record(world.program(base), examples, max_retries=3)
-    for threshold, max_retries, budget in ((0.7, 3, Budget()), (0.95, 2, Budget()), (0.7, 3, Budget(max_lm_calls=3))):
-        config = base.replace(confidence_threshold=threshold, max_retries=max_retries, budget=budget)
-        live_rows = evaluate(world.program(config), examples, progress=False).rows
-        replayed = score(recs, examples, Policy.of(config))
-        for a, b in zip(live_rows, replayed.rows):
-            assert {k: a[k] for k in COMPARED} == {k: b[k] for k in COMPARED}, (name, a["id"])
-            assert strip(a["trace"]) == strip(b["trace"]), (name, a["id"])
-    steps = {s["role"] for r in recs.values() for rnd in r["rounds"] for s in rnd.get("query_steps", [])}
-    assert ("bridge" in steps) == (base.bridge != "off"), steps  # the bridge ran (and replayed) where it may
+    with pytest.raises(ConfigError, match="no repair loop"):
+        record(VanillaRAG(world.retriever()), world.examples()[:1])
 
 
 def down_critic():
@@ -172,17 +180,17 @@ def test_a_question_whose_lm_failed_is_recorded_as_failed_and_recorded_again(wor
     path = tmp_path / "rec.jsonl"
     prog = world.program()
     prog.critic.lm = down = down_critic()
-    recs = record(prog, examples, max_retries=1, path=path)
+    recs = record(prog, examples, path=path)
     assert all(r["error"].startswith("LMUnavailableError") for r in recs.values()) and down.calls == 3
-    scored = score(recs, examples, Policy(0.7, 1))
+    scored = score(recs, examples, world.small)
     assert scored.metrics["errors"] == 3 and all(r["stop_reason"] == "error" for r in scored.rows)
 
     lms = world.lms()
     working = world.program()
     world.assign(working, lms)
-    again = record(working, examples, max_retries=1, path=path)
-    assert lms["planner"].calls == 3 and not any(r["error"] for r in again.values())
-    assert score(again, examples, Policy(0.7, 1)).metrics["errors"] == 0
+    again = record(working, examples, path=path)
+    assert lms["critic"].calls > 0 and not any(r["error"] for r in again.values())
+    assert score(again, examples, world.small).metrics["errors"] == 0
 
 
 def test_a_recording_stops_when_the_lm_keeps_failing(world, tmp_path):
@@ -191,5 +199,17 @@ def test_a_recording_stops_when_the_lm_keeps_failing(world, tmp_path):
     prog = world.program()
     prog.critic.lm = down_critic()
     with pytest.raises(RunAbortedError, match="2 questions in a row failed"):
-        record(prog, world.examples(), max_retries=1, path=tmp_path / "rec.jsonl", max_failed_in_a_row=2)
+        record(prog, world.examples(), path=tmp_path / "rec.jsonl", max_failed_in_a_row=2)
     assert len((tmp_path / "rec.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_truncated_question_replays_with_its_note(world):
+    """A question longer than max_question_chars is cut live (an "input" step notes it); its replay says so too."""
+    config = world.small.replace(max_question_chars=50, critic="off")
+    question = world.examples()[0].question + " " + "padding " * 20
+    rec = record_question(world.program(config), question)
+    live = world.program(config)(question=question)
+    replayed = replay(rec, config)
+    assert rec["truncated"] and live.trace[0]["role"] == "input"
+    assert (replayed.answer, replayed.stop_reason) == (live.answer, live.stop_reason)
+    assert strip(replayed.trace) == strip(live.trace)

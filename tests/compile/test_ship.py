@@ -19,8 +19,13 @@ LM = {"default": {"model": "local/qwen2.5-coder-1.5b"}}
 
 
 def saved(tmp_path, retriever, *, lm=LM, corpus="c0ffee"):
-    prog = SharpRAG(retriever, SharpConfig(confidence_threshold=0.6))
-    assign(prog, {r: ScriptedLM(r, []) for r in ("planner", "critic", "generator")})
+    from program.calibration import AnswerCalibrator
+
+    gate = AnswerCalibrator.make(
+        ("lp_mean",), (0.0,), (1.0,), (1.0,), 0.0, {"dataset": "hotpotqa", "train_offset": 478}
+    )
+    prog = SharpRAG(retriever, SharpConfig(accept_threshold=0.6, gate=gate))
+    assign(prog, {r: ScriptedLM(r, []) for r in ("planner", "critic", "generator", "composer")})
     manifest = {"corpus_sha256": corpus} if corpus else {}
     meta = {"dataset": "hotpotqa", "index_dir": "/home/someone/ws/indexes/hotpotqa", "storage": "sqlite:///x.db"}
     return save_program(tmp_path / "tuned.json", prog, "sharp", lm=lm, index_manifest=manifest, meta=meta)
@@ -32,11 +37,12 @@ def test_ship_copies_the_program_drops_machine_paths_and_records_it(tmp_path, re
         saved(tmp_path, retriever), "sharp-x", commands=["sharp tune ..."], figures={"em": 0.4}, folder=folder
     )
     copy = read_program(out)  # the copy's own checksum holds
-    assert copy.config["confidence_threshold"] == 0.6
+    assert copy.config["accept_threshold"] == 0.6 and copy.config["gate"]["fitted_on"]["train_offset"] == 478
     assert "index_dir" not in copy.meta and "storage" not in copy.meta and copy.meta["dataset"] == "hotpotqa"
     entry = json.loads((folder / shipped.MANIFEST).read_text())["programs"]["sharp-x"]
     assert entry["lm"] == "local/qwen2.5-coder-1.5b" and entry["corpus_sha256"] == "c0ffee"
     assert entry["commands"] == ["sharp tune ..."] and entry["figures"] == {"em": 0.4}
+    assert entry["compiled_on"] == "hotpotqa train, after the first 478 seeded questions"  # read from the gate
     found = shipped.default_program("c0ffee", "local/qwen2.5-coder-1.5b", folder)
     assert found is not None and found.path == out  # what the commands then run by default
 

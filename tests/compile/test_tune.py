@@ -1,4 +1,5 @@
-"""Tuning: search space, study resume in sqlite, replay-scored trials, MLflow parent + nested runs."""
+"""Tuning SHARP's policy: the search space, study resume in sqlite, trials scored by replay of one recording,
+MLflow parent and nested runs, the best program saved."""
 
 from __future__ import annotations
 
@@ -7,16 +8,21 @@ import optuna
 import pytest
 
 import experiments.tune as et
-from experiments.tune import TuneJob, load_space, run_tune
+from experiments.tune import ReplayScorer, TuneJob, load_space, run_tune
 from optimize.tune import (
+    POLICY_PARAMS,
+    REPAIR_ORDERS,
     SearchSpace,
     Tuner,
     apply_params,
+    em_cost,
     finished_trials,
     get_objective,
+    in_space,
     open_study,
-    recording_params,
+    params_of,
     run_study,
+    suggest,
 )
 from program.errors import ConfigError
 from program.saved import read_program
@@ -24,43 +30,98 @@ from program.sharp import SharpConfig
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-TOY_SPACE = SearchSpace(max_retries=(0, 1, 2, 3), k_start=(1, 2), k_step=(0, 1), evidence_cap=(4,), mode=("bm25",))
+TOY_SPACE = SearchSpace(threshold_low=0.3, threshold_high=0.95, floor_high=0.5)
 
 
-def test_params_become_a_config_and_retriever_overrides():
-    config, retriever = apply_params(
-        SharpConfig(),
-        {"confidence_threshold": 0.8, "max_retries": 2, "k_start": 3, "k_step": 2, "evidence_cap": 2, "mode": "bm25"},
-    )
-    assert config.k_schedule == (3, 5, 7) and config.max_retries == 2 and config.confidence_threshold == 0.8
-    assert config.evidence_cap == 3  # raised to the first k
-    assert retriever == {"mode": "bm25"}
-    rec = recording_params(
-        {"confidence_threshold": 0.8, "max_retries": 1, "k_start": 3, "k_step": 2, "evidence_cap": 6, "mode": "bm25"},
-        SearchSpace(),
-    )
-    assert rec == {"k_start": 3, "k_step": 2, "evidence_cap": 6, "mode": "bm25", "max_retries": 3}
-
-
-def test_space_validation_and_files(tmp_path):
-    with pytest.raises(ConfigError, match="unknown parameter"):
-        SearchSpace.from_mapping({"fixed": {"treshold": 0.5}})
-    with pytest.raises(ConfigError, match="mode"):
-        SearchSpace.from_mapping({"mode": ["sparse"]})
+# ---- the space -----------------------------------------------------------------------------------------
+def test_space_validation_names_the_problem(tmp_path):
+    with pytest.raises(ConfigError, match="fixed: unknown parameter\\(s\\) \\['confidence_threshold'\\]"):
+        SearchSpace.from_mapping({"fixed": {"confidence_threshold": 0.5}})
+    with pytest.raises(ConfigError, match="repair_comparison: unknown repair order\\(s\\) \\['bridge,retrieve'\\]"):
+        SearchSpace.from_mapping({"repair_comparison": ["bridge,retrieve"]})
+    with pytest.raises(ConfigError, match="must not exceed"):
+        SearchSpace.from_mapping({"threshold_low": 0.9, "threshold_high": 0.5})
+    with pytest.raises(ConfigError, match="max_repairs choices must lie in 0..2"):
+        SearchSpace.from_mapping({"max_repairs": [1, 3]})
+    with pytest.raises(ConfigError, match="select needs at least one choice"):
+        SearchSpace.from_mapping({"select": []})
+    with pytest.raises(ConfigError, match="unknown key 'k_start'"):
+        SearchSpace.from_mapping({"k_start": [1, 2]})  # retrieval settings are no policy: they need a recording
     with pytest.raises(ConfigError, match="unknown objective"):
         get_objective("bleu")
     path = tmp_path / "space.yaml"
-    path.write_text("k_start: [2, 4]\nfixed: {mode: bm25}\n")
-    space = load_space(path, {"max_retries": 1})
-    assert space.k_start == (2, 4) and space.fixed == {"mode": "bm25", "max_retries": 1}
-    assert space.max_recorded_retries == 1
+    path.write_text("threshold_low: 0.5\nrepair_bridge: [retrieve]\nfixed: {select: last}\n")
+    space = load_space(path, {"critic": "off"})
+    assert space.threshold_low == 0.5 and space.repair_bridge == ("retrieve",)
+    assert space.fixed == {"select": "last", "critic": "off"}
 
 
+def test_whether_a_space_needs_a_critiqued_recording():
+    assert SearchSpace().needs_critic
+    assert not SearchSpace(critic=("off",)).needs_critic
+    assert not SearchSpace(fixed={"critic": "off"}).needs_critic
+    assert SearchSpace(critic=("off",), fixed={"critic": "band"}).needs_critic  # the pin wins
+
+
+def test_suggest_stays_within_the_space_and_keeps_the_pins():
+    space = SearchSpace(
+        threshold_low=0.4, threshold_high=0.6, critic=("band",), max_repairs=(1,), fixed={"select": "last"}
+    )
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    for _ in range(20):
+        params = suggest(study.ask(), space)
+        assert set(params) == set(POLICY_PARAMS)
+        assert all(0.4 <= params[k] <= 0.6 for k in ("accept_threshold", "accept_comparison", "accept_yesno"))
+        assert 0.0 <= params["critic_floor"] <= 0.9
+        assert params["critic"] == "band" and params["max_repairs"] == 1 and params["select"] == "last"
+        assert params["repair_comparison"] in REPAIR_ORDERS and params["repair_bridge"] in ("retrieve", "none")
+        assert in_space(params, space)
+        apply_params(SharpConfig(), params)  # every point is a valid config
+
+
+def test_params_and_configs_round_trip():
+    default = params_of(SharpConfig())
+    assert default == {
+        "accept_threshold": 0.8,
+        "accept_comparison": 0.8,  # a form without its own threshold: the general one
+        "accept_yesno": 0.8,
+        "critic": "off",
+        "critic_floor": 0.0,
+        "max_repairs": 2,
+        "repair_bridge": "retrieve",
+        "repair_comparison": "decompose,retrieve",
+        "repair_yesno": "decompose,retrieve",
+        "select": "confidence",
+    }
+    back = apply_params(SharpConfig(), default)
+    same = {k: v for k, v in back.model_dump().items() if k not in ("accept_comparison", "accept_yesno")}
+    assert params_of(back) == default and same.items() <= SharpConfig().model_dump().items()
+    assert apply_params(SharpConfig(), {"accept_yesno": 0.4}).accept_for("yesno") == 0.4
+    cfg = apply_params(SharpConfig(k_schedule=(2, 4)), {"repair_bridge": "none", "repair_yesno": "retrieve"})
+    assert cfg.repair_bridge == () and cfg.repair_yesno == ("retrieve",) and cfg.k_schedule == (2, 4)
+    assert params_of(cfg)["repair_bridge"] == "none"
+    with pytest.raises(ConfigError, match="unknown policy parameter 'k_schedule'"):
+        apply_params(SharpConfig(), {"k_schedule": (1, 2)})
+    assert in_space(default, SearchSpace()) and not in_space(default, SearchSpace(threshold_high=0.5))
+    pinned = dict.fromkeys(("accept_threshold", "accept_comparison", "accept_yesno"), 0.8)
+    assert in_space(default, SearchSpace(threshold_high=0.5, fixed=pinned))
+    assert not in_space({**default, "repair_bridge": "decompose"}, SearchSpace())
+
+
+def test_em_cost_charges_every_call_beyond_one_and_a_penalty_over_the_cap():
+    assert em_cost({"em": 0.5, "lm_calls_per_q": 1.0}, 0.02, 2.0) == 0.5
+    assert em_cost({"em": 0.5, "lm_calls_per_q": 2.0}, 0.02, 2.0) == pytest.approx(0.48)
+    assert em_cost({"em": 0.5, "lm_calls_per_q": 3.0}, 0.02, 2.0) == pytest.approx(0.5 - 0.04 - 1.0)
+    assert em_cost({"em": 0.5, "lm_calls_per_q": 3.0}, 0.02, None) == pytest.approx(0.46)
+    assert em_cost({"em": None, "lm_calls_per_q": None}, 0.02, 2.0) == 0.0
+
+
+# ---- studies -------------------------------------------------------------------------------------------
 def fake_score(params):
     return {
-        "f1": params["confidence_threshold"] - 0.1 * params["max_retries"],
+        "f1": params["accept_threshold"] - 0.1 * params["max_repairs"],
         "em": 0.0,
-        "lm_calls_per_q": 3.0 + params["max_retries"],
+        "lm_calls_per_q": 1.0 + params["max_repairs"],
     }, False
 
 
@@ -89,6 +150,45 @@ def test_study_resumes_in_sqlite_after_an_interruption(tmp_path):
         open_study(storage, "s", get_objective("f1-cost"))
 
 
+def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
+    from optimize.tune import baseline_trial, enqueue_baseline
+
+    default = params_of(SharpConfig())
+    objective = get_objective("f1")
+    study = optuna.create_study(direction="maximize")
+    assert enqueue_baseline(study, SearchSpace(), default)
+    seen = []
+    run_study(study, Tuner(SearchSpace(), objective, lambda p: (seen.append(p), fake_score(p))[1]), 3)
+    assert seen[0] == default and seen[1] != default
+    assert baseline_trial(study).number == 0
+    assert not enqueue_baseline(study, SearchSpace(), default)  # a study with trials is not re-seeded
+    fresh = optuna.create_study(direction="maximize")
+    assert not enqueue_baseline(fresh, SearchSpace(select=("last",)), default) and not fresh.trials
+
+
+def test_a_tie_on_the_objective_goes_to_the_policy_with_fewer_lm_calls():
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+
+    from optimize.tune import best_trial
+
+    study = optuna.create_study(direction="maximize")
+    dist = {"accept_threshold": FloatDistribution(0.0, 1.0)}
+    for value, calls, thr in [(0.41, 3.08, 0.35), (0.30, 1.0, 0.9), (0.41, 2.0, 0.6), (0.41, 2.0, 0.7)]:
+        study.add_trial(
+            create_trial(
+                value=value,
+                params={"accept_threshold": thr},
+                distributions=dist,
+                user_attrs={"metrics": {"f1": value, "lm_calls_per_q": calls}},
+            )
+        )
+    assert study.best_trial.number == 0  # Optuna alone keeps the first of the tied trials
+    best = best_trial(study, get_objective("f1"))
+    assert best.number == 2 and best.params["accept_threshold"] == 0.6  # equal F1, fewer calls; the earlier
+
+
+# ---- run_tune over the toy world ------------------------------------------------------------------------
 def nested_runs(parent_id):
     exp = mlflow.get_run(parent_id).info.experiment_id
     return mlflow.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'", output_format="list")
@@ -102,58 +202,50 @@ def artifact_paths(run_id, path=""):
     return out
 
 
-def test_tune_tracks_every_trial_and_saves_the_best_program(world, tmp_path, tracked):
-    job = TuneJob(objective="f1", n_trials=8, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE, verify=True)
-    out = run_tune(
-        job,
-        world.program(),
-        world.examples(),
-        retriever_for=lambda o: world.retriever(),
-        workspace=tmp_path,
-        study_name="toy",
-    )
+def test_tune_scores_every_trial_by_replay_of_one_recording_and_saves_the_best_program(world, tmp_path, tracked):
+    lms = world.lms()
+    base = world.program()
+    world.assign(base, lms)
+    job = TuneJob(n_trials=8, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE, verify=True)
+    out = run_tune(job, base, world.examples(), workspace=tmp_path, study_name="toy")
     assert out.trials_run == 8
-    # retrieval settings: k_start x k_step = 4 at most; every other trial was replayed without the model
-    assert 1 <= out.speedup["recordings"] <= 4 and out.speedup["live_seconds_estimate"] > 0
-    assert out.verify["match"] == 1.0 and out.verify["live_f1"] == pytest.approx(out.best_values[0])
+    # one recording, made once; every trial replayed it
+    assert out.speedup["recordings"] == 1 and out.speedup["live_seconds_estimate"] > 0
+    # what the replays took against what the steps they used took when recorded (the toy LMs are instant)
+    assert out.speedup["replay_seconds"] > 0 and out.speedup["speedup_replay_only"] > 0
+    assert out.speedup["speedup_total"] is not None
+    recorded_calls = sum(lm.calls for lm in lms.values())
+    assert list((tmp_path / "replay").glob("*.jsonl"))
+    # the best policy run live scores what its replay said
+    assert out.verify["match"] == 1.0 and out.verify["live_em"] == pytest.approx(out.best_metrics["em"])
+    assert out.best_values[0] == pytest.approx(out.best_metrics["em_cost"])
+    assert out.baseline["number"] == 0 and out.baseline["params"] == params_of(world.small)
+
     saved = read_program(out.path)
-    assert saved.meta["best_params"] == out.best_params and saved.retriever == {"mode": "bm25"}
-    assert saved.config["confidence_threshold"] == pytest.approx(out.best_params["confidence_threshold"])
+    assert saved.meta["best_params"] == out.best_params and saved.meta["objective"] == "em-cost"
+    assert saved.config["accept_threshold"] == pytest.approx(out.best_params["accept_threshold"])
+    assert SharpConfig.from_mapping(saved.config) == apply_params(world.small, out.best_params)
 
     parent = mlflow.get_run(out.run_id)
     assert parent.info.status == "FINISHED" and parent.data.tags["study"] == "toy"
-    assert "best.confidence_threshold" in parent.data.params and "best.f1" in parent.data.metrics
-    assert {"replay.speedup_total", "replay.record_seconds", "verify.match"} <= set(parent.data.metrics)
+    assert "best.accept_threshold" in parent.data.params and "best.em_cost" in parent.data.metrics
+    assert {"replay.speedup_total", "replay.record_seconds", "verify.match", "default.em"} <= set(parent.data.metrics)
     trials = nested_runs(out.run_id)
     assert len(trials) == 8 and all(t.info.status == "FINISHED" for t in trials)
-    assert all("f1" in t.data.metrics and "confidence_threshold" in t.data.params for t in trials)
+    assert all("em_cost" in t.data.metrics and "accept_threshold" in t.data.params for t in trials)
     files = artifact_paths(out.run_id)
-    assert {"plots/history.png", "plots/param_importances.png", "tune_report.json", "program/toy.json"} <= set(files)
+    assert {"plots/history.png", "tune_report.json", "program/toy.json"} <= set(files)
 
-    # resuming to 10 trials runs 2 more, reusing the recordings on disk
+    # resuming to 10 trials runs 2 more from the recording on disk: no LM call
     job.n_trials, job.verify = 10, False
-    again = run_tune(
-        job,
-        world.program(),
-        world.examples(),
-        retriever_for=lambda o: world.retriever(),
-        workspace=tmp_path,
-        study_name="toy",
-    )
+    again = run_tune(job, base, world.examples(), workspace=tmp_path, study_name="toy")
     assert again.trials_run == 2 and len(nested_runs(again.run_id)) == 2
-    assert again.speedup["recordings"] == 0  # every retrieval setting it met was recorded before
+    assert again.speedup["recordings"] == 0 and sum(lm.calls for lm in lms.values()) == recorded_calls
 
 
 def test_multi_objective_plots_the_pareto_front(world, tmp_path, tracked):
     job = TuneJob(objective="f1-cost", n_trials=6, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE)
-    out = run_tune(
-        job,
-        world.program(),
-        world.examples(),
-        retriever_for=lambda o: world.retriever(),
-        workspace=tmp_path,
-        study_name="pareto",
-    )
+    out = run_tune(job, world.program(), world.examples(), workspace=tmp_path, study_name="pareto")
     assert len(out.best_values) == 2
     files = artifact_paths(out.run_id)
     assert {"plots/pareto_front.png", "plots/history_f1.png", "plots/history_lm_calls_per_q.png"} <= set(files)
@@ -173,100 +265,31 @@ def test_interrupted_study_marks_the_run_and_resumes(world, tmp_path, tracked, m
 
     monkeypatch.setattr(et.replay, "score", interrupted)
     job = TuneJob(n_trials=5, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE)
-    kwargs = dict(retriever_for=lambda o: world.retriever(), workspace=tmp_path, study_name="cut")
     with pytest.raises(KeyboardInterrupt):
-        run_tune(job, world.program(), world.examples(), **kwargs)
+        run_tune(job, world.program(), world.examples(), workspace=tmp_path, study_name="cut")
     (parent,) = [r for r in tracked.runs() if r.data.tags.get("kind") == "tune"]
     assert parent.info.status in ("KILLED", "FAILED")  # never left RUNNING
     assert len(nested_runs(parent.info.run_id)) == 2
     monkeypatch.setattr(et.replay, "score", real)
-    out = run_tune(job, world.program(), world.examples(), **kwargs)
+    out = run_tune(job, world.program(), world.examples(), workspace=tmp_path, study_name="cut")
     assert out.trials_run == 3 and mlflow.get_run(out.run_id).info.status == "FINISHED"
 
 
+def test_a_space_that_asks_the_critic_refuses_a_recording_without_critiques(world, tmp_path):
+    from optimize.replay import record
+
+    examples = world.examples()[:3]
+    path = tmp_path / "rec.jsonl"
+    record(world.program(), examples, path, critique=False)
+    off = ReplayScorer(world.program(), examples, path, needs_critic=False)
+    metrics, recorded = off(params_of(world.small.replace(critic="off")))
+    assert recorded and metrics["n"] == 3
+    with pytest.raises(ConfigError, match="holds rounds the critic did not read.*fix critic=off"):
+        ReplayScorer(world.program(), examples, path, needs_critic=True).records()
+
+
 def test_only_sharp_can_be_tuned(world, tmp_path):
-    from experiments.tune import ReplayScorer
     from program.baselines import VanillaRAG
 
-    with pytest.raises(ConfigError, match="retry loop"):
-        ReplayScorer(VanillaRAG(world.retriever()), world.examples(), TOY_SPACE, lambda o: None, tmp_path)
-
-
-def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
-    from optimize.tune import baseline_trial, enqueue_baseline, in_space, params_of
-
-    default = params_of(SharpConfig(), "hybrid")
-    assert default == {
-        "confidence_threshold": 0.35,
-        "max_retries": 2,
-        "k_start": 3,
-        "k_step": 2,
-        "evidence_cap": 5,
-        "mode": "hybrid",
-    }
-    assert apply_params(SharpConfig(), default)[0] == SharpConfig()  # the point reproduces the config
-    assert params_of(SharpConfig(k_schedule=(1, 2, 2)), "bm25") is None  # not arithmetic
-    assert in_space(default, SearchSpace()) and not in_space(default, SearchSpace(mode=("bm25",)))
-    assert in_space(default, SearchSpace(mode=("bm25",), fixed={"mode": "hybrid"}))
-
-    objective = get_objective("f1")
-    study = optuna.create_study(direction="maximize")
-    assert enqueue_baseline(study, SearchSpace(), default)
-    seen = []
-    run_study(study, Tuner(SearchSpace(), objective, lambda p: (seen.append(p), fake_score(p))[1]), 3)
-    assert seen[0] == default and seen[1] != default
-    assert baseline_trial(study).number == 0
-    assert not enqueue_baseline(study, SearchSpace(), default)  # a study with trials is not re-seeded
-    fresh = optuna.create_study(direction="maximize")
-    assert not enqueue_baseline(fresh, SearchSpace(evidence_cap=(8, 10)), default) and not fresh.trials
-
-
-def test_tune_reports_the_defaults_next_to_the_best(world, tmp_path, tracked):
-    from experiments.compile import SaveInfo
-
-    start = SharpConfig(k_schedule=(1, 2, 3, 4), evidence_cap=4, max_retries=3, confidence_threshold=0.7)
-    job = TuneJob(objective="f1", n_trials=4, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE)
-    out = run_tune(
-        job,
-        world.program(start),
-        world.examples(),
-        retriever_for=lambda o: world.retriever(),
-        workspace=tmp_path,
-        study_name="with-defaults",
-        save=SaveInfo(retriever={"mode": "bm25"}),
-    )
-    assert out.baseline["number"] == 0
-    assert out.baseline["params"] == {
-        "confidence_threshold": 0.7,
-        "max_retries": 3,
-        "k_start": 1,
-        "k_step": 1,
-        "evidence_cap": 4,
-        "mode": "bm25",
-    }
-    assert "f1" in out.baseline["metrics"] and out.best_values[0] >= out.baseline["metrics"]["f1"]
-    assert out.best_metrics["f1"] == pytest.approx(out.best_values[0]) and "lm_calls_per_q" in out.best_metrics
-    assert mlflow.get_run(out.run_id).data.metrics["default.f1"] == pytest.approx(out.baseline["metrics"]["f1"])
-
-
-def test_a_tie_on_the_objective_goes_to_the_policy_with_fewer_lm_calls():
-    from optuna.distributions import FloatDistribution
-    from optuna.trial import create_trial
-
-    from optimize.tune import best_trial
-
-    study = optuna.create_study(direction="maximize")
-    dist = {"confidence_threshold": FloatDistribution(0.05, 0.95)}
-    for value, calls, thr in [(0.41, 3.08, 0.35), (0.30, 1.0, 0.9), (0.41, 2.0, 0.6), (0.41, 2.0, 0.7)]:
-        study.add_trial(
-            create_trial(
-                value=value,
-                params={"confidence_threshold": thr},
-                distributions=dist,
-                user_attrs={"metrics": {"f1": value, "lm_calls_per_q": calls}},
-            )
-        )
-    assert study.best_trial.number == 0  # Optuna alone keeps the first of the tied trials
-    best = best_trial(study, get_objective("f1"))
-    assert best.number == 2  # equal F1, fewer calls; the earlier of two equal
-    assert best.params["confidence_threshold"] == 0.6
+    with pytest.raises(ConfigError, match="tuning replays SHARP's repair loop"):
+        ReplayScorer(VanillaRAG(world.retriever()), world.examples(), tmp_path / "rec.jsonl")

@@ -50,9 +50,11 @@ class Scripted:
             "critic": ScriptedLM("critic", []),
             "generator": ScriptedLM("generator", []),
         }
-        lms["planner"].answers = itertools.repeat({"sub_queries": ["film director"]})
+        lms["planner"].answers = itertools.repeat(
+            {"sub_questions": ["Who directed the film?", "Where is the director from?"]}
+        )
         lms["critic"].answers = itertools.repeat(
-            {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
+            {"verdict": "supported", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
         )
         lms["generator"].answers = itertools.repeat({"answer": "American", "supporting_passages": [1]})
         self.lms += lms.values()
@@ -82,17 +84,18 @@ def test_eval_json_mlflow_run_and_resume(world):
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
     metrics = json.loads(out.output.strip().splitlines()[-1])["metrics"]
-    assert metrics["n"] == 2 and metrics["em"] == 0.5 and metrics["lm_calls_per_q"] == 3
-    assert metrics["critic_n_critiques"] == 2
+    # per question (the critic off, no log-probabilities: P 0.5 each round): the draft, its retrieval repair
+    assert metrics["n"] == 2 and metrics["em"] == 0.5 and metrics["lm_calls_per_q"] == 2
+    assert metrics["critic_n_critiques"] == 4  # two judged rounds a question
     first_calls = scripted.calls
-    assert first_calls == 6
+    assert first_calls == 4
 
     import mlflow
 
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
-    assert runs[0].data.params["system"] == "sharp" and runs[0].data.params["config.k_schedule"] == "[3, 5, 7]"
+    assert runs[0].data.params["system"] == "sharp" and runs[0].data.params["config.k_schedule"] == "[3, 5]"
     assert runs[0].data.metrics["em"] == 0.5
     names = {a.path for a in mlflow.MlflowClient().list_artifacts(runs[0].info.run_id)}
     assert {"questions.json", "program_state.json", "summary.json", "results"} <= names
@@ -106,8 +109,17 @@ def test_ask_json_and_a_down_tracking_server(world):
     out = CliRunner().invoke(app, ["ask", "What nationality is the director of Pulp Fiction?", "--json", *base])
     assert out.exit_code == 0, out.output
     pred = json.loads(out.output.strip().splitlines()[-1])
-    assert pred["answer"] == "American" and pred["system"] == "sharp" and pred["cost"]["lm_calls"] == 3
-    assert [s["role"] for s in pred["trace"]] == ["planner", "retriever", "critic", "generator"]
+    assert pred["answer"] == "American" and pred["system"] == "sharp" and pred["cost"]["lm_calls"] == 2
+    draft = ["retriever", "generator", "judgement"]
+    assert [s["role"] for s in pred["trace"]] == [*draft, *draft, "select"]  # the draft, a retrieval repair
+    # with the critic asked (in the band of the gate's P), it supports the draft: no repair
+    pred = json.loads(
+        CliRunner()
+        .invoke(app, ["ask", "Who directed Pulp Fiction?", "--json", "--set", "critic=band", *base])
+        .output.strip()
+        .splitlines()[-1]
+    )
+    assert [s["role"] for s in pred["trace"]] == ["retriever", "generator", "critic", "judgement", "select"]
     down = CliRunner().invoke(app, ["eval", "--tracking-uri", "http://127.0.0.1:9", *base])
     assert down.exit_code == 2 and "not reachable" in down.output
 

@@ -138,22 +138,29 @@ def test_step_lines():
     from experiments.render import step_line
 
     cost = {"lm_calls": 1, "seconds": 2.5, "prompt_tokens": 300, "completion_tokens": 41}
-    plan = {"role": "planner", "sub_queries": ["Pulp Fiction director", "Tarantino nationality"], **cost}
+    plan = {"role": "planner", "round": 1, "sub_questions": ["When was A born?", "When was B born?"], **cost}
     assert step_line(plan) == (
-        "[bold]plan[/bold]: Pulp Fiction director | Tarantino nationality [dim](2.5 s, 341 tokens)[/dim]"
+        "[bold]decompose[/bold], round 1: When was A born? | When was B born? [dim](2.5 s, 341 tokens)[/dim]"
     )
+    assert "(no sub-question: the direct read stands)" in step_line({**plan, "sub_questions": []})
     ret = {"role": "retriever", "round": 1, "k": 5, "queries": ["Tarantino"], "retrieved_ids": [["a", "b"]]}
     assert step_line({**ret, "new_ids": ["b"]}).startswith(
         "[bold]retrieve[/bold], round 1, k=5: 1 query -> 2 passages, 1 new"
     )
-    crit = {"role": "critic", "round": 0, "verdict": "insufficient", "p_sufficient": 0.31, **cost}
-    line = step_line({**crit, "confidence_source": "token", "missing_information": ["birthplace"], "action": "retry"})
-    assert "critic[/bold], round 0: insufficient, P(sufficient) 0.31 (token); missing: birthplace; next: retry" in line
-    assert "P(sufficient) 0.80 (calibrated)" in step_line({**crit, "p_calibrated": 0.8})
-    assert "search 'Quentin Tarantino'" in step_line({"role": "bridge", "query": "Quentin Tarantino", "problem": None})
-    assert "no entity to search (repeats an earlier search)" in step_line(
-        {"role": "bridge", "query": "x", "problem": "repeats an earlier search"}
+    crit = {"role": "critic", "round": 0, "verdict": "incomplete", "p_supported": 0.31, **cost}
+    line = step_line({**crit, "missing_information": ["birthplace"]})
+    assert "critic[/bold], round 0: incomplete, P(supported) 0.31; missing: birthplace" in line
+    discarded = step_line({**crit, "verdict": None, "p_supported": None, "critic_problem": "unparseable"})
+    assert "round 0: -, P(supported) - [yellow](discarded: unparseable)[/yellow]" in discarded
+    judged = {"role": "judgement", "round": 1, "action": "retrieve", "p_right": 0.84, "accepted": True}
+    assert step_line(judged) == "[bold]judge[/bold], round 1 (retrieve): P(right) 0.84, accepted"
+    fell_back = {**judged, "action": "decompose", "p_right": None, "accepted": False, "fallback": "no value read"}
+    assert step_line(fell_back) == (
+        "[bold]judge[/bold], round 1 (decompose): P(right) -, not accepted [yellow](no value read)[/yellow]"
     )
+    assert step_line({"role": "composer", "round": 1, "answer": "yes"}) == "[bold]compose[/bold], round 1: yes"
+    chosen = step_line({"role": "select", "round": 0, "action": "draft", "answer": "American"})
+    assert chosen == "[bold]answer[/bold] from round 0 (draft): American"
     answer = step_line({"role": "generator", "answer": "American", "cited_ids": ["a"], **cost})
     assert answer.startswith("[bold]answer[/bold]: American [dim](cites 1 passage)[/dim]")
     failed = step_line({**crit, "error": "AdapterParseError: failed to parse. \n\nLM Response: {"})

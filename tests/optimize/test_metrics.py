@@ -38,7 +38,7 @@ def pred(answer, titles=("A", "C"), trace=()):
             "by_role": {},
         },
         retries=1,
-        stop_reason="sufficient",
+        stop_reason="confident",
     )
 
 
@@ -73,40 +73,67 @@ def test_retrieval_scores():
     assert retrieval_scores(ex(gold=()), pred("x"))["recall"] is None
 
 
-def crit_step(verdict, conf, titles, action):
-    return {"role": "critic", "verdict": verdict, "confidence": conf, "evidence_titles": list(titles), "action": action}
+def judged(answer, p, accepted, action="draft", verdict=None, source="gate"):
+    return {"role": "judgement", "round": 0, "action": action, "answer": answer, "p_gate": p, "verdict": verdict,
+            "p_right": p, "source": source, "accepted": accepted}  # fmt: skip
 
 
-def test_calibration_hand_checked():
+def test_critic_points_are_the_judged_rounds_labelled_by_their_answers():
     trace = [
-        crit_step("insufficient", 0.8, ["A", "B"], "retry"),  # complete but retried: over-trigger
-        crit_step("sufficient", 0.9, ["A"], "stop"),  # incomplete but stopped: under-trigger
-        crit_step("insufficient", 0.6, ["A"], "retry"),  # correct
-        crit_step("sufficient", 1.0, ["A", "B", "C"], "stop"),
-    ]  # correct
+        {"role": "retriever", "queries": ["Who?"]},
+        {"role": "critic", "verdict": "supported", "p_supported": 0.9},  # the critic's own step is no point
+        judged("quentin tarantino.", 0.2, False),  # right, sent to a repair: over-trigger
+        judged(None, None, False, "decompose"),  # a decomposed read that fell back: no point
+        judged("Steven Spielberg", 0.9, True, "retrieve", "supported", "judge"),  # wrong, accepted: under-trigger
+        {"role": "select", "round": 0, "answer": "quentin tarantino."},
+    ]
     pts = critic_points(ex(), pred("x", trace=trace))
-    assert [p["label"] for p in pts] == [True, False, False, True]
-    assert [p["p_sufficient"] for p in pts] == pytest.approx([0.2, 0.9, 0.4, 1.0])
-    cal = calibration(pts)
+    assert pts == [
+        {"p": 0.2, "source": "gate", "verdict": None, "label": True, "action": "draft", "stop_call": False},
+        {"p": 0.9, "source": "judge", "verdict": "supported", "label": False, "action": "retrieve", "stop_call": True},
+    ]
+    assert critic_points(ex(), pred("x", trace=[{"role": "critic", "verdict": "sufficient"}])) == []
+
+
+HAND_CHECKED = [(0.2, True, False), (0.9, False, True), (0.4, False, False), (1.0, True, True)]  # p, label, call
+
+
+def check_hand_checked(cal):
     assert cal["verdict_accuracy"] == 0.5
     assert cal["brier"] == pytest.approx(((0.2 - 1) ** 2 + 0.9**2 + 0.4**2 + 0) / 4)
     assert cal["over_trigger"] == 0.5 and cal["under_trigger"] == 0.5
     assert cal["insufficient_rate"] == 0.5
     # bins: 0.2 (label 1), 0.4 (0), 0.9 (0), 1.0 (1) -> |0.2-1| + |0.4-0| + |0.9-0| + |1-1| over 4
     assert cal["ece"] == pytest.approx((0.8 + 0.4 + 0.9 + 0.0) / 4)
-    # complete: 0.2, 1.0; incomplete: 0.9, 0.4 -> pairs won: (1.0 > both) 2, (0.2 > neither) 0 -> 2 / 4
+    # positives: 0.2, 1.0; negatives: 0.9, 0.4 -> pairs won: (1.0 > both) 2, (0.2 > neither) 0 -> 2 / 4
     assert cal["auroc"] == 0.5
+
+
+def test_calibration_hand_checked_on_answer_critic_points():
+    trace = [judged("Quentin Tarantino" if y else "Spielberg", p, call) for p, y, call in HAND_CHECKED]
+    check_hand_checked(calibration(critic_points(ex(), pred("x", trace=trace))))
     assert calibration([])["brier"] is None
 
 
-def test_a_discarded_critique_counts_as_unknown_not_as_certainly_sufficient():
-    # "insufficient, 0.0" is how a discarded critique is recorded; read verbally it would be P = 1.0
-    legacy = {**crit_step("insufficient", 0.0, ["A"], "retry"), "critic_problem": "unparseable"}
-    recorded = {**legacy, "p_sufficient": 0.5, "confidence_source": "fallback"}
-    valid = crit_step("insufficient", 0.0, ["A"], "retry")
-    pts = critic_points(ex(), pred("x", trace=[legacy, recorded, valid]))
-    assert [p["p_sufficient"] for p in pts] == [0.5, 0.5, 1.0]
-    assert [p["problem"] for p in pts] == ["unparseable", "unparseable", None]
+def test_calibration_reads_the_evidence_critics_points_of_older_runs_alike():
+    """Compact rows of runs before the answer critic hold P(sufficient) points: the same numbers give the same
+    report (point_p), and a point without its call is read as that critic read it."""
+    from optimize.evaluate import compact_row
+    from optimize.metrics import EVIDENCE_CRITIC_THRESHOLD, point_p, stop_call
+
+    old = [{"p_sufficient": p, "label": y, "stop_call": call, "source": "token"} for p, y, call in HAND_CHECKED]
+    check_hand_checked(calibration(old))
+    new = [{"p": p, "label": y, "stop_call": call} for p, y, call in HAND_CHECKED]
+    assert calibration(old) == calibration(new)
+    assert point_p({"p": 0.3}) == 0.3 and point_p({"p_sufficient": 0.7}) == 0.7
+    # no stored call: token probabilities at the evidence critic's threshold, else the written verdict
+    assert stop_call({"p_sufficient": EVIDENCE_CRITIC_THRESHOLD, "source": "token", "verdict": "insufficient"})
+    assert not stop_call({"p_sufficient": 0.3, "source": "token", "verdict": "sufficient"})
+    assert stop_call({"p_sufficient": 0.1, "source": "verbal", "verdict": "sufficient"})
+    # compact rows keep either kind of point's numbers
+    row = {"id": "q1", "critic_points": [{**new[0], "source": "gate", "verdict": None}, old[1]]}
+    kept = compact_row(row)["critic_points"]
+    assert kept[0]["p"] == 0.2 and kept[1]["p_sufficient"] == 0.9 and all("label" in k for k in kept)
 
 
 def test_auroc_counts_ties_half_and_needs_both_classes():
@@ -133,30 +160,3 @@ def test_bootstrap_intervals_cover_the_mean_and_are_seeded():
     b = {str(i): float(i % 2) for i in range(50)}
     d = paired_bootstrap(a, b)
     assert d["diff"] == 0.5 and d["ci"][0] > 0 and d["p_not_better"] == 0.0
-
-
-def test_calibration_judges_the_call_the_program_made_not_the_written_verdict():
-    # the 1.5B critic writes "insufficient" while its tokens say P(sufficient) 0.8: SHARP stops
-    def token_step(p, titles, stop):
-        return {
-            **crit_step("insufficient", 0.2, titles, "stop" if stop else "retry"),
-            "p_sufficient": p,
-            "confidence_source": "token",
-            "critic_stop": stop,
-        }
-
-    trace = [
-        token_step(0.8, ["A", "B"], True),  # complete, stopped: right
-        token_step(0.6, ["A"], True),  # incomplete, stopped: under-trigger
-        token_step(0.1, ["A"], False),
-    ]  # incomplete, searched again: right
-    cal = calibration(critic_points(ex(), pred("x", trace=trace)))
-    assert cal["verdict_accuracy"] == pytest.approx(2 / 3)
-    assert cal["under_trigger"] == 0.5 and cal["over_trigger"] == 0.0
-    assert cal["insufficient_rate"] == pytest.approx(1 / 3)
-    # a token point recorded before the call was stored: read at the default threshold (0.35)
-    legacy = [
-        {k: v for k, v in token_step(0.4, ["A", "B"], True).items() if k != "critic_stop"},
-        {k: v for k, v in token_step(0.3, ["A", "B"], False).items() if k != "critic_stop"},
-    ]
-    assert calibration(critic_points(ex(), pred("x", trace=legacy)))["over_trigger"] == 0.5

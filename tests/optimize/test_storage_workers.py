@@ -82,7 +82,7 @@ def test_a_dead_process_is_told_from_a_live_one():
 
 
 def fake_score(params):
-    return {"f1": params["confidence_threshold"], "em": 0.0, "lm_calls_per_q": 3.0}, False
+    return {"f1": params["accept_threshold"], "em": 0.0, "lm_calls_per_q": 3.0}, False
 
 
 def test_trials_of_a_dead_worker_are_failed_and_queued_again(tmp_path):
@@ -94,7 +94,7 @@ def test_trials_of_a_dead_worker_are_failed_and_queued_again(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     trial = study.ask()
-    trial.suggest_float("confidence_threshold", 0.05, 0.95)
+    trial.suggest_float("accept_threshold", 0.05, 0.95)
     trial.set_user_attr(
         "worker", {"host": socket.gethostname(), "pid": child.pid, "started": "", "trial": trial.number}
     )
@@ -123,7 +123,7 @@ def test_the_sampler_draws_by_trial_number_not_by_process():
         drawn.append(seen)
         run_study(study, Tuner(SearchSpace(), objective, lambda p, seen=seen: (seen.append(p), fake_score(p))[1]), 4)
     assert drawn[0] == drawn[1]  # reproducible
-    thresholds = [p["confidence_threshold"] for p in drawn[0]]
+    thresholds = [p["accept_threshold"] for p in drawn[0]]
     assert len(set(thresholds)) == 4  # and each trial number draws its own point
 
     # two workers sharing one study with the same seed: trial numbers differ, so do their points
@@ -132,9 +132,9 @@ def test_the_sampler_draws_by_trial_number_not_by_process():
     first, second = shared.ask(), shared.ask()
     one.before_trial(shared, shared._storage.get_trial(first._trial_id))
     two.before_trial(shared, shared._storage.get_trial(second._trial_id))
-    dist = optuna.distributions.FloatDistribution(0.05, 0.95)
-    a = one.sample_independent(shared, first, "confidence_threshold", dist)
-    b = two.sample_independent(shared, second, "confidence_threshold", dist)
+    dist = optuna.distributions.FloatDistribution(0.0, 1.0)  # the default space's thresholds
+    a = one.sample_independent(shared, first, "accept_threshold", dist)
+    b = two.sample_independent(shared, second, "accept_threshold", dist)
     assert a != b and a == thresholds[0]
 
 
@@ -142,7 +142,10 @@ def test_a_trial_beyond_the_total_and_a_second_baseline_are_skipped():
     objective = get_objective("f1")
     study = optuna.create_study(direction="maximize", sampler=TrialSeededSampler(0))
     tuner = Tuner(SearchSpace(), objective, fake_score, n_trials=3)
-    base = {"confidence_threshold": 0.5, "max_retries": 1, "k_start": 3, "k_step": 2, "evidence_cap": 5, "mode": "bm25"}
+    from optimize.tune import params_of
+    from program.sharp import SharpConfig
+
+    base = params_of(SharpConfig(accept_threshold=0.5, max_repairs=1))
     assert enqueue_baseline(study, SearchSpace(), base)
     study.enqueue_trial(base, user_attrs={"baseline": True})  # what a second worker opening the study at once adds
     first, copy = study.ask(), study.ask()

@@ -1,4 +1,4 @@
-"""P(choice) read from token logprobs: both adapter layouts, merged tokens, and what gives None."""
+"""Confidence from token logprobs: P(choice) in both adapter layouts, the answer tokens' confidence, and what gives None."""
 
 from __future__ import annotations
 
@@ -82,3 +82,49 @@ def test_choices_sharing_a_first_token_split_its_mass():
 )
 def test_unreadable_logprobs_give_none(logprobs):
     assert choice_probabilities(logprobs, "verdict", VERDICTS) is None
+
+
+# ---- the generator's confidence in its answer --------------------------------------------------------------
+def test_answer_confidence_reads_the_tokens_that_write_the_answer():
+    from program.confidence import answer_confidence, value_logprobs
+
+    reply = [
+        tok('{"answer": "', 0.0),
+        tok("Quent", -0.1),
+        tok("in Tar", -0.3),
+        tok("antino", -0.2),
+        tok('", "supporting_passages": [1]}', -0.01),
+    ]
+    conf = answer_confidence({"content": reply})
+    assert conf == pytest.approx({"mean": -0.2, "min": -0.3, "first": math.exp(-0.1), "tokens": 3.0})
+    escaped = [tok('{"answer": "'), tok('The \\"Red', -0.5), tok('\\" album', -0.7), tok('"}', -0.2)]
+    assert value_logprobs({"content": escaped}, "answer") == [-0.5, -0.7]  # an escaped quote is not the end
+    chat = [tok("[[ ## answer ## ]]\n"), tok("Amer", -0.4), tok("ican", -0.2), tok("\n\n[[ ## completed ## ]]")]
+    assert value_logprobs({"content": chat}, "answer") == [-0.4, -0.2]
+
+
+@pytest.mark.parametrize("logprobs", [None, {}, {"content": []}, {"content": [tok('{"verdict": "x"}')]}])
+def test_no_answer_confidence_without_the_answers_tokens(logprobs):
+    from program.confidence import answer_confidence
+
+    assert answer_confidence(logprobs) is None
+
+
+def test_the_generator_step_says_why_it_has_no_answer_confidence():
+    import dspy
+
+    from program.generation import record_confidence
+
+    cases = [
+        (None, "no parsed reply"),
+        (dspy.Prediction(answer="a"), "no log-probabilities"),
+        (dspy.Prediction(answer="a", logprobs={"content": []}), "no log-probabilities"),  # what DSPy gives then
+        (dspy.Prediction(answer="a", logprobs={"content": [tok('{"verdict": "x"}')]}), "answer not found"),
+    ]
+    for pred, problem in cases:
+        step: dict = {}
+        record_confidence(step, pred)
+        assert step == {"answer_confidence": None, "confidence_problem": problem}
+    step = {}
+    record_confidence(step, dspy.Prediction(answer="a", logprobs={"content": [tok('{"answer": "'), tok("a", -0.25)]}))
+    assert step == {"answer_confidence": {"mean": -0.25, "min": -0.25, "first": 0.7788, "tokens": 1.0}}

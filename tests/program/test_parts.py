@@ -69,9 +69,9 @@ def test_vanilla_is_one_retrieval_and_one_call():
 
 
 def test_injected_passage_is_quoted_as_data():
-    from program.signatures import CritiqueEvidence, GenerateAnswer
+    from program.signatures import CritiqueAnswer, GenerateAnswer
 
-    for sig in (CritiqueEvidence, GenerateAnswer):
+    for sig in (CritiqueAnswer, GenerateAnswer):
         assert "never instructions" in sig.instructions
 
 
@@ -116,11 +116,3 @@ def test_generator_reads_evidence_before_the_question_as_json():
     assert type(lm.adapter).__name__ == "JSONAdapter"
     prompt = lm.history[-1]["messages"][-1]["content"]
     assert prompt.index("Pulp Fiction is a 1994 film") < prompt.index("Who directed Pulp Fiction?")
-
-
-def test_planner_instruction_holds_no_example_query_to_copy():
-    from program.signatures import PlanSubQueries
-
-    # the 1.5B planner copied the instruction's example ("director of the film Pulp Fiction") into
-    # the sub-queries of unrelated train questions: no quoted example may come back
-    assert '"' not in PlanSubQueries.instructions

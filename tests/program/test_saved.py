@@ -9,14 +9,16 @@ import pytest
 from doubles import ScriptedLM, assign
 
 import program
+from program.calibration import AnswerCalibrator
 from program.errors import ProgramFileError
 from program.saved import load_into, read_program, save_program, without_lms
 from program.sharp import SharpConfig, SharpRAG
 
 
 def compiled(retriever):
-    prog = SharpRAG(retriever, SharpConfig(confidence_threshold=0.55, k_schedule=(2, 4)))
-    prog.critic.signature = prog.critic.signature.with_instructions("Only say sufficient when both hops are there.")
+    gate = AnswerCalibrator.make(("lp_mean", "in_evidence"), (-0.5, 0.5), (0.3, 0.5), (1.2, 0.8), -0.1, {"cases": 40})
+    prog = SharpRAG(retriever, SharpConfig(accept_threshold=0.55, k_schedule=(2, 4), gate=gate))
+    prog.critic.signature = prog.critic.signature.with_instructions("Only say supported when both hops are there.")
     prog.generator.demos = [dspy.Example(question="q?", evidence="[1] T: t", answer="a", supporting_passages=[1])]
     assign(
         prog,
@@ -24,6 +26,7 @@ def compiled(retriever):
             "planner": ScriptedLM("planner", []),
             "critic": ScriptedLM("critic", []),
             "generator": ScriptedLM("generator", []),
+            "composer": ScriptedLM("generator", []),
         },
     )
     return prog
@@ -36,8 +39,9 @@ def test_round_trip_rebuilds_config_demos_and_instructions(tmp_path, retriever):
     saved = read_program(path)
     assert saved.system == "sharp" and saved.retriever == {"mode": "hybrid"}
     module = load_into(saved, retriever)
-    assert module.config.confidence_threshold == 0.55 and module.config.k_schedule == (2, 4)
-    assert module.critic.signature.instructions.startswith("Only say sufficient")
+    assert module.config.accept_threshold == 0.55 and module.config.k_schedule == (2, 4)
+    assert module.config.gate == compiled(retriever).config.gate  # the answer critic's numbers, as saved
+    assert module.critic.signature.instructions.startswith("Only say supported")
     assert module.generator.demos[0]["answer"] == "a"
 
 
@@ -58,7 +62,7 @@ def test_without_lms_empties_every_lm_slot_and_gives_each_predictor_one():
 def test_tampered_file_is_refused(tmp_path, retriever):
     path = save_program(tmp_path / "p.json", compiled(retriever), "sharp")
     body = json.loads(path.read_text())
-    body["config"]["max_retries"] = 9
+    body["config"]["max_repairs"] = 0
     path.write_text(json.dumps(body))
     with pytest.raises(ProgramFileError, match="modified after it was saved"):
         read_program(path)

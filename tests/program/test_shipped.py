@@ -19,8 +19,8 @@ LM = "local/qwen2.5-coder-1.5b"
 
 
 def compiled(retriever) -> SharpRAG:
-    prog = SharpRAG(retriever, SharpConfig(confidence_threshold=0.55))
-    assign(prog, {r: ScriptedLM(r, []) for r in ("planner", "critic", "generator")})
+    prog = SharpRAG(retriever, SharpConfig(accept_threshold=0.55))
+    assign(prog, {r: ScriptedLM(r, []) for r in ("planner", "critic", "generator", "composer")})
     return prog
 
 
@@ -35,7 +35,7 @@ def test_the_program_for_this_corpus_and_model_is_found(tmp_path, retriever):
     path = ship(tmp_path, retriever)
     found = shipped.default_program("c0ffee", LM, tmp_path)
     assert found is not None and found.path == path and "sharp-x" in found.describe()
-    assert read_program(found.path).config["confidence_threshold"] == 0.55
+    assert read_program(found.path).config["accept_threshold"] == 0.55
     assert shipped.default_program("other-corpus", LM, tmp_path) is None
     assert shipped.default_program("c0ffee", "openai/gpt-4o-mini", tmp_path) is None
     assert shipped.default_program(None, LM, tmp_path) is None

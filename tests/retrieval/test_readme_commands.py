@@ -30,7 +30,7 @@ import json
 import dspy
 import pytest
 from live_servers import RuleServer
-from toy_world import write_dataset
+from toy_world import CASES, write_dataset
 from typer.testing import CliRunner
 
 from experiments.cli import app
@@ -91,7 +91,7 @@ def test_retrieval_examples(sharp):
         "eval-retrieval", "--split", "dev", "--mode", "hybrid", "-k", "10", "--json", lms_=False, track=False
     )
     assert code == 0, out
-    assert last_json(out)["n"] == 9 and "recall@10" in last_json(out)["overall"]
+    assert last_json(out)["n"] == len(CASES) and "recall@10" in last_json(out)["overall"]
     args = ["eval-retrieval", "--split", "dev", "-k", "5", "--retriever-set", "second_hop=true", "--json"]
     code, out = sharp(*args, lms_=False, track=False)
     assert code == 0, out
