@@ -66,8 +66,10 @@ bench-retrieval: setup
 bench-lm: setup
 	$(BIN)/sharp lm bench
 
+# The MLflow UI on the workspace's runs (workspace/mlflow.db), without MLflow's job runner (its huey consumers
+# would take CPU from the evaluation being watched); Ctrl-C or SIGTERM stops every process of it.
 mlflow-ui: setup
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(abspath workspace)/mlflow.db --workers 1 --host 127.0.0.1 --port 5000
+	$(BIN)/sharp mlflow-ui --host 127.0.0.1 --port 5000
 
 clean:
 	rm -rf $(VENV) workspace

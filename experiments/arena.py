@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from experiments import report, tracking
 from experiments.evaluation import evaluate_shown, settings_of
+from experiments.runtime import as_run
 from optimize.evaluate import EvalResult, ResultsMismatchError, is_failed, read_rows
 from optimize.metrics import question_row
 from optimize.stats import paired_bootstrap
 from program.digest import digest
 from program.errors import ConfigError, ModelFileError, SharpError
 from program.registry import SYSTEMS, UnknownSystemError, config_for, system_names
+from program.saved import read_program
 from program.systems.modes import retriever_overrides
 
 if TYPE_CHECKING:
@@ -96,19 +98,27 @@ def resolve_systems(systems: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def check_configs(configs: Mapping[str, Any], names: Sequence[str]) -> dict[str, dict]:
-    """Per-system config overrides ({system: {key: value}}), each validated against its config class."""
+def check_configs(
+    configs: Mapping[str, Any], names: Sequence[str], programs: Mapping[str, Path] | None = None
+) -> dict[str, dict]:
+    """Per-entrant config overrides ({system or program entrant: {key: value}}), each validated: a system's
+    against its config class, a program entrant's over the program's own config (experiments.runtime.as_run)."""
+    programs = programs or {}
     out = {}
     for name, values in (configs or {}).items():
-        if name not in SYSTEMS:
+        if name not in SYSTEMS and name not in programs:
             raise UnknownSystemError(
                 f"config given for unknown system '{name}'; valid systems: {', '.join(system_names())}"
+                + (f"; program entrants: {', '.join(programs)}" if programs else "")
             )
         if not isinstance(values, Mapping):
             raise ConfigError(f"the config of '{name}' must be a mapping of keys to values, not {values!r}")
-        config_for(name, values)
+        if name in programs:
+            as_run(read_program(programs[name]), values)
+        else:
+            config_for(name, values)
         out[name] = dict(values)
-    unused = set(out) - set(names)
+    unused = set(out) - set(names) - set(programs)
     if unused:
         log.warning("configs given for systems not in this arena (ignored): %s", ", ".join(sorted(unused)))
     return out
@@ -208,8 +218,8 @@ def run_arena(
     methods); with ``track`` the caller has pointed MLflow somewhere (tracking.configure).
     """
     names = resolve_systems(spec.systems)
-    configs = check_configs(spec.configs, names)
     programs = check_programs(spec.programs, names)
+    configs = check_configs(spec.configs, names, programs)
     if spec.step is not None and spec.step < 1:
         raise ConfigError(f"step must be a positive number of questions, not {spec.step}")
     baseline = pick_baseline(spec, names)
@@ -241,7 +251,7 @@ def run_arena(
             n,
             spec.split,
             examples,
-            config=None if n in programs else config_for(n, configs.get(n, {})).model_dump(mode="json"),
+            config=configs.get(n) if n in programs else config_for(n, configs.get(n, {})).model_dump(mode="json"),
             program=(n, programs[n]) if n in programs else None,
             judge=judge,
         )
@@ -446,7 +456,7 @@ def _build_all(
             continue
         try:
             if system in programs:
-                modules[system] = rt.load_program(programs[system])[0]
+                modules[system] = rt.load_program(programs[system], configs.get(system))[0]
             else:
                 modules[system] = _build(rt, system, configs.get(system, {}), retrievers)
         except ModelFileError as exc:

@@ -423,7 +423,7 @@ def compile_from_runtime(
         )
         valset = runtime.examples(val_split, limit=n_val, seed=job.seed)
     if program_path:
-        student, saved = runtime.load_program(program_path)
+        student, saved = runtime.load_program(program_path, system_config)
         if saved.system != job.system:
             raise ConfigError(f"{program_path} holds a {saved.system!r} program, not {job.system!r}")
         retriever_overrides = saved.retriever

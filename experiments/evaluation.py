@@ -1,9 +1,11 @@
-"""One system evaluated on one split: resumable results file, settings recorded, MLflow logging."""
+"""One system evaluated on one split: resumable results file, settings recorded, MLflow logging; and a
+retriever scored against the gold titles of a split (`sharp eval-retrieval`, the retrieval studies)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import dspy
 
 from experiments import tracking
 from experiments.progress import Tally, showing, watched
-from experiments.runtime import Runtime
+from experiments.runtime import Runtime, as_run
 from experiments.settings import portable
 from optimize.evaluate import EvalResult, evaluate, is_failed, read_rows
 from optimize.metrics import question_row
@@ -25,9 +27,10 @@ log = logging.getLogger(__name__)
 def build(
     rt: Runtime, system: str, config: Mapping[str, Any] | None = None, program_path: Path | None = None
 ) -> tuple[dspy.Module, str]:
-    """The module to evaluate and its system name: from a saved program, or fresh from config."""
+    """The module to evaluate and its system name: from a saved program (``config`` over its own), or fresh
+    from ``config``."""
     if program_path:
-        module, saved = rt.load_program(program_path)
+        module, saved = rt.load_program(program_path, config)
         return module, saved.system
     return rt.system(system, config), system
 
@@ -50,7 +53,9 @@ def settings_of(
     (prompts, demos, instructions, so a changed prompt never resumes stale rows). ``program``: a saved
     program's (entrant name, file); its system, config, retriever overrides and, without ``state``,
     its state are read from the file, nothing is built, so an edited or recompiled program never
-    resumes stale rows either. ``judge``: the arena's answer judge. Where the vectors live
+    resumes stale rows either; ``config`` then holds the keys set over the program's config, and the
+    runtime's retriever settings go over the program's, as the program runs them
+    (experiments.runtime.as_run). ``judge``: the arena's answer judge. Where the vectors live
     (``chroma_url``) changes no hit, so it is left out. Paths (a dataset folder, the program file) are
     written relative to the checkout, or as WORKSPACE/... (settings.portable): the settings are saved next
     to the results, which may be committed.
@@ -69,7 +74,7 @@ def settings_of(
     }
     if program is not None:
         name, path = program
-        saved = read_program(path)
+        saved = as_run(read_program(path), config, retriever)
         out.update(
             system=saved.system,
             program=name,
@@ -207,3 +212,37 @@ def failure_note(rows: list[dict], label: str = "") -> str | None:
         f"{label}{len(failed)} of {len(rows)} questions failed (not answered; counted in 'errors'); the first: "
         f"{first}. A rerun of the same command retries them."
     )
+
+
+def evaluate_retriever(
+    retriever: Any, questions: list, k: int, batch: int = 32, ks: Sequence[int] | None = None
+) -> tuple[dict, dict]:
+    """(metrics from optimize.retrieval_metrics.aggregate, latency summary) for questions at the cutoffs
+    ``ks`` (default 2, 5, 10, 20 up to k, and k); the latency is that of asking for the largest cutoff.
+
+    A retriever whose top-k is not the prefix of its top-K (``depends_on_k``: the second hop gives a share
+    of k to hop passages) is asked once per cutoff, so each @cutoff scores what a system asking for that
+    many passages gets."""
+    import numpy as np
+
+    from optimize.retrieval_metrics import aggregate
+
+    ks = sorted(set(ks) if ks else {kk for kk in (2, 5, 10, 20) if kk <= k} | {k})
+    asks = [(kk, [kk]) for kk in ks] if getattr(retriever, "depends_on_k", False) else [(max(ks), ks)]
+    metrics: dict = {"overall": {}, "by_type": {}}
+    per_query_ms = []
+    for depth, cutoffs in asks:
+        rows = []
+        for start in range(0, len(questions), batch):
+            chunk = questions[start : start + batch]
+            t0 = time.perf_counter()
+            hits = retriever.retrieve_many([ex.question for ex in chunk], depth)
+            if depth == max(ks):
+                per_query_ms.append((time.perf_counter() - t0) * 1000 / len(chunk))
+            rows += [(ex.get("type"), [p.title for p in h], ex.get("gold_titles") or []) for ex, h in zip(chunk, hits)]
+        part = aggregate(rows, cutoffs)
+        metrics["overall"].update(part["overall"])
+        for qtype, values in part["by_type"].items():
+            metrics["by_type"].setdefault(qtype, {}).update(values)
+        metrics["skipped"] = part["skipped"]
+    return metrics, {"batched_ms_per_query": round(float(np.mean(per_query_ms)), 2) if per_query_ms else None}

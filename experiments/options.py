@@ -1,79 +1,61 @@
-"""What every `sharp` command shares: option declarations, the one ``key=value`` grammar, the one error
-exit, the options object and the one runtime builder.
+"""What every `sharp` command shares: the shared options, declared once, the one error exit, the options
+object and the one runtime builder.
 
-A command declares its parameters with the Option constants below (typer reads them per command), turns
-them into :class:`Options` with one call (``opts = o.Options.of(locals())``, first thing in its body) and
-gets its :class:`~experiments.runtime.Runtime` from :func:`build_runtime`, which checks everything that can
-be checked before any expensive work. A :class:`~program.errors.SharpError` raised while a command runs is
-turned into the error exit (:func:`fail`) by :class:`Command`, which every command is registered with.
+A command declares its own parameters only; the options it shares with others it names with :func:`shared`
+(``@o.shared(o.WHERE, o.LMS, o.CACHE, o.TRACKING_URI)``), which puts them in its signature where its ``opts``
+parameter stands, so that `sharp CMD --help` lists them and `sharp CMD ... --workspace W` parses them, and
+hands their values to it as one :class:`Options`. The command gets its :class:`~experiments.runtime.Runtime`
+from :func:`build_runtime`, which checks everything that can be checked before any expensive work. A
+:class:`~program.errors.SharpError` raised while a command runs is turned into the error exit (:func:`fail`)
+by :class:`Command`, which every command is registered with.
 """
 
 from __future__ import annotations
 
-import datetime
+import copy
+import functools
+import inspect
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
-import yaml
 from typer.core import TyperCommand
 
-from program.errors import ConfigError, SharpError
+from experiments.keyvalue import merged, parse_sets, read_mapping
+from program.errors import SharpError
 
 if TYPE_CHECKING:
     from experiments.runtime import Runtime
     from program.lm import LMConfig
 
-T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
-# ---- option declarations ------------------------------------------------------------------------------
-DataDir = typer.Option(
-    None, "--data-dir", help="Datasets folder (default: $SHARP_DATA, ./datasets, ../shared/datasets)."
-)
-Workspace = typer.Option(
-    None, "--workspace", help="Folder for indexes, runs, programs (default: $SHARP_WORKSPACE or ./workspace)."
-)
-Dataset = typer.Option(
-    "hotpotqa",
-    "--dataset",
-    "-d",
-    help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with SPLIT.json and corpus.jsonl, or a question file).",
-)
-ChromaUrl = typer.Option(
-    None,
-    "--chroma-url",
-    envvar="SHARP_CHROMA_URL",
-    help="Keep the index's vectors in this Chroma server (http://127.0.0.1:8000; start one with "
-    "`chroma run --path DIR --port 8000`) instead of the index folder.",
-)
-LM = typer.Option(None, "--lm", help="Default model for every role, e.g. local/qwen2.5-coder-1.5b, openai/gpt-4o-mini.")
-ApiBase = typer.Option(None, "--api-base", help="OpenAI-compatible endpoint for --lm (e.g. http://127.0.0.1:8008/v1).")
-PlannerLM = typer.Option(None, "--planner-lm", help="Model for the planner only.")
-CriticLM = typer.Option(None, "--critic-lm", help="Model for the critic only (a strong critic helps most).")
-GeneratorLM = typer.Option(None, "--generator-lm", help="Model for the generator only.")
-JudgeLM = typer.Option(None, "--judge-lm", help="Model for LLM-as-judge metrics.")
-ProposerLM = typer.Option(None, "--proposer-lm", help="Model that optimizers use to propose instructions.")
-LMConfigFile = typer.Option(None, "--lm-config", help="YAML/JSON file with an LMConfig (default + per-role overrides).")
-NoCache = typer.Option(False, "--no-cache", help="Do not read or write DSPy's answer cache (a cold run).")
-CacheDir = typer.Option(None, "--cache-dir", help="A separate DSPy cache folder for this run.")
-TrackingUri = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: sqlite store in the workspace).")
-Experiment = typer.Option("sharp", "--experiment", help="MLflow experiment name.")
-Config = typer.Option(None, "--config", help="YAML/JSON file with the system's config.")
-Set = typer.Option(
-    None,
-    "--set",
-    help="Override one key of the system's config: --set confidence_threshold=0.8 (repeatable; KEY=VALUE, "
-    "the value read as YAML: 3, 0.5, true, null, [1, 2], text; a dotted KEY nests).",
-)
-RetrieverSet = typer.Option(
-    None,
-    "--retriever-set",
-    help="Override one retriever setting (RetrieverConfig key) for every system's retriever: "
-    "--retriever-set second_hop=true (repeatable; KEY=VALUE, the value read as YAML).",
-)
+
+# ---- the shared options, declared once ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Shared:
+    """An option several commands take: the :class:`Options` field it fills (None: checked by its callback,
+    then dropped), its Python type and its typer declaration. :meth:`but` is the same option with another
+    default, flag or help, for a command where it means something more precise."""
+
+    field: str | None
+    annotation: Any
+    info: Any  # typer's OptionInfo
+    param: str = ""  # the command parameter's name (default: the field's)
+
+    @property
+    def name(self) -> str:
+        return self.param or str(self.field)
+
+    def but(self, **changes: Any) -> Shared:
+        info = copy.copy(self.info)
+        for key, value in changes.items():
+            setattr(info, key, value)
+        return replace(self, info=info)
 
 
 def _set_is_not_retriever_settings(values: list[str] | None) -> None:
@@ -84,9 +66,137 @@ def _set_is_not_retriever_settings(values: list[str] | None) -> None:
         )
 
 
+def option(annotation: Any, default: Any, *decls: str, field: str = "", **declared: Any) -> Shared:
+    """A shared option: ``typer.Option(default, *decls, **declared)`` of type ``annotation``, filling the
+    :class:`Options` field named after its first flag (``--data-dir``: ``data_dir``) or ``field``."""
+    return Shared(
+        field or decls[0].lstrip("-").replace("-", "_"), annotation, typer.Option(default, *decls, **declared)
+    )
+
+
+DATASET = option(
+    str,
+    "hotpotqa",
+    "--dataset",
+    "-d",
+    help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with SPLIT.json and corpus.jsonl, or a question file).",
+)
+DATA_DIR = option(
+    Path | None, None, "--data-dir", help="Datasets folder (default: $SHARP_DATA, ./datasets, ../shared/datasets)."
+)
+WORKSPACE = option(
+    Path | None,
+    None,
+    "--workspace",
+    help="Folder for indexes, runs, programs (default: $SHARP_WORKSPACE or ./workspace).",
+)
+CHROMA_URL = option(
+    str | None,
+    None,
+    "--chroma-url",
+    envvar="SHARP_CHROMA_URL",
+    help="Keep the index's vectors in this Chroma server (http://127.0.0.1:8000; start one with "
+    "`chroma run --path DIR --port 8000`) instead of the index folder.",
+)
+LM = option(
+    str | None, None, "--lm", help="Default model for every role, e.g. local/qwen2.5-coder-1.5b, openai/gpt-4o-mini."
+)
+API_BASE = option(
+    str | None, None, "--api-base", help="OpenAI-compatible endpoint for --lm (e.g. http://127.0.0.1:8008/v1)."
+)
+PLANNER_LM = option(str | None, None, "--planner-lm", help="Model for the planner only.")
+CRITIC_LM = option(str | None, None, "--critic-lm", help="Model for the critic only (a strong critic helps most).")
+GENERATOR_LM = option(str | None, None, "--generator-lm", help="Model for the generator only.")
+JUDGE_LM = option(str | None, None, "--judge-lm", help="Model for LLM-as-judge metrics.")
+PROPOSER_LM = option(str | None, None, "--proposer-lm", help="Model that optimizers use to propose instructions.")
+LM_FILE = option(
+    Path | None,
+    None,
+    "--lm-config",
+    field="lm_file",
+    help="YAML/JSON file with an LMConfig (default + per-role overrides).",
+)
+NO_CACHE = option(bool, False, "--no-cache", help="Do not read or write DSPy's answer cache (a cold run).")
+CACHE_DIR = option(Path | None, None, "--cache-dir", help="A separate DSPy cache folder for this run.")
+TRACKING_URI = option(
+    str | None, None, "--tracking-uri", help="MLflow tracking URI (default: sqlite store in the workspace)."
+)
+EXPERIMENT = option(str, "sharp", "--experiment", help="MLflow experiment name.")
+CONFIG = option(Path | None, None, "--config", help="YAML/JSON file with the system's config.")
+SET = option(
+    list[str] | None,
+    None,
+    "--set",
+    field="set_",
+    help="Override one key of the system's config: --set confidence_threshold=0.8 (repeatable; KEY=VALUE, "
+    "the value read as YAML: 3, 0.5, true, null, [1, 2], text; a dotted KEY nests).",
+)
+RETRIEVER_SET = option(
+    list[str] | None,
+    None,
+    "--retriever-set",
+    help="Override one retriever setting (RetrieverConfig key) for every system's retriever: "
+    "--retriever-set second_hop=true (repeatable; KEY=VALUE, the value read as YAML).",
+)
+RETRIEVER_FILE = option(
+    Path | None, None, "--retriever-config", field="retriever_file", help="YAML/JSON file with RetrieverConfig keys."
+)
+RETRIEVER_MODE = option(str | None, None, "--retriever-mode", help="dense, bm25 or hybrid.")
+BACKEND = option(
+    str | None, None, "--backend", help="Embedding runtime: torch | onnx | onnx-int8 (default: the config's)."
+)
+INDEX_DIR = option(Path | None, None, "--index-dir", help="Index folder (default: WORKSPACE/indexes/<dataset>).")
 # Where --set once meant retriever settings (index, retrieve, eval-retrieval): refused, pointing to
-# --retriever-set, so an old command line never silently does something else.
-SetIsRetrieverSet = typer.Option(None, "--set", hidden=True, callback=_set_is_not_retriever_settings)
+# --retriever-set, so an old command line never silently does something else. It fills no field.
+SET_IS_RETRIEVER_SET = Shared(
+    None,
+    list[str] | None,
+    typer.Option(None, "--set", hidden=True, callback=_set_is_not_retriever_settings),
+    param="old_set",
+)
+
+# the groups most commands take together
+WHERE = (DATASET, DATA_DIR, WORKSPACE)  # the questions, their data, the folder the command writes in
+LMS = (LM, API_BASE, PLANNER_LM, CRITIC_LM, GENERATOR_LM, LM_FILE)  # the models of the system roles
+CACHE = (NO_CACHE, CACHE_DIR)
+SYSTEM_CONFIG = (CONFIG, SET)
+# the retriever settings of the data commands (index, retrieve, eval-retrieval)
+INDEX = (INDEX_DIR, BACKEND, RETRIEVER_FILE, RETRIEVER_SET, SET_IS_RETRIEVER_SET, CHROMA_URL)
+
+
+def shared(*groups: Shared | Sequence[Shared]) -> Callable[[F], F]:
+    """Give a command the shared options of ``groups`` (each a :class:`Shared` or a tuple of them), in its
+    signature where its ``opts`` parameter stands, and call it with their values as one :class:`Options`
+    in ``opts``: typer then lists and parses them as the command's own."""
+    items = [s for g in groups for s in ((g,) if isinstance(g, Shared) else g)]
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command, eval_str=True)
+        params = list(signature.parameters.values())
+        names = [p.name for p in params]
+        if "opts" not in names:
+            raise TypeError(f"{command.__name__} takes shared options: give it an `opts: Options` parameter")
+        counts = Counter([*names, *(s.name for s in items)])
+        twice = sorted(name for name, n in counts.items() if n > 1)
+        if twice:
+            raise TypeError(f"{command.__name__}: parameters named twice (its own or shared): {', '.join(twice)}")
+        at = names.index("opts")
+        added = [
+            inspect.Parameter(s.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=s.info, annotation=s.annotation)
+            for s in items
+        ]
+        params[at : at + 1] = added
+
+        @functools.wraps(command)
+        def with_options(**values: Any) -> Any:
+            given = {s.field: values.pop(s.name) for s in items}
+            return command(opts=Options.of(given), **values)
+
+        with_options.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        with_options.__annotations__ = {p.name: p.annotation for p in params if p.annotation is not p.empty}
+        return with_options  # type: ignore[return-value]
+
+    return decorate
 
 
 # ---- the one error exit -------------------------------------------------------------------------------
@@ -94,9 +204,9 @@ def fail(message: object) -> NoReturn:
     """Print ``error: MESSAGE`` on stderr, the message literally (no markup, no emoji codes), and exit 2."""
     from rich.text import Text
 
-    from experiments import render
+    from experiments.terminal import err_console
 
-    render.err_console.print(Text.assemble(("error:", "red"), " ", str(message)))
+    err_console.print(Text.assemble(("error:", "red"), " ", str(message)))
     raise typer.Exit(2)
 
 
@@ -122,88 +232,17 @@ def exit_if_failed(notes: list[str | None]) -> None:
     if notes:
         from rich.text import Text
 
-        from experiments import render
+        from experiments.terminal import err_console
 
         for note in notes:  # literally: a note quotes error messages, which may hold [brackets]
-            render.err_console.print(Text.assemble(("failed questions:", "red"), " ", note))
+            err_console.print(Text.assemble(("failed questions:", "red"), " ", note))
         raise typer.Exit(1)
 
 
-# ---- the one key=value grammar ------------------------------------------------------------------------
-_NULLS = {"", "~", "null", "Null", "NULL"}
-
-
-def parse_sets(items: Iterable[str] | None, option: str = "--set") -> dict[str, Any]:
-    """The ``KEY=VALUE`` items of a repeatable option (--set, --retriever-set, --opt, --fix) as a mapping.
-
-    The one grammar of every such option: the value is read as YAML (3, 0.5, true, null, [1, 2],
-    {a: 1}, plain text; JSON reads the same; a date stays text), a dotted key nests
-    (``crag.upper=0.7`` -> ``{"crag": {"upper": 0.7}}``), a later item wins. No ``=``, an empty key
-    or a value YAML cannot read is a :class:`ConfigError` naming ``option`` and the item."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        path = [part.strip() for part in key.split(".")]
-        if not sep or not all(path):
-            raise ConfigError(f"{option} takes KEY=VALUE (a dotted KEY nests: a.b=1), got {item!r}")
-        target = out
-        for i, part in enumerate(path[:-1]):
-            target = target.setdefault(part, {})
-            if not isinstance(target, dict):
-                raise ConfigError(f"{option} {item!r}: {'.'.join(path[: i + 1])} is already set to a value")
-        target[path[-1]] = _value(raw, option, item)
-    return out
-
-
-def _value(raw: str, option: str, item: str) -> Any:
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        problem = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-        raise ConfigError(
-            f"{option} {item!r}: the value is not valid YAML ({problem}); quote text that holds ': ' or "
-            f"starts with a symbol, e.g. {option} '{item.partition('=')[0]}=\"...\"'"
-        ) from None
-    if isinstance(value, (datetime.date, datetime.datetime)) or (value is None and raw.strip() not in _NULLS):
-        return raw.strip()  # a date, or text YAML reads as a comment (#1): the text itself
-    return value
-
-
-def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``override`` over ``base``, nested mappings merged key by key (a config file, then --set)."""
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = merged(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def read_mapping(path: Path | None) -> dict:
-    if path is None:
-        return {}
-    try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping, not {type(data).__name__}")
-    return data
-
-
 # ---- the options object -------------------------------------------------------------------------------
-def pick(cls: type[T], params: Mapping[str, Any], **values: Any) -> T:
-    """A ``cls`` (a dataclass or a pydantic model) from the entries of ``params`` that are its fields, with
-    ``values`` over them: ``pick(ArenaSpec, locals(), systems=names)`` in a command."""
-    model_fields = getattr(cls, "model_fields", None)
-    names = set(model_fields) if model_fields is not None else {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return cls(**{**{k: v for k, v in params.items() if k in names}, **values})
-
-
 @dataclass(frozen=True)
 class Options:
-    """The options commands share; a command's parameters of these names fill it (:meth:`of`)."""
+    """The values of the shared options a command takes (:func:`shared`); the rest keep their defaults."""
 
     dataset: str = "hotpotqa"
     data_dir: Path | None = None
@@ -220,6 +259,7 @@ class Options:
     cache_dir: Path | None = None
     chroma_url: str | None = None
     tracking_uri: str | None = None
+    experiment: str = "sharp"  # the MLflow experiment (--experiment)
     config: Path | None = None  # the system's config file (--config)
     set_: tuple[str, ...] = ()  # --set
     retriever_file: Path | None = None  # --retriever-config
@@ -229,10 +269,12 @@ class Options:
     index_dir: Path | None = None  # --index-dir (the data commands)
 
     @classmethod
-    def of(cls, params: Mapping[str, Any]) -> Options:
-        """The options among a command's parameters: call ``Options.of(locals())`` first in its body."""
-        repeated = {k: tuple(params.get(k) or ()) for k in ("set_", "retriever_set") if k in params}
-        return pick(cls, params, **repeated)
+    def of(cls, values: Mapping[str | None, Any]) -> Options:
+        """The options among ``values`` (field -> value; a repeatable option's list becomes a tuple, None
+        its empty tuple; a None field, an option that fills none, is left out)."""
+        repeated = {k: tuple(values.get(k) or ()) for k in ("set_", "retriever_set") if k in values}
+        names = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in values.items() if k in names}, **repeated})
 
     def lm_settings(self) -> LMConfig:
         roles = {r: getattr(self, r) for r in ("planner_lm", "critic_lm", "generator_lm", "judge_lm", "proposer_lm")}
@@ -247,6 +289,10 @@ class Options:
         values = merged(read_mapping(self.retriever_file), parse_sets(self.retriever_set, "--retriever-set"))
         flags = {"mode": self.retriever_mode, "backend": self.backend}
         return {**values, **{k: v for k, v in flags.items() if v is not None}}
+
+
+# What a command's ``opts`` parameter defaults to: :func:`shared` puts the shared options in its place.
+SHARED = Options()
 
 
 def lm_config(
@@ -302,11 +348,12 @@ def runtime(opts: Options, lm_cfg: LMConfig) -> Runtime:
     return rt
 
 
-def start_tracking(opts: Options, workspace: Path, experiment: str = "sharp") -> str:
-    """Point MLflow at --tracking-uri (default: the workspace's store); fail now when it cannot be used."""
+def start_tracking(opts: Options, workspace: Path) -> str:
+    """Point MLflow at --tracking-uri (default: the workspace's store) and --experiment; fail now when it
+    cannot be used."""
     from experiments import tracking
 
-    return tracking.configure(opts.tracking_uri, workspace, experiment)
+    return tracking.configure(opts.tracking_uri, workspace, opts.experiment)
 
 
 def build_runtime(
@@ -315,7 +362,6 @@ def build_runtime(
     lms: bool = True,
     extra_roles: Sequence[str] = (),
     track: bool = True,
-    experiment: str = "sharp",
 ) -> Runtime:
     """The composition of every command, in this order, each check before any expensive work: the LM
     config -> its servers answer (the system roles and ``extra_roles``; none unless ``lms``) -> the
@@ -325,7 +371,7 @@ def build_runtime(
         check_lms(lm_cfg, *extra_roles)
     rt = runtime(opts, lm_cfg)
     if track:
-        start_tracking(opts, rt.workspace, experiment)
+        start_tracking(opts, rt.workspace)
     return rt
 
 

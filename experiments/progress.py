@@ -18,25 +18,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments import logs
+from experiments import logs, terminal
+from experiments.terminal import duration
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 # a line at most this often when the display is not a terminal (and a heartbeat after this long)
 INTERVAL = 30.0
-
-
-def duration(seconds: float | None) -> str:
-    """45s, 3m05s, 1h02m."""
-    if seconds is None:
-        return "?"
-    s = max(0, int(round(seconds)))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 @dataclass
@@ -221,9 +210,7 @@ class Shown:
 
 
 def _console() -> Any:
-    from experiments import render
-
-    return render.err_console
+    return terminal.err_console
 
 
 @contextmanager

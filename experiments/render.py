@@ -12,10 +12,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from experiments.progress import duration
-
-console = Console()
-err_console = Console(stderr=True)
+from experiments.terminal import console, duration, err_console
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -325,7 +322,7 @@ def demo_end(
             highlight=False,
         )
     console.print(
-        f"MLflow: `make mlflow-ui` (or: mlflow ui --backend-store-uri {mlflow_uri}) then open http://127.0.0.1:5000"
+        f"MLflow: `make mlflow-ui` (or: sharp mlflow-ui --tracking-uri {mlflow_uri}) then open http://127.0.0.1:5000"
         + (": runs, metrics, and a trace per question (Traces tab)" if traces else ""),
         highlight=False,
         soft_wrap=True,

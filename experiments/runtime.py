@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,9 @@ import dspy
 
 from data.sources import DatasetSource, resolve_dataset
 from experiments import settings
+from experiments.keyvalue import merged
 from program.digest import digest
-from program.errors import ProgramFileError
+from program.errors import ConfigError, ProgramFileError
 from program.lm import LMConfig, assign_lms
 from program.registry import SYSTEMS, build_system, config_for
 from program.saved import SavedProgram, load_into, read_program
@@ -119,8 +120,16 @@ class Runtime:
         assign_lms(module, self.lm_config)
         return module
 
-    def load_program(self, path: str | Path) -> tuple[dspy.Module, SavedProgram]:
-        saved = read_program(path)
+    def saved_program(self, path: str | Path, config: Mapping[str, Any] | None = None) -> SavedProgram:
+        """The saved program at ``path`` as this command runs it (:func:`as_run`): ``config`` (--config,
+        --set) over its config, validated; this runtime's retriever settings over the ones it recorded."""
+        return as_run(read_program(path), config, self.retriever_config)
+
+    def load_program(
+        self, path: str | Path, config: Mapping[str, Any] | None = None
+    ) -> tuple[dspy.Module, SavedProgram]:
+        """The saved program at ``path``, built, with ``config`` over its config (:meth:`saved_program`)."""
+        saved = self.saved_program(path, config)
         retriever = self.retriever(saved.retriever)
         module = load_into(saved, retriever)
         self.check_calibrator(module, saved.retriever)
@@ -164,6 +173,24 @@ class Runtime:
                 )
 
 
+def as_run(
+    saved: SavedProgram, config: Mapping[str, Any] | None = None, retriever: Mapping[str, Any] | None = None
+) -> SavedProgram:
+    """``saved`` with a command's settings over its own, none dropped: ``config`` (--config, then --set) merged
+    over its config and validated against its system's config class (an unknown key or a bad value is a
+    ConfigError naming it), and ``retriever`` (--retriever-config, --retriever-set, --mode, --chroma-url:
+    the settings the user gave) over the retriever settings it was saved with."""
+    if config:
+        try:
+            values = config_for(saved.system, merged(saved.config, config)).model_dump(mode="json")
+        except ConfigError as exc:
+            raise ConfigError(f"--config/--set over the saved {saved.system!r} program: {exc}") from None
+        saved = replace(saved, config=values)
+    if retriever:
+        saved = replace(saved, retriever={**saved.retriever, **retriever})
+    return saved
+
+
 def configure_cache(enabled: bool, cache_dir: Path | None) -> None:
     """DSPy's answer cache: on by default; off, or in a separate folder, on request."""
     if cache_dir is not None:
@@ -198,3 +225,20 @@ def ranker_id(settings: Any) -> str | None:
     digest's first 12 characters, or None without a ranker."""
     ranker = getattr(settings, "ranker", None)
     return str(ranker.digest)[:12] if ranker is not None else None
+
+
+def index_name(dataset: str) -> str:
+    """The folder name under WORKSPACE/indexes for a dataset name or path (as :meth:`Runtime.index_dir`)."""
+    return dataset_source(dataset).name
+
+
+def resolve_index_dir(dataset: str, workspace: Path | None, index_dir: Path | None) -> Path:
+    """--index-dir, else WORKSPACE/indexes/<the dataset's index name> (as :meth:`Runtime.index_dir`)."""
+    return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
+
+
+def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int | None = None, seed: int = 0) -> list:
+    """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
+    from data.loaders import load_examples
+
+    return load_examples(dataset_source(dataset, data_dir), split, limit=limit, seed=seed)

@@ -46,6 +46,25 @@ def default_uri(ws: Path) -> str:
     return f"sqlite:///{ws / 'mlflow.db'}"
 
 
+# MLflow 3's server starts a job runner beside the UI (six huey consumers and a periodic-task consumer:
+# about half a core while idle on 2 cores, and some outlive the UI's SIGTERM); the UI needs none of them.
+NO_JOB_RUNNER = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
+def ui_command(store_uri: str, host: str = "127.0.0.1", port: int = 5000) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of the MLflow UI on ``store_uri``: one web worker, no job runner
+    (unless the environment asks for one: MLFLOW_SERVER_ENABLE_JOB_EXECUTION is the user's to set)."""
+    import sys
+
+    from optimize.storage import redact_url
+
+    if store_uri.startswith(("http://", "https://")):
+        raise TrackingError(f"{redact_url(store_uri)} is a tracking server: its UI is there already, open it")
+    argv = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", store_uri]
+    argv += ["--workers", "1", "--host", host, "--port", str(port)]
+    return argv, {**NO_JOB_RUNNER, **os.environ}
+
+
 def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> str:
     """Point MLflow at ``tracking_uri`` (default: the workspace store); fail fast if it is down; close the
     runs that dead processes of this host left RUNNING."""

@@ -44,6 +44,7 @@ from optimize.tune import (
 from program.errors import ConfigError
 from program.saved import save_program
 from program.sharp import SharpRAG
+from program.systems.modes import retriever_overrides
 
 if TYPE_CHECKING:
     from experiments.runtime import Runtime
@@ -378,11 +379,11 @@ def tune_from_runtime(
     skip = max(0, offset)
     examples = runtime.examples(split, limit=skip + n_questions, seed=job.seed)[skip:]
     if program_path:
-        base, saved = runtime.load_program(program_path)
+        base, saved = runtime.load_program(program_path, system_config)
         base_retriever = dict(saved.retriever)
     else:
         base = runtime.system("sharp", system_config)
-        base_retriever = {}
+        base_retriever = retriever_overrides(base.config) or {}  # e.g. SHARP's default ranker=dataset
     study_name = job.study or f"sharp-{Path(runtime.dataset).stem}-{job.objective}"
     extra = {
         "lm": runtime.lm_config.model_dump(mode="json"),

@@ -171,3 +171,81 @@ def test_the_checker_sees_a_private_use(tmp_path):
         "from program.sharp import Run",
         "program.sharp._WORD",
     ]
+
+
+PACKAGES = ("program", "optimize", "data", "experiments")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """module -> the project's modules it imports, anywhere in the file (a lazy import inside a function
+    counts: it is a dependency all the same)."""
+    files = {module_name(p, root): p for pkg in PACKAGES for p in (root / pkg).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for mod, path in files.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                edges |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module for a in node.names
+                }
+        graph[mod] = {e for e in edges if e in files and e != mod}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_checker_sees_a_cycle(tmp_path):
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "a.py").write_text("from experiments import b\n")
+    (tmp_path / "experiments" / "b.py").write_text("def f():\n    from experiments.a import x\n")
+    (tmp_path / "experiments" / "c.py").write_text("import experiments.a\n")
+    assert cycles(import_graph(tmp_path)) == [["experiments.a", "experiments.b"]]
+
+
+def test_nothing_imports_a_command_module():
+    """experiments/commands/* are the CLI's leaves: only experiments/cli.py loads them (by name)."""
+    importers = {
+        m: sorted(e for e in deps if e.startswith("experiments.commands")) for m, deps in import_graph().items()
+    }
+    assert {m: deps for m, deps in importers.items() if deps} == {}

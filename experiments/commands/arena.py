@@ -58,15 +58,16 @@ ResultsDir = typer.Option(
     "in DIR/SYSTEM.jsonl, to commit (e.g. experiments/results/NAME); the arena resumes from them and "
     "--report-only rebuilds the report from them on a machine without the workspace.",
 )
-Configs = typer.Option(None, "--config", help="YAML/JSON mapping: system name -> its config.")
-Sets = typer.Option(
-    None, "--set", help="One system's key: --set crag.upper=0.7 (repeatable; KEY=VALUE, the value read as YAML)."
+Configs = o.CONFIG.but(help="YAML/JSON mapping: system name -> its config.")
+Sets = o.SET.but(
+    help="One system's key: --set crag.upper=0.7, or a --program entrant's: --set NAME.confidence_threshold=0.5 "
+    "(repeatable; KEY=VALUE, the value read as YAML)."
 )
 
 
+@o.shared(o.WHERE, o.LMS, o.JUDGE_LM, o.CACHE, o.RETRIEVER_SET, o.CHROMA_URL, Configs, Sets, o.TRACKING_URI)
 def arena(
     systems: str = Systems,
-    dataset: str = o.Dataset,
     split: str = typer.Option("dev", "--split"),
     limit: int | None = typer.Option(None, "--limit", help="A seeded sample of N questions (the same for all)."),
     balanced: bool = typer.Option(False, "--balanced", help="Balance the sample by question type."),
@@ -82,22 +83,7 @@ def arena(
     program: list[str] | None = Programs,
     report: str | None = Report,
     results_dir: Path | None = ResultsDir,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    lm: str | None = o.LM,
-    api_base: str | None = o.ApiBase,
-    planner_lm: str | None = o.PlannerLM,
-    critic_lm: str | None = o.CriticLM,
-    generator_lm: str | None = o.GeneratorLM,
-    judge_lm: str | None = o.JudgeLM,
-    lm_file: Path | None = o.LMConfigFile,
-    no_cache: bool = o.NoCache,
-    cache_dir: Path | None = o.CacheDir,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    chroma_url: str | None = o.ChromaUrl,
-    config: Path | None = Configs,
-    set_: list[str] | None = Sets,
-    tracking_uri: str | None = o.TrackingUri,
+    opts: o.Options = o.SHARED,
     no_tracking: bool = typer.Option(False, "--no-tracking", help="Write the report only; no MLflow runs."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
     traces: bool = typer.Option(True, "--traces/--no-traces", help="Record a DSPy trace per question in MLflow."),
@@ -106,30 +92,39 @@ def arena(
     per-type scores and grader decision rates. Interrupted arenas resume; finished systems are not rerun."""
     from experiments.arena import ArenaSpec, resolve_systems, run_arena
 
-    opts = o.Options.of(locals())
     names = resolve_systems(systems)  # an unknown name fails here, before any model or index is loaded
     configs = opts.system_config()
     track = not (no_tracking or report_only)
     roles = ("judge",) if judge else ()
     rt = o.build_runtime(opts, lms=not report_only, extra_roles=roles, track=track)
-    programs = program_entrants(program or [], rt.workspace, None if no_tracking else tracking_uri, rt)
-    spec = o.pick(
-        ArenaSpec,
-        locals(),
+    programs = program_entrants(program or [], rt.workspace, None if no_tracking else opts.tracking_uri, rt)
+    spec = ArenaSpec(
         systems=names,
+        split=split,
+        limit=limit,
+        balanced=balanced,
+        seed=seed,
+        name=name,
+        baseline=baseline,
+        judge=judge,
+        threads=threads,
+        step=step,
+        report_only=report_only,
         configs=configs,
         skip_unavailable=systems.strip() == "all",
         programs=programs,
+        report=report,
+        results_dir=results_dir,
     )
     from experiments import tracking
 
     with tracking.dspy_traces(traces and track):
         result = run_arena(rt, spec, track=track, progress=not as_json)
-    _show(result, f"arena on {dataset} {split}", report_only, as_json)
+    _show(result, f"arena on {opts.dataset} {split}", report_only, as_json)
 
 
 def _show(result: ArenaResult, title: str, report_only: bool, as_json: bool) -> None:
-    from experiments import render
+    from experiments import render, terminal
     from experiments.evaluation import failure_note
 
     notes = [failure_note(r.rows, f"{s}: ") for s, r in result.results.items()]
@@ -140,14 +135,14 @@ def _show(result: ArenaResult, title: str, report_only: bool, as_json: bool) -> 
         o.exit_if_failed(notes)
         return
     table = {s: e["metrics"] for s, e in result.summary["systems"].items()}
-    render.console.print(render.metrics_table(table, title))
+    terminal.console.print(render.metrics_table(table, title))
     if report_only:
-        render.console.print(f"report rebuilt from the result files of: {', '.join(result.reused)}")
+        terminal.console.print(f"report rebuilt from the result files of: {', '.join(result.reused)}")
     elif result.reused:
-        render.console.print(f"reused finished systems (not rerun): {', '.join(result.reused)}")
+        terminal.console.print(f"reused finished systems (not rerun): {', '.join(result.reused)}")
     for system, why in result.skipped.items():
-        render.err_console.print(f"[yellow]not run:[/yellow] {system}: {why}")
-    render.console.print(f"report: {result.report} (plots in {result.folder})")
+        terminal.err_console.print(f"[yellow]not run:[/yellow] {system}: {why}")
+    terminal.console.print(f"report: {result.report} (plots in {result.folder})")
     o.exit_if_failed(notes)
 
 

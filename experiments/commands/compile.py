@@ -23,9 +23,13 @@ Seed = typer.Option(0, "--seed")
 
 # ---- compile's options ---------------------------------------------------------------------------------
 Optimizer = typer.Option("bootstrap", "--optimizer", help="bootstrap, bootstrap-rs, mipro, simba or gepa.")
-Target = typer.Option("program", "--target", help="program (every predictor) or critic (alone).")
-NTrain = typer.Option(24, "--n-train", help="Training questions (critic: questions harvested).")
-NVal = typer.Option(24, "--n-val", help="Validation questions (evaluated before and after).")
+Target = typer.Option(
+    "program", "--target", help="program (every predictor's prompts) or critic (the answer critic's calibrators)."
+)
+NTrain = typer.Option(24, "--n-train", help="Training questions (critic: the questions whose drafts it is fitted on).")
+NVal = typer.Option(
+    24, "--n-val", help="Validation questions (evaluated before and after; critic: its held-out drafts' questions)."
+)
 NSelect = typer.Option(
     None,
     "--n-select",
@@ -35,27 +39,23 @@ NSelect = typer.Option(
 ValSplit = typer.Option("train", "--val-split", help="'train' (held out from the train split, default) or 'dev'.")
 Opt = typer.Option(None, "--opt", help="Optimizer setting KEY=VALUE (repeatable; the value read as YAML).")
 MetricThreshold = typer.Option(None, "--metric-threshold", help="Keep bootstrapped demos scoring at least this.")
-CriticBalance = typer.Option(
+CriticReads = typer.Option(
     True,
-    "--critic-balance/--no-critic-balance",
-    help="--target critic: the compiled critic's demos show both verdicts (a gold critique is added for a missing one).",
+    "--critic-reads/--no-critic-reads",
+    help="--target critic: the critic LM reads every recorded round, so a judge (gate features plus its verdict) "
+    "is fitted beside the gate (off: the gate alone; about half the recording's time).",
 )
-CriticDemos = typer.Option(
-    True,
-    "--critic-demos/--no-critic-demos",
-    help="--target critic: compile the critic's demos (off: keep its prompt, fit the calibrator only).",
-)
-Calibrate = typer.Option(
-    True,
-    "--calibrate/--no-calibrate",
-    help="--target critic: fit the calibrator of P(sufficient) on the harvested critiques and set the stop "
-    "threshold from it.",
+Recording = typer.Option(
+    None,
+    "--recording",
+    help="--target critic, tune: the recording of the questions' rounds to fit or replay (made, or extended where "
+    "it lacks questions; default WORKSPACE/compile/NAME/replay/KEY.jsonl or WORKSPACE/replay/KEY.jsonl).",
 )
 CompileOffset = typer.Option(
     0,
     "--train-offset",
-    help="Skip the first N seeded train questions (e.g. the ones a reranker was trained on, so the calibrator "
-    "sees reranker scores of unseen questions).",
+    help="Skip the first N seeded train questions (e.g. the ones a ranker was fitted on, so the answer critic "
+    "sees ranker scores of unseen questions).",
 )
 Freeze = typer.Option(
     None,
@@ -63,9 +63,19 @@ Freeze = typer.Option(
     help="A role whose demos and instructions stay as in --program (repeatable), e.g. --freeze critic after "
     "`--target critic`.",
 )
-RetrieverMode = typer.Option(None, "--retriever-mode", help="dense, bm25 or hybrid.")
 
 
+@o.shared(
+    o.SYSTEM_CONFIG,
+    o.RETRIEVER_MODE,
+    o.RETRIEVER_SET,
+    o.WHERE,
+    o.LMS,
+    o.PROPOSER_LM,
+    o.CACHE,
+    o.TRACKING_URI,
+    o.EXPERIMENT,
+)
 def compile_cmd(
     system: str = typer.Option("sharp", "--system", help="System to compile (see the registry)."),
     optimizer: str = Optimizer,
@@ -80,42 +90,37 @@ def compile_cmd(
     metric_threshold: float | None = MetricThreshold,
     seed: int = Seed,
     threads: int = typer.Option(1, "--threads", help="Threads for the before/after evaluations."),
-    critic_balance: bool = CriticBalance,
-    critic_demos: bool = CriticDemos,
-    calibrate: bool = Calibrate,
+    critic_reads: bool = CriticReads,
+    recording: Path | None = Recording,
     train_offset: int = CompileOffset,
     freeze: list[str] | None = Freeze,
     program: str | None = Program,
-    config: Path | None = o.Config,
-    set_: list[str] | None = o.Set,
-    retriever_mode: str | None = RetrieverMode,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    dataset: str = o.Dataset,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    lm: str | None = o.LM,
-    api_base: str | None = o.ApiBase,
-    planner_lm: str | None = o.PlannerLM,
-    critic_lm: str | None = o.CriticLM,
-    generator_lm: str | None = o.GeneratorLM,
-    proposer_lm: str | None = o.ProposerLM,
-    lm_file: Path | None = o.LMConfigFile,
-    no_cache: bool = o.NoCache,
-    cache_dir: Path | None = o.CacheDir,
-    tracking_uri: str | None = o.TrackingUri,
-    experiment: str = o.Experiment,
+    opts: o.Options = o.SHARED,
 ) -> None:
     """Compile a system's prompts and demos (or its critic alone) and save the program."""
     from experiments.compile import CompileJob, check_sizes_early, compile_from_runtime
 
-    opts = o.Options.of(locals())
-    settings = o.parse_sets(opt, "--opt")
-    job = o.pick(CompileJob, locals(), optimizer_settings=settings, freeze=tuple(freeze or ()))
+    job = CompileJob(
+        system=system,
+        optimizer=optimizer,
+        target=target,
+        metric=metric,
+        name=name,
+        optimizer_settings=o.parse_sets(opt, "--opt"),
+        metric_threshold=metric_threshold,
+        seed=seed,
+        threads=threads,
+        critic_reads=critic_reads,
+        recording=recording,
+        freeze=tuple(freeze or ()),
+    )
     check_sizes_early(job, n_train, n_val)
     system_config = opts.system_config()
-    rt = o.build_runtime(opts, extra_roles=("proposer",), experiment=experiment)
+    rt = o.build_runtime(opts, extra_roles=("proposer",))
     sizes = {"n_train": n_train, "n_val": n_val, "n_select": n_select, "train_offset": train_offset}
     path = o.program_path(program, rt)
+    if path:  # --config/--set over the program: a bad key fails now, before any question is loaded
+        rt.saved_program(path, system_config)
     out = compile_from_runtime(rt, job, **sizes, val_split=val_split, program_path=path, system_config=system_config)
     _show_compile(out)
 
@@ -127,19 +132,35 @@ def _show_compile(out: CompileOutcome) -> None:
         if b is not None and a is not None:
             typer.echo(f"  {key:>15}: {b:.3f} -> {a:.3f}")
     if out.critic:
-        views = [(k, out.critic.get(k)) for k in ("zero_shot", "demos", "calibrator") if out.critic.get(k)]
-        typer.echo(
-            f"  critic, {views[0][1]['n_critiques']} held-out critiques of {out.critic['counts']['cases']} "
-            f"(threshold now {out.critic['threshold']:g}):"
-        )
-        typer.echo("  " + " " * 16 + "".join(f"{name:>12}" for name, _ in views))
-        for key in ("auroc", "brier", "ece", "verdict_accuracy", "over_trigger", "under_trigger"):
-            cells = "".join(f"{'-' if v.get(key) is None else f'{v[key]:.3f}':>12}" for _, v in views)
-            typer.echo(f"  {key:>16}{cells}")
+        _show_critic(out.critic)
     typer.echo(f"  compile cost: {_cost(out.cost)}, {out.cost['seconds']:.0f}s")
-    if "harvest" in out.cost:
-        typer.echo(f"  harvesting critiques: {_cost(out.cost['harvest'])}")
+    if "recording" in out.cost:
+        typer.echo(f"  recording the rounds: {_cost(out.cost['recording'])}")
     typer.echo(f"export it with: sharp export {out.run_id} --name NAME")
+
+
+def _show_critic(critic: dict) -> None:
+    """The answer critic on its held-out drafts: each view's AUROC [CI], Brier, ECE and triggers."""
+    rep = critic["report"]
+    views = [(k, rep[k]) for k in ("generator_confidence", "gate", "critic_alone", "judge") if rep.get(k)]
+    held = rep["heldout"]
+    typer.echo(
+        f"  answer critic on {held['drafts']} held-out drafts of {held['questions']} questions (fitted on "
+        f"{rep['fit']['drafts']} drafts; accept threshold {critic['threshold']:g}):"
+    )
+    typer.echo("  " + " " * 16 + "".join(f"{name:>22}" for name, _ in views))
+    for key in ("auroc", "auroc_ci", "brier", "ece", "over_trigger", "under_trigger", "drafts"):
+        cells = "".join(f"{_cell(v.get(key)):>22}" for _, v in views)
+        typer.echo(f"  {key:>16}{cells}")
+    typer.echo(f"  gate features: {', '.join(critic['gate_features'])}")
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_cell(v) for v in value) + "]"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def _cost(cost: dict) -> str:
@@ -156,12 +177,23 @@ Storage = typer.Option(
 Fix = typer.Option(None, "--fix", help="Pin a parameter KEY=VALUE (repeatable; the value read as YAML).")
 
 
+@o.shared(o.SYSTEM_CONFIG, o.WHERE, o.LMS, o.CACHE, o.TRACKING_URI, o.EXPERIMENT)
 def tune_cmd(
     system: str = typer.Option("sharp", "--system", help="Only 'sharp' has a retry policy to tune."),
     trials: int = typer.Option(30, "--trials", help="Finished trials the study should have in all."),
     storage: str | None = Storage,
     study: str | None = typer.Option(None, "--study", help="Study name (default sharp-DATASET-OBJECTIVE)."),
-    objective: str = typer.Option("f1", "--objective", help="f1, em, or f1-cost (F1 vs LM calls, Pareto)."),
+    objective: str = typer.Option(
+        "em-cost",
+        "--objective",
+        help="em-cost (EM less --cost-weight per LM call beyond one, calls capped by --max-calls), f1, em, or "
+        "f1-cost (F1 vs LM calls, Pareto).",
+    ),
+    cost_weight: float = typer.Option(
+        0.02, "--cost-weight", help="em-cost: EM given up for one more LM call a question."
+    ),
+    max_calls: float | None = typer.Option(2.0, "--max-calls", help="em-cost: LM calls a question a policy may spend."),
+    recording: Path | None = Recording,
     n_questions: int = typer.Option(30, "--n", help="Questions to tune on."),
     split: str = typer.Option("train", "--split", help="Split to tune on (keep dev for the final report)."),
     train_offset: int = typer.Option(0, "--train-offset", help="Skip the first N seeded questions of the split."),
@@ -171,36 +203,36 @@ def tune_cmd(
     seed: int = Seed,
     threads: int = typer.Option(1, "--threads", help="Threads for live recordings."),
     program: str | None = Program,
-    config: Path | None = o.Config,
-    set_: list[str] | None = o.Set,
-    dataset: str = o.Dataset,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    lm: str | None = o.LM,
-    api_base: str | None = o.ApiBase,
-    planner_lm: str | None = o.PlannerLM,
-    critic_lm: str | None = o.CriticLM,
-    generator_lm: str | None = o.GeneratorLM,
-    lm_file: Path | None = o.LMConfigFile,
-    no_cache: bool = o.NoCache,
-    cache_dir: Path | None = o.CacheDir,
-    tracking_uri: str | None = o.TrackingUri,
-    experiment: str = o.Experiment,
+    opts: o.Options = o.SHARED,
 ) -> None:
-    """Search threshold, retries, k schedule, evidence cap and retrieval mode with Optuna (replayed)."""
+    """Search SHARP's policy with Optuna, replayed from one recording: the accept threshold, when the critic
+    reads a draft, each question form's repairs and how many, and how the answer is selected."""
     from experiments.tune import TuneJob, default_storage, load_space, tune_from_runtime
     from optimize.storage import check_storage
     from program.errors import ConfigError
 
-    opts = o.Options.of(locals())
     if system != "sharp":
         raise ConfigError(f"tune searches SHARP's retry policy; {system!r} has none")
     search = load_space(space, o.parse_sets(fix, "--fix"))
-    job = o.pick(TuneJob, locals(), n_trials=trials, space=search)
+    job = TuneJob(
+        objective=objective,
+        n_trials=trials,
+        storage=storage,
+        study=study,
+        seed=seed,
+        threads=threads,
+        space=search,
+        verify=verify,
+        cost_weight=cost_weight,
+        max_calls=max_calls,
+        recording=recording,
+    )
     system_config = opts.system_config()
-    rt = o.build_runtime(opts, experiment=experiment)
+    rt = o.build_runtime(opts)
     check_storage(storage or default_storage(rt.workspace))
     path = o.program_path(program, rt)
+    if path:  # --config/--set over the program: a bad key fails now, before any question is loaded
+        rt.saved_program(path, system_config)
     out = tune_from_runtime(
         rt,
         job,
@@ -243,6 +275,7 @@ def _figures(m: dict) -> str:
 
 
 # ---- export --------------------------------------------------------------------------------------------
+@o.shared(o.WORKSPACE, o.TRACKING_URI, o.EXPERIMENT)
 def export_cmd(
     run_id: str = typer.Argument(..., help="The MLflow run of a `sharp compile` or `sharp tune`."),
     name: str = typer.Option(..., "--name", help="Registered model name."),
@@ -253,16 +286,13 @@ def export_cmd(
     bundle_code: bool = typer.Option(
         True, "--bundle-code/--no-bundle-code", help="Ship program/ and experiments/ as code_paths."
     ),
-    workspace: Path | None = o.Workspace,
-    tracking_uri: str | None = o.TrackingUri,
-    experiment: str = o.Experiment,
+    opts: o.Options = o.SHARED,
 ) -> None:
     """Register a compiled/tuned program as an MLflow model (loads with mlflow.pyfunc.load_model)."""
     from experiments import settings
     from experiments.export import export_run
 
-    opts = o.Options(workspace=workspace, tracking_uri=tracking_uri)  # no runtime: the program names its index
-    o.start_tracking(opts, settings.workspace(workspace), experiment)
+    o.start_tracking(opts, settings.workspace(opts.workspace))  # no runtime: the program names its index
     out = export_run(run_id, name, index_dir=index_dir, include_index=include_index, bundle_code=bundle_code)
     typer.echo(f"registered {out.model_uri} (export run {out.run_id})")
     typer.echo(f"serve:  mlflow models serve -m {out.model_uri} --env-manager local -p 5001")

@@ -10,9 +10,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -21,16 +19,8 @@ from experiments import options as o
 log = logging.getLogger(__name__)
 
 
-IndexDir = typer.Option(None, "--index-dir", help="Index folder (default: WORKSPACE/indexes/<dataset>).")
-Backend = typer.Option(None, "--backend", help="Embedding runtime: torch | onnx | onnx-int8 (default: the config's).")
-Mode = typer.Option("hybrid", "--mode", "-m", help="dense | bm25 | hybrid.")
-Dataset = typer.Option(
-    "hotpotqa",
-    "--dataset",
-    "-d",
-    help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with corpus.jsonl, or a file).",
-)
-RetrieverConfigFile = typer.Option(None, "--retriever-config", help="YAML/JSON file with RetrieverConfig keys.")
+Dataset = o.DATASET.but(help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with corpus.jsonl, or a file).")
+Mode = o.RETRIEVER_MODE.but(default="hybrid", param_decls=("--mode", "-m"), help="dense | bm25 | hybrid.")
 Rebuild = typer.Option(False, "--rebuild", help="Delete the index and build it anew.")
 Verify = typer.Option(
     False,
@@ -42,47 +32,18 @@ BatchSize = typer.Option(None, "--batch-size", help="Texts per embedding batch, 
 Progress = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr.")
 
 
-# ---- helpers shared with experiments/benchmarks/retrieval.py --------------------------------
-def index_name(dataset: str) -> str:
-    """The folder name under WORKSPACE/indexes for a dataset name or path (as Runtime uses)."""
-    from experiments.runtime import dataset_source
-
-    return dataset_source(dataset).name
-
-
-def resolve_index_dir(dataset: str, workspace: Path | None, index_dir: Path | None) -> Path:
-    from experiments import settings
-
-    return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
-
-
-def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int | None = None, seed: int = 0) -> list:
-    """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
-    from data.loaders import load_examples
-    from experiments.runtime import dataset_source
-
-    return load_examples(dataset_source(dataset, data_dir), split, limit=limit, seed=seed)
-
-
 # ---- commands ------------------------------------------------------------------------------
+@o.shared(Dataset, o.DATA_DIR, o.WORKSPACE, o.INDEX)
 def index(
-    dataset: str = Dataset,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    index_dir: Path | None = IndexDir,
+    opts: o.Options = o.SHARED,
     rebuild: bool = Rebuild,
     verify: bool = Verify,
-    backend: str | None = Backend,
     batch_size: int | None = BatchSize,
-    retriever_file: Path | None = RetrieverConfigFile,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    old_set: list[str] | None = o.SetIsRetrieverSet,
-    chroma_url: str | None = o.ChromaUrl,
     progress: bool = Progress,
     as_json: bool = typer.Option(False, "--json", help="Print the manifest as one JSON object."),
 ) -> None:
     """Build (or resume, repair, or --verify) the dense + BM25 index of a dataset's corpus."""
-    rt = o.build_runtime(o.Options.of(locals()), lms=False, track=False)
+    rt = o.build_runtime(opts, lms=False, track=False)
     manifest = rt.verify_index() if verify else rt.build_index(progress, rebuild, batch_size)
     if as_json:
         extra = {"verified": True} if verify else {}
@@ -92,7 +53,7 @@ def index(
 
 
 def _show_index(target: Path, manifest: dict, verified: bool) -> None:
-    from experiments.render import console
+    from experiments.terminal import console
 
     if verified:
         from program.retrieval.integrity import checked as checked_files
@@ -116,23 +77,15 @@ def _show_index(target: Path, manifest: dict, verified: bool) -> None:
     )
 
 
+@o.shared(Dataset, o.DATA_DIR, o.WORKSPACE, Mode, o.INDEX)
 def retrieve(
     query: str = typer.Argument(..., help="The search query."),
-    dataset: str = Dataset,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    index_dir: Path | None = IndexDir,
-    retriever_mode: str = Mode,
+    opts: o.Options = o.SHARED,
     k: int = typer.Option(5, "-k", "--k", help="Passages to return."),
-    backend: str | None = Backend,
-    retriever_file: Path | None = RetrieverConfigFile,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    old_set: list[str] | None = o.SetIsRetrieverSet,
-    chroma_url: str | None = o.ChromaUrl,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the passages."),
 ) -> None:
     """Retrieve passages for a query from a built index (a Rich table, or --json)."""
-    rt = o.build_runtime(o.Options.of(locals()), lms=False, track=False)
+    rt = o.build_runtime(opts, lms=False, track=False)
     retriever = rt.retriever()
     start = time.perf_counter()
     hits = retriever.retrieve(query, k)
@@ -150,7 +103,7 @@ def retrieve(
         return
     from rich.table import Table
 
-    from experiments.render import console
+    from experiments.terminal import console
 
     table = Table(title=f"{mode} top-{k} for: {query[:80]}", caption=f"{ms:.0f} ms")
     for col in ("#", "score", "title", "text"):
@@ -160,55 +113,13 @@ def retrieve(
     console.print(table)
 
 
-def evaluate_retriever(
-    retriever: Any, questions: list, k: int, batch: int = 32, ks: Sequence[int] | None = None
-) -> tuple[dict, dict]:
-    """(metrics from optimize.retrieval_metrics.aggregate, latency summary) for questions at the cutoffs
-    ``ks`` (default 2, 5, 10, 20 up to k, and k); the latency is that of asking for the largest cutoff.
-
-    A retriever whose top-k is not the prefix of its top-K (``depends_on_k``: the second hop gives a share
-    of k to hop passages) is asked once per cutoff, so each @cutoff scores what a system asking for that
-    many passages gets."""
-    import numpy as np
-
-    from optimize.retrieval_metrics import aggregate
-
-    ks = sorted(set(ks) if ks else {kk for kk in (2, 5, 10, 20) if kk <= k} | {k})
-    asks = [(kk, [kk]) for kk in ks] if getattr(retriever, "depends_on_k", False) else [(max(ks), ks)]
-    metrics: dict = {"overall": {}, "by_type": {}}
-    per_query_ms = []
-    for depth, cutoffs in asks:
-        rows = []
-        for start in range(0, len(questions), batch):
-            chunk = questions[start : start + batch]
-            t0 = time.perf_counter()
-            hits = retriever.retrieve_many([ex.question for ex in chunk], depth)
-            if depth == max(ks):
-                per_query_ms.append((time.perf_counter() - t0) * 1000 / len(chunk))
-            rows += [(ex.get("type"), [p.title for p in h], ex.get("gold_titles") or []) for ex, h in zip(chunk, hits)]
-        part = aggregate(rows, cutoffs)
-        metrics["overall"].update(part["overall"])
-        for qtype, values in part["by_type"].items():
-            metrics["by_type"].setdefault(qtype, {}).update(values)
-        metrics["skipped"] = part["skipped"]
-    return metrics, {"batched_ms_per_query": round(float(np.mean(per_query_ms)), 2) if per_query_ms else None}
-
-
+@o.shared(Dataset, o.DATA_DIR, o.WORKSPACE, Mode, o.INDEX)
 def eval_retrieval(
-    dataset: str = Dataset,
     split: str = typer.Option("dev", "--split", help="Question split (dev, train)."),
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    index_dir: Path | None = IndexDir,
-    retriever_mode: str = Mode,
+    opts: o.Options = o.SHARED,
     k: int = typer.Option(10, "-k", "--k", help="Depth to score (recall/precision/all-gold at 2, 5, 10, 20 up to k)."),
     limit: int | None = typer.Option(None, "--limit", help="Score a seeded sample of N questions."),
     seed: int = typer.Option(0, "--seed", help="Seed of the --limit sample."),
-    backend: str | None = Backend,
-    retriever_file: Path | None = RetrieverConfigFile,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    old_set: list[str] | None = o.SetIsRetrieverSet,
-    chroma_url: str | None = o.ChromaUrl,
     as_json: bool = typer.Option(
         False, "--json", help="Print ONE JSON object with the aggregate metrics (logs go to stderr)."
     ),
@@ -218,7 +129,7 @@ def eval_retrieval(
     from program.retrieval import open_retriever
     from program.retrieval.manifest import corpus_sha256
 
-    rt = o.build_runtime(o.Options.of(locals()), lms=False, track=False)
+    rt = o.build_runtime(opts, lms=False, track=False)
     cfg = rt.retriever_settings()
     questions = rt.examples(split, limit, seed)
     retriever = open_retriever(
@@ -228,9 +139,11 @@ def eval_retrieval(
         dataset=rt.source.ref(),
         rerankers_dir=settings.rerankers_dir(rt.workspace),
     )
+    from experiments.evaluation import evaluate_retriever
+
     metrics, latency = evaluate_retriever(retriever, questions, k)
     result = {
-        "dataset": dataset,
+        "dataset": opts.dataset,
         "split": split,
         "mode": cfg.mode,
         "k": k,
@@ -244,13 +157,13 @@ def eval_retrieval(
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
-        _show_retrieval(metrics, f"retrieval {cfg.mode} on {dataset}/{split}")
+        _show_retrieval(metrics, f"retrieval {cfg.mode} on {opts.dataset}/{split}")
 
 
 def _show_retrieval(metrics: dict, title: str) -> None:
     from rich.table import Table
 
-    from experiments.render import console
+    from experiments.terminal import console
 
     rows = {"all": metrics["overall"], **metrics["by_type"]}
     ks = sorted({int(c.split("@")[1]) for c in metrics["overall"] if "@" in c})

@@ -103,7 +103,7 @@ def info(
 def _show_models(rows: list[dict], title: str) -> None:
     from rich.table import Table
 
-    from experiments.render import console
+    from experiments.terminal import console
 
     table = Table(title=title)
     table.add_column("model", no_wrap=True)

@@ -18,40 +18,25 @@ Program = typer.Option(None, "--program", help="A saved program: file path or mo
 System = typer.Option("sharp", "--system", "-s", help="sharp | vanilla | any registered system.")
 Split = typer.Option("dev", "--split")
 Seed = typer.Option(0, "--seed")
+ResolveFrom = o.TRACKING_URI.but(help="MLflow tracking URI to resolve --program models:/NAME/VERSION from.")
 
 
+@o.shared(o.WHERE, o.LMS, o.CACHE, o.SYSTEM_CONFIG, o.CHROMA_URL, ResolveFrom)
 def ask(
     question: str = typer.Argument(..., help="The question to answer."),
     system: str = typer.Option("sharp", "--system", "-s", help="System to run (see `sharp eval --help`)."),
     program: str | None = Program,
-    dataset: str = o.Dataset,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    lm: str | None = o.LM,
-    api_base: str | None = o.ApiBase,
-    planner_lm: str | None = o.PlannerLM,
-    critic_lm: str | None = o.CriticLM,
-    generator_lm: str | None = o.GeneratorLM,
-    lm_file: Path | None = o.LMConfigFile,
-    no_cache: bool = o.NoCache,
-    cache_dir: Path | None = o.CacheDir,
-    config: Path | None = o.Config,
-    set_: list[str] | None = o.Set,
-    chroma_url: str | None = o.ChromaUrl,
-    tracking_uri: str | None = typer.Option(
-        None, "--tracking-uri", help="MLflow tracking URI to resolve --program models:/NAME/VERSION from."
-    ),
+    opts: o.Options = o.SHARED,
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as one JSON object."),
 ) -> None:
     """Answer one question and show how: plan, each round's verdict and confidence, evidence, cost."""
     from experiments import progress, render
 
-    opts = o.Options.of(locals())
     system_config = opts.system_config()
     rt = o.build_runtime(opts, track=False)
     with progress.status("opening the index and building the program", enabled=not as_json):
         path = o.program_path(program, rt, opts.tracking_uri, system)
-        module = rt.load_program(path)[0] if path else rt.system(system, system_config)
+        module = rt.load_program(path, system_config)[0] if path else rt.system(system, system_config)
     with render.live_steps(enabled=not as_json):
         pred = module(question=question)
     if as_json:
@@ -62,43 +47,29 @@ def ask(
     render.prediction(pred, question)
 
 
+@o.shared(o.WHERE, o.LMS, o.CACHE, o.SYSTEM_CONFIG, o.RETRIEVER_SET, o.CHROMA_URL, o.TRACKING_URI)
 def eval_(
     system: str = System,
     program: str | None = typer.Option(None, "--program", help="Evaluate a saved program instead of a fresh system."),
-    dataset: str = o.Dataset,
     split: str = Split,
     limit: int | None = typer.Option(None, "--limit", help="A seeded sample of N questions."),
     seed: int = Seed,
     balanced: bool = typer.Option(False, "--balanced", help="Balance by type."),
     threads: int = typer.Option(1, "--threads", help="Parallel questions (helps for remote LMs)."),
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    lm: str | None = o.LM,
-    api_base: str | None = o.ApiBase,
-    planner_lm: str | None = o.PlannerLM,
-    critic_lm: str | None = o.CriticLM,
-    generator_lm: str | None = o.GeneratorLM,
-    lm_file: Path | None = o.LMConfigFile,
-    no_cache: bool = o.NoCache,
-    cache_dir: Path | None = o.CacheDir,
-    config: Path | None = o.Config,
-    set_: list[str] | None = o.Set,
-    retriever_set: list[str] | None = o.RetrieverSet,
-    chroma_url: str | None = o.ChromaUrl,
-    tracking_uri: str | None = o.TrackingUri,
+    opts: o.Options = o.SHARED,
     traces: bool = typer.Option(True, "--traces/--no-traces", help="Record DSPy traces in MLflow."),
     as_json: bool = typer.Option(False, "--json", help="Print the aggregate metrics as one JSON object."),
 ) -> None:
     """Evaluate a system on a split; resumable; one MLflow run with config, metrics and the per-question table."""
-    from experiments import render, tracking
+    from experiments import render, terminal, tracking
     from experiments.evaluation import build, failure_note, run_and_log
 
-    opts = o.Options.of(locals())
     system_config = opts.system_config()
     rt = o.build_runtime(opts)
     examples = rt.examples(split, limit, seed, balanced)
     program_path = o.program_path(program, rt, opts.tracking_uri, system)
     module, name = build(rt, system, system_config, program_path)
+    dataset = opts.dataset
     with (
         tracking.run(f"eval-{name}-{Path(dataset).stem}-{split}", tags={"kind": "eval", "system": name}),
         tracking.dspy_traces(traces),
@@ -118,13 +89,13 @@ def eval_(
     if as_json:
         sys.stdout.write(json.dumps({"metrics": result.metrics, "by_type": result.by_type}, default=str) + "\n")
     else:
-        render.console.print(render.metrics_table({name: result.metrics}, f"{name} on {dataset} {split}"))
-        render.console.print(f"results: {path}")
+        terminal.console.print(render.metrics_table({name: result.metrics}, f"{name} on {dataset} {split}"))
+        terminal.console.print(f"results: {path}")
     o.exit_if_failed([failure_note(result.rows)])
 
 
+@o.shared(o.WHERE, o.LM, o.API_BASE, o.CRITIC_LM, o.CHROMA_URL, o.TRACKING_URI)
 def demo(
-    dataset: str = o.Dataset,
     split: str = Split,
     limit: int = typer.Option(
         5,
@@ -133,13 +104,7 @@ def demo(
         "(a larger sample extends a smaller one).",
     ),
     seed: int = Seed,
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    lm: str | None = o.LM,
-    api_base: str | None = o.ApiBase,
-    critic_lm: str | None = o.CriticLM,
-    chroma_url: str | None = o.ChromaUrl,
-    tracking_uri: str | None = o.TrackingUri,
+    opts: o.Options = o.SHARED,
     traces: bool = typer.Option(True, "--traces/--no-traces", help="Record a DSPy trace per question in MLflow."),
 ) -> None:
     """The main job: build the index if needed, run plain RAG and SHARP on a seeded sample, compare."""
@@ -147,9 +112,9 @@ def demo(
     from experiments import logs, render
     from optimize.storage import redact_url
 
-    opts = o.Options.of(locals())
     rt = o.build_runtime(opts, track=False)
     uri = o.start_tracking(opts, rt.workspace)
+    dataset = opts.dataset
     done = main_job.run_demo(rt, dataset, split, limit, seed, traces=traces)
     render.demo_end(
         done.metrics,

@@ -32,8 +32,8 @@ BatchSize = typer.Option(24, "--batch-size", help="Pairs per step (whole gold-an
 MaxLength = typer.Option(128, "--max-length", help="Tokens per (question, passage) pair.")
 
 
+@o.shared(o.WHERE, o.TRACKING_URI, o.RETRIEVER_SET)
 def train_reranker(
-    dataset: str = o.Dataset,
     name: str | None = Name,
     split: str = Split,
     n_train: int | None = NTrain,
@@ -44,11 +44,8 @@ def train_reranker(
     batch_size: int = BatchSize,
     max_length: int = MaxLength,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a reranker of the same name."),
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    tracking_uri: str | None = o.TrackingUri,
+    opts: o.Options = o.SHARED,
     no_tracking: bool = typer.Option(False, "--no-tracking", help="Do not log to MLflow."),
-    retriever_set: list[str] | None = o.RetrieverSet,
     as_json: bool = typer.Option(False, "--json", help="Print the reranker's manifest as one JSON object."),
 ) -> None:
     """Train a cross-encoder reranker (from the bundled MiniLM weights) on a train split, on CPU.
@@ -60,11 +57,12 @@ def train_reranker(
     from optimize.reranker import RerankerTraining
     from program.errors import ConfigError
 
-    opts = o.Options.of(locals())
-    training = o.pick(RerankerTraining, locals())
+    training = RerankerTraining(
+        negatives=negatives, depth=depth, epochs=epochs, batch_size=batch_size, max_length=max_length, seed=seed
+    )
     negatives_from = {"second_hop": True, **opts.retriever_settings()}
-    name = name or Path(dataset).stem.lower()
-    out = settings.rerankers_dir(settings.workspace(workspace)) / name
+    name = name or Path(opts.dataset).stem.lower()
+    out = settings.rerankers_dir(settings.workspace(opts.workspace)) / name
     if out.exists() and not overwrite:
         raise ConfigError(f"a reranker named {name!r} exists at {out}; pass --overwrite or another --name")
     rt = o.build_runtime(opts, lms=False, track=not no_tracking)
@@ -72,7 +70,7 @@ def train_reranker(
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")
         return
-    from experiments.render import console
+    from experiments.terminal import console
 
     console.print(
         f"[green]reranker saved[/green] at {summary['folder']}: {summary['pairs']} pairs from {summary['questions']} "
@@ -151,8 +149,8 @@ RankerNTrain = typer.Option(
 )
 
 
+@o.shared(o.WHERE, o.TRACKING_URI, o.RETRIEVER_SET)
 def fit_ranker(
-    dataset: str = o.Dataset,
     name: str | None = RankerName,
     n_train: int | None = RankerNTrain,
     seed: int = typer.Option(0, "--seed"),
@@ -160,11 +158,8 @@ def fit_ranker(
     depth: int = typer.Option(20, "--depth", help="Hits per search pooled (the query's and the second hop's)."),
     link_from: int = typer.Option(5, "--link-from", help="Top hits whose title links join the pool."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a ranker of the same name."),
-    data_dir: Path | None = o.DataDir,
-    workspace: Path | None = o.Workspace,
-    tracking_uri: str | None = o.TrackingUri,
+    opts: o.Options = o.SHARED,
     no_tracking: bool = typer.Option(False, "--no-tracking", help="Do not log to MLflow."),
-    retriever_set: list[str] | None = o.RetrieverSet,
     as_json: bool = typer.Option(False, "--json", help="Print what was fitted and measured as one JSON object."),
 ) -> None:
     """Fit the evidence ranker on train questions' gold paragraphs (no LM call, seconds on a CPU).
@@ -175,9 +170,8 @@ def fit_ranker(
     from experiments import rankers, settings
     from program.errors import ConfigError
 
-    opts = o.Options.of(locals())
-    name = name or Path(dataset).stem.lower()
-    out = rankers.rankers_dir(settings.workspace(workspace)) / f"{name}.json"
+    name = name or Path(opts.dataset).stem.lower()
+    out = rankers.rankers_dir(settings.workspace(opts.workspace)) / f"{name}.json"
     if out.exists() and not overwrite:
         raise ConfigError(f"a ranker named {name!r} exists at {out}; pass --overwrite or another --name")
     if depth < 1 or link_from < 0:
@@ -187,7 +181,8 @@ def fit_ranker(
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")
         return
-    from experiments.render import console, ranker_table
+    from experiments.render import ranker_table
+    from experiments.terminal import console
 
     console.print(ranker_table(summary))
     console.print(f"[green]ranker saved[/green] at {out}. Use it with --retriever-set ranker={name}")

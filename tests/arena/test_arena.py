@@ -361,10 +361,11 @@ def test_step_must_be_positive(tmp_path):
 class ProgramRuntime(CallLog):
     """Also loads saved programs (as experiments.runtime.Runtime.load_program does), with scripted LMs."""
 
-    def load_program(self, path):
+    def load_program(self, path, config=None):
+        from experiments.runtime import as_run
         from program.saved import load_into, read_program
 
-        saved = read_program(path)
+        saved = as_run(read_program(path), config)
         module = load_into(saved, KeywordRetriever())
         for pname, pred in module.named_predictors():
             pred.lm = self._lm(pname)

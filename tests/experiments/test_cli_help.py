@@ -80,6 +80,40 @@ def test_an_error_that_is_not_a_sharp_error_is_not_swallowed():
     assert isinstance(res.exception, KeyError) and not isinstance(res.exception, SharpError)
 
 
+# ---- shared options, declared once ----------------------------------------------------------------------
+def test_shared_options_stand_where_opts_stands_and_arrive_as_one_options_object(tmp_path):
+    toy = typer.Typer()
+    got = []
+
+    @o.shared(o.WHERE, o.SET, o.TRACKING_URI.but(help="Where to look the program up."))
+    def cmd(
+        question: str = typer.Argument(...),
+        opts: o.Options = o.SHARED,
+        k: int = typer.Option(3, "--k"),
+    ) -> None:
+        got.append((question, opts, k))
+
+    o.add_command(toy, "cmd", cmd)
+    o.add_command(toy, "other", lambda: None)
+    res = runner.invoke(toy, ["cmd", "q?", "--k", "5", "--set", "a=1", "--set", "b=2", "--workspace", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    ((question, opts, k),) = got
+    assert (question, k) == ("q?", 5)
+    assert opts == o.Options(workspace=tmp_path, set_=("a=1", "b=2"))  # the rest: their defaults
+    assert opts.dataset == "hotpotqa" and opts.system_config() == {"a": 1, "b": 2}
+    names = [p.name for p in typer.main.get_command(toy).commands["cmd"].params]
+    assert names == ["question", "dataset", "data_dir", "workspace", "set_", "tracking_uri", "k"]
+    shown = " ".join(runner.invoke(toy, ["cmd", "--help"]).output.split())
+    assert "--data-dir" in shown and "Where to look the program up." in shown
+
+
+def test_a_command_with_shared_options_must_say_where_they_go():
+    with pytest.raises(TypeError, match="opts"):
+        o.shared(o.WHERE)(lambda k=1: None)
+    with pytest.raises(TypeError, match="named twice"):
+        o.shared(o.WHERE)(lambda dataset="x", opts=o.SHARED: None)
+
+
 # ---- the one KEY=VALUE grammar ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "item,value",

@@ -8,7 +8,8 @@ import io
 import pytest
 from rich.console import Console
 
-from experiments.progress import Tally, counter, duration, showing, watched
+from experiments.progress import Tally, counter, showing, watched
+from experiments.terminal import duration
 
 
 class FakeClock:

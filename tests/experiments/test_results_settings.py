@@ -68,7 +68,11 @@ def test_a_program_is_read_from_its_file_and_a_recompiled_one_differs(tmp_path):
     path = saved(tmp_path / "p.json")
     s = settings_of(Runtime({"second_hop": True}), "mine", "dev", EXAMPLES, program=("mine", path))
     assert (s["system"], s["program"], s["program_file"]) == ("vanilla", "mine", str(path))
-    assert s["config"]["k"] == 3 and s["retriever"] == {"second_hop": True, "overrides": {"mode": "dense"}}
+    # the runtime's retriever settings go over the program's, as the program runs them
+    assert s["config"]["k"] == 3 and s["retriever"] == {
+        "second_hop": True,
+        "overrides": {"mode": "dense", "second_hop": True},
+    }
     saved(path, instructions="Answer with one entity.")  # recompiled in place
     again = settings_of(Runtime({"second_hop": True}), "mine", "dev", EXAMPLES, program=("mine", path))
     assert again["program_state_hash"] != s["program_state_hash"]

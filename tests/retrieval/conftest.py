@@ -181,14 +181,14 @@ def fake_models(monkeypatch):
 
     import data.indexing
     import program.retrieval.factory as factory
-    from experiments import render
+    from experiments import terminal
 
     made: list[HashEmbedder] = []
     monkeypatch.setattr(_FakeEmbedderFactory, "made", made)
     monkeypatch.setattr(data.indexing, "Embedder", _FakeEmbedderFactory)
     monkeypatch.setattr(factory, "shared_embedder", lambda config: _FakeEmbedderFactory.from_config(config))
     # error messages on one line, so a suggested command can be read back whole
-    monkeypatch.setattr(render, "err_console", Console(stderr=True, width=100_000))
+    monkeypatch.setattr(terminal, "err_console", Console(stderr=True, width=100_000))
     return made
 
 

@@ -13,8 +13,7 @@ from typer.testing import CliRunner
 
 from data.indexing import build_index
 from experiments.cli import app
-from experiments.commands.data import resolve_index_dir
-from experiments.runtime import Runtime, dataset_source
+from experiments.runtime import Runtime, dataset_source, resolve_index_dir
 from program.retrieval import RetrieverConfig
 
 runner = CliRunner()

@@ -217,7 +217,7 @@ def latency(retriever: Any, queries: list[str], k: int = 10) -> dict:
 
 
 def evaluate_modes(index_dir: Path, dev: list, corpus_hash: str, n_latency: int, extra: dict[str, dict]) -> dict:
-    from experiments.commands.data import evaluate_retriever
+    from experiments.evaluation import evaluate_retriever
     from program.retrieval import RetrieverConfig, open_retriever
 
     out = {}
@@ -348,8 +348,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     from data.indexing import build_index
     from experiments import settings
-    from experiments.commands.data import index_name, load_questions
-    from experiments.runtime import load_dataset_corpus
+    from experiments.runtime import index_name, load_dataset_corpus, load_questions
     from program.retrieval import RetrieverConfig
     from program.retrieval.manifest import corpus_sha256, now_iso, read_manifest
 

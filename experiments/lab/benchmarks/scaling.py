@@ -128,7 +128,7 @@ def throughput(texts: list[str], thread_counts: Sequence[int]) -> list[dict]:
 
 # ---- the query process (run in a subprocess: a clean RSS) -----------------------------------------
 def probe(index_dir: str, dataset: str, data_dir: str | None, n: int) -> dict:
-    from experiments.commands.data import load_questions
+    from experiments.runtime import load_questions
     from program.retrieval import RetrieverConfig, open_retriever
 
     questions = [q.question for q in load_questions(dataset, "dev", Path(data_dir) if data_dir else None)][:n]
@@ -250,8 +250,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     from data.indexing import build_index
     from experiments import settings
-    from experiments.commands.data import index_name
-    from experiments.runtime import load_dataset_corpus
+    from experiments.runtime import index_name, load_dataset_corpus
     from program.retrieval import RetrieverConfig
     from program.retrieval.dense import dense_document
     from program.retrieval.embedder import Embedder, embed_threads

@@ -333,8 +333,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = p.parse_args(argv)
 
     from experiments import settings
-    from experiments.commands.data import index_name, load_questions
-    from experiments.runtime import load_dataset_corpus
+    from experiments.runtime import index_name, load_dataset_corpus, load_questions
     from program.retrieval import RetrieverConfig
     from program.retrieval.dense import dense_document
     from program.retrieval.embedder import embed_threads
