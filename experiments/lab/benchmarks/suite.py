@@ -51,6 +51,7 @@ from experiments.lab.benchmarks import servers
 from experiments.lab.benchmarks.bench_report import FAILED, Section, write
 from experiments.lab.benchmarks.retrieval import latency
 from experiments.lab.benchmarks.scaling import TimedEmbedder
+from experiments.lab.reporting import log_progress
 from experiments.settings import portable
 from program.errors import SharpError
 
@@ -617,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help=f"comma-separated sections: {','.join(SECTIONS)}")
     ap.add_argument("--questions", type=int, default=None, help="questions per system (and at most as many replayed)")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_progress()
     only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
     sizes = QUICK if args.quick else FULL
     if args.questions is not None:
