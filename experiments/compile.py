@@ -153,7 +153,12 @@ def _compile_critic(
         records = replay.record(student, questions, path, job.threads, critique=job.critic_reads)
     replay.check_reading(records.values(), student)
     fit_cases, held_cases = draft_cases(records, trainset), draft_cases(records, valset)
-    log.info("answer critic: %d train drafts (%d questions), %d held-out drafts", len(fit_cases), len(trainset), len(held_cases))
+    log.info(
+        "answer critic: %d train drafts (%d questions), %d held-out drafts",
+        len(fit_cases),
+        len(trainset),
+        len(held_cases),
+    )
     fitted = fit_answer_critic(fit_cases, held_cases, {**job.calibrator_fitted_on, "recording": path.name}, job.seed)
     with shared_retriever(student):
         program = student.deepcopy()
@@ -161,7 +166,13 @@ def _compile_critic(
     gate = fitted["gate"].with_info(threshold=fitted["threshold"], held_out=_numbers(rep.get("gate")))
     judge = fitted["judge"].with_info(held_out=_numbers(rep.get("judge"))) if fitted["judge"] is not None else None
     program.config = program.config.replace(gate=gate, judge=judge, accept_threshold=fitted["threshold"])
-    no_calls = {"lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "recording": ledger.summary()}
+    no_calls = {
+        "lm_calls": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "seconds": 0.0,
+        "recording": ledger.summary(),
+    }
     result = CompileResult(program, "answer-critic", {"recording": str(path)}, no_calls, 0.0)
     info = {
         "recording": str(path),
@@ -217,73 +228,27 @@ def run_compile(
     """
     trainset, valset = list(trainset), list(valset)
     selectset = valset if selectset is None else list(selectset)
-    if not valset:
-        raise ConfigError("the validation split is empty: compile evaluates before and after on it (--n-val)")
-    if job.target == "program":
-        check_sizes(job.optimizer, len(trainset), len(valset))
-    elif len(trainset) < 2:
-        raise ConfigError(
-            f"critic compilation fits on the drafts of the train split: give it at least 2 questions, got {len(trainset)}"
-        )
+    _check_splits(job, trainset, valset)
     save = save or SaveInfo()
     out_dir = out_dir / job.program_name
     if task_lm is None:
         task_lm = next((p.lm for _, p in student.named_predictors() if p.lm is not None), None)
-    run_params = {
-        "system": job.system,
-        "optimizer": job.optimizer,
-        "target": job.target,
-        "metric": job.metric,
-        "metric_threshold": job.threshold(),
-        "seed": job.seed,
-        "critic_reads": job.critic_reads,
-        "freeze": ",".join(job.freeze) or "-",
-        "n_train": len(trainset),
-        "n_val": len(valset),
-        "n_select": len(selectset),
-        "select_is_val": selectset == valset,
-        "data_hash": data_hash(trainset, valset, selectset),
-        "opt": job.optimizer_settings,
-        "config": student.config.model_dump(mode="json") if hasattr(student, "config") else {},
-        **(params or {}),
-    }
+    run_params = _run_params(job, student, trainset, valset, selectset, params)
     tags = {"kind": "compile", "system": job.system, "optimizer": job.optimizer, "target": job.target}
     with tracking.run(f"compile {job.program_name}", params=run_params, tags=tags) as active:
         import mlflow
 
         if save.lm:
             tracking.log_json(save.lm, "lm_config.json")
-        critic_info: dict = {}
         if job.target == "program":
-            before = _evaluate(student, valset, out_dir, "before", job.threads)
-            tracking.log_eval(before, "before.")
-            result = compile_program(
-                student,
-                job.optimizer,
-                trainset,
-                selectset,
-                metric=ANSWER_METRICS[job.metric],
-                feedback_metric=answer_feedback_metric(job.metric),
-                proposer_lm=proposer_lm,
-                task_lm=task_lm,
-                overrides=job.optimizer_settings,
-                metric_threshold=job.threshold(),
-                seed=job.seed,
-                freeze=job.freeze,
+            compiled, result, before, after = _compile_whole_program(
+                job, student, trainset, valset, selectset, out_dir, proposer_lm, task_lm
             )
-            compiled = result.program
+            critic_info: dict = {}
         else:
-            compiled, result, critic_info = _compile_critic(job, student, trainset, valset, out_dir / "replay")
-            records = critic_info.pop("records")
-            # before and after on the held-out questions by replay of the same recording: exact, no LM call
-            before = replay.score(records, valset, student.config)
-            tracking.log_eval(before, "before.")
-            after = replay.score(records, valset, compiled.config)
-            _log_critic(critic_info)
-        mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
-        mlflow.log_metrics(tracking.numeric(result.cost, "compile."))
-        if job.target == "program":
-            after = _evaluate(compiled, valset, out_dir, "after", job.threads)
+            compiled, result, before, after, critic_info = _compile_answer_critic(
+                job, student, trainset, valset, out_dir
+            )
         tracking.log_eval(after, "after.")
         gains = {
             k: after.metrics[k] - before.metrics[k]
@@ -323,6 +288,99 @@ def run_compile(
             critic=critic_info,
             module=compiled,
         )
+
+
+def _check_splits(job: CompileJob, trainset: list, valset: list) -> None:
+    if not valset:
+        raise ConfigError("the validation split is empty: compile evaluates before and after on it (--n-val)")
+    if job.target == "program":
+        check_sizes(job.optimizer, len(trainset), len(valset))
+    elif len(trainset) < 2:
+        raise ConfigError(
+            f"critic compilation fits on the drafts of the train split: give it at least 2 questions, got {len(trainset)}"
+        )
+
+
+def _run_params(
+    job: CompileJob, student: dspy.Module, trainset: list, valset: list, selectset: list, params: dict | None
+) -> dict:
+    """The compile run's MLflow params: the job, the split sizes and their digest, the student's config."""
+    return {
+        "system": job.system,
+        "optimizer": job.optimizer,
+        "target": job.target,
+        "metric": job.metric,
+        "metric_threshold": job.threshold(),
+        "seed": job.seed,
+        "critic_reads": job.critic_reads,
+        "freeze": ",".join(job.freeze) or "-",
+        "n_train": len(trainset),
+        "n_val": len(valset),
+        "n_select": len(selectset),
+        "select_is_val": selectset == valset,
+        "data_hash": data_hash(trainset, valset, selectset),
+        "opt": job.optimizer_settings,
+        "config": student.config.model_dump(mode="json") if hasattr(student, "config") else {},
+        **(params or {}),
+    }
+
+
+def _compile_whole_program(
+    job: CompileJob,
+    student: dspy.Module,
+    trainset: list,
+    valset: list,
+    selectset: list,
+    out_dir: Path,
+    proposer_lm: Any,
+    task_lm: Any,
+) -> tuple[dspy.Module, CompileResult, EvalResult, EvalResult]:
+    """--target program: evaluate ``student`` live on ``valset`` (logged), compile it with the job's optimizer
+    on ``trainset`` (candidates chosen on ``selectset``), log what the optimizer used and spent, evaluate the
+    compiled program live. (compiled, result, before, after)."""
+    before = _evaluate(student, valset, out_dir, "before", job.threads)
+    tracking.log_eval(before, "before.")
+    result = compile_program(
+        student,
+        job.optimizer,
+        trainset,
+        selectset,
+        metric=ANSWER_METRICS[job.metric],
+        feedback_metric=answer_feedback_metric(job.metric),
+        proposer_lm=proposer_lm,
+        task_lm=task_lm,
+        overrides=job.optimizer_settings,
+        metric_threshold=job.threshold(),
+        seed=job.seed,
+        freeze=job.freeze,
+    )
+    _log_compile_result(result)
+    after = _evaluate(result.program, valset, out_dir, "after", job.threads)
+    return result.program, result, before, after
+
+
+def _compile_answer_critic(
+    job: CompileJob, student: dspy.Module, trainset: list, valset: list, out_dir: Path
+) -> tuple[dspy.Module, CompileResult, EvalResult, EvalResult, dict]:
+    """--target critic: fit the answer critic (:func:`_compile_critic`), score before and after on the held-out
+    questions by replay of the same recording (exact, no LM call), log its report. (compiled, result, before,
+    after, the critic's report)."""
+    compiled, result, critic_info = _compile_critic(job, student, trainset, valset, out_dir / "replay")
+    records = critic_info.pop("records")
+    before = replay.score(records, valset, student.config)
+    tracking.log_eval(before, "before.")
+    after = replay.score(records, valset, compiled.config)
+    _log_critic(critic_info)
+    _log_compile_result(result)
+    return compiled, result, before, after, critic_info
+
+
+def _log_compile_result(result: CompileResult) -> None:
+    """What the optimizer used (params ``opt_used.*``) and spent (metrics ``compile.*``)."""
+    import mlflow
+
+    mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
+    mlflow.log_metrics(tracking.numeric(result.cost, "compile."))
 
 
 def _headline(result: EvalResult) -> dict:
