@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import dspy
 
@@ -95,6 +95,18 @@ class SaveInfo:
     index_manifest: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
 
+    def save(self, path: Path, program: dspy.Module, system: str, **meta: Any) -> Path:
+        """Save ``program`` at ``path`` with these records, its meta this one's and ``meta``."""
+        return save_program(
+            path,
+            program,
+            system,
+            retriever=dict(self.retriever),
+            lm=self.lm,
+            index_manifest=self.index_manifest,
+            meta={**self.meta, **meta},
+        )
+
 
 @dataclass
 class CompileOutcome:
@@ -105,6 +117,17 @@ class CompileOutcome:
     cost: dict
     critic: dict = field(default_factory=dict)
     module: Any = None  # the compiled program itself (what was saved)
+
+
+class _Compiled(NamedTuple):
+    """What a compile made: the program, what the optimizer did, the scores before and after, the critic's
+    report (--target critic)."""
+
+    program: dspy.Module
+    result: CompileResult
+    before: EvalResult
+    after: EvalResult
+    critic: dict
 
 
 def data_hash(*splits: Sequence[Any]) -> str:
@@ -231,8 +254,6 @@ def run_compile(
     _check_splits(job, trainset, valset)
     save = save or SaveInfo()
     out_dir = out_dir / job.program_name
-    if task_lm is None:
-        task_lm = next((p.lm for _, p in student.named_predictors() if p.lm is not None), None)
     run_params = _run_params(job, student, trainset, valset, selectset, params)
     tags = {"kind": "compile", "system": job.system, "optimizer": job.optimizer, "target": job.target}
     with tracking.run(f"compile {job.program_name}", params=run_params, tags=tags) as active:
@@ -241,53 +262,44 @@ def run_compile(
         if save.lm:
             tracking.log_json(save.lm, "lm_config.json")
         if job.target == "program":
-            compiled, result, before, after = _compile_whole_program(
-                job, student, trainset, valset, selectset, out_dir, proposer_lm, task_lm
-            )
-            critic_info: dict = {}
+            done = _compile_whole_program(job, student, trainset, valset, selectset, out_dir, proposer_lm, task_lm)
         else:
-            compiled, result, before, after, critic_info = _compile_answer_critic(
-                job, student, trainset, valset, out_dir
-            )
-        tracking.log_eval(after, "after.")
-        gains = {
-            k: after.metrics[k] - before.metrics[k]
-            for k in ("em", "f1", "all_gold", "recall")
-            if after.metrics.get(k) is not None and before.metrics.get(k) is not None
-        }
-        mlflow.log_metrics(tracking.numeric(gains, "gain."))
-        meta = {
-            **save.meta,
-            "run_id": active.info.run_id,
-            "optimizer": job.optimizer,
-            "target": job.target,
-            "metric": job.metric,
-            "n_train": len(trainset),
-            "n_val": len(valset),
-            "data_hash": run_params["data_hash"],
-            "before": _headline(before),
-            "after": _headline(after),
-        }
-        path = save_program(
-            programs_dir / f"{job.program_name}.json",
-            compiled,
-            job.system,
-            retriever=save.retriever,
-            lm=save.lm,
-            index_manifest=save.index_manifest,
-            meta=meta,
+            done = _compile_answer_critic(job, student, trainset, valset, out_dir)
+        tracking.log_eval(done.after, "after.")
+        mlflow.log_metrics(tracking.numeric(_gains(done.before, done.after), "gain."))
+        return _save_compiled(
+            job, done, programs_dir / f"{job.program_name}.json", save, active.info.run_id, run_params
         )
-        _log_program(path, compiled, result)
-        log.info("saved %s (F1 %.3f -> %.3f)", path, before.metrics["f1"] or 0, after.metrics["f1"] or 0)
-        return CompileOutcome(
-            path=path,
-            run_id=active.info.run_id,
-            before=before.metrics,
-            after=after.metrics,
-            cost=result.cost,
-            critic=critic_info,
-            module=compiled,
-        )
+
+
+def _save_compiled(
+    job: CompileJob, done: _Compiled, path: Path, save: SaveInfo, run_id: str, run_params: dict
+) -> CompileOutcome:
+    """Save the compiled program (its meta: the run, the job, the splits' sizes and digest as the run records
+    them, the before and after headlines), log it with its prompts and what the optimizer used, and say what
+    came out."""
+    path = save.save(
+        path,
+        done.program,
+        job.system,
+        run_id=run_id,
+        **{k: run_params[k] for k in ("optimizer", "target", "metric", "n_train", "n_val", "data_hash")},
+        before=_headline(done.before),
+        after=_headline(done.after),
+    )
+    _log_program(path, done.program, done.result)
+    before, after = done.before.metrics, done.after.metrics
+    log.info("saved %s (F1 %.3f -> %.3f)", path, before["f1"] or 0, after["f1"] or 0)
+    return CompileOutcome(path, run_id, before, after, done.result.cost, done.critic, done.program)
+
+
+def _gains(before: EvalResult, after: EvalResult) -> dict:
+    """After less before, of the answer and evidence metrics both have."""
+    return {
+        k: after.metrics[k] - before.metrics[k]
+        for k in ("em", "f1", "all_gold", "recall")
+        if after.metrics.get(k) is not None and before.metrics.get(k) is not None
+    }
 
 
 def _check_splits(job: CompileJob, trainset: list, valset: list) -> None:
@@ -334,10 +346,12 @@ def _compile_whole_program(
     out_dir: Path,
     proposer_lm: Any,
     task_lm: Any,
-) -> tuple[dspy.Module, CompileResult, EvalResult, EvalResult]:
+) -> _Compiled:
     """--target program: evaluate ``student`` live on ``valset`` (logged), compile it with the job's optimizer
-    on ``trainset`` (candidates chosen on ``selectset``), log what the optimizer used and spent, evaluate the
-    compiled program live. (compiled, result, before, after)."""
+    on ``trainset`` (candidates chosen on ``selectset``; the task LM by default the student's), log what the
+    optimizer used and spent, evaluate the compiled program live."""
+    if task_lm is None:
+        task_lm = next((p.lm for _, p in student.named_predictors() if p.lm is not None), None)
     before = _evaluate(student, valset, out_dir, "before", job.threads)
     tracking.log_eval(before, "before.")
     result = compile_program(
@@ -356,15 +370,14 @@ def _compile_whole_program(
     )
     _log_compile_result(result)
     after = _evaluate(result.program, valset, out_dir, "after", job.threads)
-    return result.program, result, before, after
+    return _Compiled(result.program, result, before, after, {})
 
 
 def _compile_answer_critic(
     job: CompileJob, student: dspy.Module, trainset: list, valset: list, out_dir: Path
-) -> tuple[dspy.Module, CompileResult, EvalResult, EvalResult, dict]:
+) -> _Compiled:
     """--target critic: fit the answer critic (:func:`_compile_critic`), score before and after on the held-out
-    questions by replay of the same recording (exact, no LM call), log its report. (compiled, result, before,
-    after, the critic's report)."""
+    questions by replay of the same recording (exact, no LM call), log its report."""
     compiled, result, critic_info = _compile_critic(job, student, trainset, valset, out_dir / "replay")
     records = critic_info.pop("records")
     before = replay.score(records, valset, student.config)
@@ -372,7 +385,7 @@ def _compile_answer_critic(
     after = replay.score(records, valset, compiled.config)
     _log_critic(critic_info)
     _log_compile_result(result)
-    return compiled, result, before, after, critic_info
+    return _Compiled(compiled, result, before, after, critic_info)
 
 
 def _log_compile_result(result: CompileResult) -> None:

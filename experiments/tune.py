@@ -42,7 +42,6 @@ from optimize.tune import (
     run_study,
 )
 from program.errors import ConfigError
-from program.saved import save_program
 from program.sharp import SharpRAG
 from program.systems.modes import retriever_overrides
 
@@ -244,52 +243,40 @@ def run_tune(
     objective = get_objective(job.objective)
     storage = job.storage or default_storage(workspace)
     study = open_study(storage, study_name, objective, seed=job.seed)
-    save = save or SaveInfo()
     enqueue_baseline(study, job.space, params_of(base.config))
     record_path = job.recording or workspace / "replay" / f"{replay.reading_key(base, examples, key_extra)}.jsonl"
     scorer = ReplayScorer(
         base, examples, record_path, job.threads, job.space.needs_critic, job.cost_weight, job.max_calls
     )
-    tuner = Tuner(job.space, objective, scorer)
     run_params = _run_params(job, base, examples, study_name, storage, record_path, params)
     tags = {"kind": "tune", "study": study_name, "objective": job.objective}
     with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:
-        ran = run_study(study, tuner, job.n_trials, callbacks=[_trial_logger(job.space)])
+        ran = run_study(study, Tuner(job.space, objective, scorer), job.n_trials, callbacks=[_trial_logger(job.space)])
         log.info("study %s: %d trials run now, %d finished in all", study_name, ran, finished_trials(study))
         best = best_trial(study, objective)
-        best_params = full_params(best, job.space)
-        best_metrics = dict(best.user_attrs.get("metrics") or {})
-        findings = _log_findings(study, objective, job, scorer, best_params, best_metrics)
-        meta = {
-            **save.meta,
-            "run_id": active.info.run_id,
-            "study": study_name,
-            "storage": redact_url(storage),
-            "objective": job.objective,
-            "best_params": best_params,
-            "best_values": list(best.values),
-        }
-        path = _save_tuned(scorer.program_for(best_params), workspace / "programs" / f"{study_name}.json", save, meta)
         report = {
             "study": study_name,
             "storage": redact_url(storage),
             "objective": job.objective,
-            **_study_report(study, objective, job.space, ran, best, best_metrics),
-            **findings,
+            **_study_report(study, objective, job.space, ran, best),
         }
+        found = report["best"]
+        report.update(_log_findings(study, objective, job, scorer, found["params"], found["metrics"]))
+        program = scorer.program_for(found["params"])
+        path = _save_tuned(program, workspace / "programs" / f"{study_name}.json", save, active.info.run_id, report)
         tracking.log_json(report, "tune_report.json")
         return TuneOutcome(
             study=study_name,
             storage=storage,
             run_id=active.info.run_id,
-            best_params=best_params,
+            best_params=found["params"],
             best_values=list(best.values),
             path=path,
             trials_run=ran,
-            speedup=findings["replay"],
-            verify=findings["verify"],
-            baseline=findings["baseline"],
-            best_metrics=best_metrics,
+            speedup=report["replay"],
+            verify=report["verify"],
+            baseline=report["baseline"],
+            best_metrics=found["metrics"],
         )
 
 
@@ -351,33 +338,35 @@ def _log_findings(
     return {"replay": speed, "verify": verify, "baseline": baseline, "plots": plots}
 
 
-def _study_report(
-    study: Any, objective: Objective, space: SearchSpace, ran: int, best: Any, best_metrics: dict
-) -> dict:
-    """The trials: how many finished and ran now, the best, and the Pareto front (or the best alone)."""
-    best_params = full_params(best, space)
+def _study_report(study: Any, objective: Objective, space: SearchSpace, ran: int, best: Any) -> dict:
+    """The trials: how many finished and ran now, the best (its params and metrics), and the Pareto front (or
+    the best alone)."""
     front = [
         {"number": t.number, "values": t.values, "params": full_params(t, space)}
         for t in (study.best_trials if objective.multi else [best])
     ]
+    metrics = dict(best.user_attrs.get("metrics") or {})
     return {
         "trials_finished": len([t for t in study.trials if t.values is not None]),
         "trials_run_now": ran,
-        "best": {"number": best.number, "values": best.values, "params": best_params, "metrics": best_metrics},
+        "best": {"number": best.number, "values": best.values, "params": full_params(best, space), "metrics": metrics},
         ("pareto_front" if objective.multi else "best_trials"): front,
     }
 
 
-def _save_tuned(program: SharpRAG, path: Path, save: SaveInfo, meta: dict) -> Path:
-    """Save the tuned program (with the base's retriever, LM and index records) and log it as an artifact."""
-    path = save_program(
+def _save_tuned(program: SharpRAG, path: Path, save: SaveInfo | None, run_id: str, report: dict) -> Path:
+    """Save the tuned program (with the base's retriever, LM and index records, and the study's best in its
+    meta) and log it as an artifact."""
+    path = (save or SaveInfo()).save(
         path,
         program,
         SharpRAG.SYSTEM,
-        retriever=dict(save.retriever),
-        lm=save.lm,
-        index_manifest=save.index_manifest,
-        meta=meta,
+        run_id=run_id,
+        study=report["study"],
+        storage=report["storage"],
+        objective=report["objective"],
+        best_params=report["best"]["params"],
+        best_values=list(report["best"]["values"]),
     )
     tracking.log_file(path, "program")
     return path
