@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import dspy
 
@@ -95,6 +95,18 @@ class SaveInfo:
     index_manifest: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
 
+    def save(self, path: Path, program: dspy.Module, system: str, **meta: Any) -> Path:
+        """Save ``program`` at ``path`` with these records, its meta this one's and ``meta``."""
+        return save_program(
+            path,
+            program,
+            system,
+            retriever=dict(self.retriever),
+            lm=self.lm,
+            index_manifest=self.index_manifest,
+            meta={**self.meta, **meta},
+        )
+
 
 @dataclass
 class CompileOutcome:
@@ -105,6 +117,17 @@ class CompileOutcome:
     cost: dict
     critic: dict = field(default_factory=dict)
     module: Any = None  # the compiled program itself (what was saved)
+
+
+class _Compiled(NamedTuple):
+    """What a compile made: the program, what the optimizer did, the scores before and after, the critic's
+    report (--target critic)."""
+
+    program: dspy.Module
+    result: CompileResult
+    before: EvalResult
+    after: EvalResult
+    critic: dict
 
 
 def data_hash(*splits: Sequence[Any]) -> str:
@@ -230,6 +253,58 @@ def run_compile(
     """
     trainset, valset = list(trainset), list(valset)
     selectset = valset if selectset is None else list(selectset)
+    _check_splits(job, student, trainset, valset)
+    save = save or SaveInfo()
+    out_dir = out_dir / job.program_name
+    run_params = _run_params(job, student, trainset, valset, selectset, params)
+    tags = {"kind": "compile", "system": job.system, "optimizer": job.optimizer, "target": job.target}
+    with tracking.run(f"compile {job.program_name}", params=run_params, tags=tags) as active:
+        import mlflow
+
+        if save.lm:
+            tracking.log_json(save.lm, "lm_config.json")
+        if job.target == "program":
+            done = _compile_whole_program(job, student, trainset, valset, selectset, out_dir, proposer_lm, task_lm)
+        else:
+            done = _compile_answer_critic(job, student, trainset, valset, out_dir)
+        tracking.log_eval(done.after, "after.")
+        mlflow.log_metrics(tracking.numeric(_gains(done.before, done.after), "gain."))
+        return _save_compiled(
+            job, done, programs_dir / f"{job.program_name}.json", save, active.info.run_id, run_params
+        )
+
+
+def _save_compiled(
+    job: CompileJob, done: _Compiled, path: Path, save: SaveInfo, run_id: str, run_params: dict
+) -> CompileOutcome:
+    """Save the compiled program (its meta: the run, the job, the splits' sizes and digest as the run records
+    them, the before and after headlines), log it with its prompts and what the optimizer used, and say what
+    came out."""
+    path = save.save(
+        path,
+        done.program,
+        job.system,
+        run_id=run_id,
+        **{k: run_params[k] for k in ("optimizer", "target", "metric", "n_train", "n_val", "data_hash")},
+        before=_headline(done.before),
+        after=_headline(done.after),
+    )
+    _log_program(path, done.program, done.result)
+    before, after = done.before.metrics, done.after.metrics
+    log.info("saved %s (F1 %.3f -> %.3f)", path, before["f1"] or 0, after["f1"] or 0)
+    return CompileOutcome(path, run_id, before, after, done.result.cost, done.critic, done.program)
+
+
+def _gains(before: EvalResult, after: EvalResult) -> dict:
+    """After less before, of the answer and evidence metrics both have."""
+    return {
+        k: after.metrics[k] - before.metrics[k]
+        for k in ("em", "f1", "all_gold", "recall")
+        if after.metrics.get(k) is not None and before.metrics.get(k) is not None
+    }
+
+
+def _check_splits(job: CompileJob, student: dspy.Module, trainset: list, valset: list) -> None:
     if not valset:
         raise ConfigError("the validation split is empty: compile evaluates before and after on it (--n-val)")
     if job.target == "program":
@@ -238,16 +313,22 @@ def run_compile(
         raise ConfigError(
             f"critic compilation fits on the drafts of the train split: give it at least 2 questions, got {len(trainset)}"
         )
-    elif not job.critic_reads and getattr(getattr(student, "config", None), "critic", "off") != "off":
+    if (
+        job.target == "critic"
+        and not job.critic_reads
+        and getattr(getattr(student, "config", None), "critic", "off") != "off"
+    ):
         raise ConfigError(
             f"the critic reads no recorded round (critic_reads off), but the program asks it (critic="
             f"{student.config.critic!r}): its rounds could not be replayed; set critic=off or let the critic read"
         )
-    save = save or SaveInfo()
-    out_dir = out_dir / job.program_name
-    if task_lm is None:
-        task_lm = next((p.lm for _, p in student.named_predictors() if p.lm is not None), None)
-    run_params = {
+
+
+def _run_params(
+    job: CompileJob, student: dspy.Module, trainset: list, valset: list, selectset: list, params: dict | None
+) -> dict:
+    """The compile run's MLflow params: the job, the split sizes and their digest, the student's config."""
+    return {
         "system": job.system,
         "optimizer": job.optimizer,
         "target": job.target,
@@ -265,88 +346,73 @@ def run_compile(
         "config": student.config.model_dump(mode="json") if hasattr(student, "config") else {},
         **(params or {}),
     }
-    tags = {"kind": "compile", "system": job.system, "optimizer": job.optimizer, "target": job.target}
-    with tracking.run(f"compile {job.program_name}", params=run_params, tags=tags) as active:
-        import mlflow
 
-        if save.lm:
-            tracking.log_json(save.lm, "lm_config.json")
-        critic_info: dict = {}
-        if job.target == "program":
-            before = _evaluate(student, valset, out_dir, "before", job.threads)
-            tracking.log_eval(before, "before.")
-            result = compile_program(
-                student,
-                job.optimizer,
-                trainset,
-                selectset,
-                metric=ANSWER_METRICS[job.metric],
-                feedback_metric=answer_feedback_metric(job.metric),
-                proposer_lm=proposer_lm,
-                task_lm=task_lm,
-                overrides=job.optimizer_settings,
-                metric_threshold=job.threshold(),
-                seed=job.seed,
-                freeze=job.freeze,
-            )
-            compiled = result.program
-        else:
-            compiled, result, critic_info = _compile_critic(job, student, trainset, valset, out_dir / "replay")
-            records = critic_info.pop("records")
-            # before and after on the held-out questions by replay of the same recording: exact, no LM call (a
-            # policy that asks the critic is replayed without it where the recording holds no critiques)
-            critiqued = all(records[ex.id].get("critiqued", True) for ex in valset if ex.id in records)
-            before_policy, after_policy = student.config, compiled.config
-            if not critiqued:
-                before_policy, after_policy = before_policy.replace(critic="off"), after_policy.replace(critic="off")
-                mlflow.set_tag("critic.replayed_off", "the held-out recording has no critiques")
-            before = replay.score(records, valset, before_policy)
-            tracking.log_eval(before, "before.")
-            after = replay.score(records, valset, after_policy)
-            _log_critic(critic_info)
-        mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
-        mlflow.log_metrics(tracking.numeric(result.cost, "compile."))
-        if job.target == "program":
-            after = _evaluate(compiled, valset, out_dir, "after", job.threads)
-        tracking.log_eval(after, "after.")
-        gains = {
-            k: after.metrics[k] - before.metrics[k]
-            for k in ("em", "f1", "all_gold", "recall")
-            if after.metrics.get(k) is not None and before.metrics.get(k) is not None
-        }
-        mlflow.log_metrics(tracking.numeric(gains, "gain."))
-        meta = {
-            **save.meta,
-            "run_id": active.info.run_id,
-            "optimizer": job.optimizer,
-            "target": job.target,
-            "metric": job.metric,
-            "n_train": len(trainset),
-            "n_val": len(valset),
-            "data_hash": run_params["data_hash"],
-            "before": _headline(before),
-            "after": _headline(after),
-        }
-        path = save_program(
-            programs_dir / f"{job.program_name}.json",
-            compiled,
-            job.system,
-            retriever=save.retriever,
-            lm=save.lm,
-            index_manifest=save.index_manifest,
-            meta=meta,
-        )
-        _log_program(path, compiled, result)
-        log.info("saved %s (F1 %.3f -> %.3f)", path, before.metrics["f1"] or 0, after.metrics["f1"] or 0)
-        return CompileOutcome(
-            path=path,
-            run_id=active.info.run_id,
-            before=before.metrics,
-            after=after.metrics,
-            cost=result.cost,
-            critic=critic_info,
-            module=compiled,
-        )
+
+def _compile_whole_program(
+    job: CompileJob,
+    student: dspy.Module,
+    trainset: list,
+    valset: list,
+    selectset: list,
+    out_dir: Path,
+    proposer_lm: Any,
+    task_lm: Any,
+) -> _Compiled:
+    """--target program: evaluate ``student`` live on ``valset`` (logged), compile it with the job's optimizer
+    on ``trainset`` (candidates chosen on ``selectset``; the task LM by default the student's), log what the
+    optimizer used and spent, evaluate the compiled program live."""
+    if task_lm is None:
+        task_lm = next((p.lm for _, p in student.named_predictors() if p.lm is not None), None)
+    before = _evaluate(student, valset, out_dir, "before", job.threads)
+    tracking.log_eval(before, "before.")
+    result = compile_program(
+        student,
+        job.optimizer,
+        trainset,
+        selectset,
+        metric=ANSWER_METRICS[job.metric],
+        feedback_metric=answer_feedback_metric(job.metric),
+        proposer_lm=proposer_lm,
+        task_lm=task_lm,
+        overrides=job.optimizer_settings,
+        metric_threshold=job.threshold(),
+        seed=job.seed,
+        freeze=job.freeze,
+    )
+    _log_compile_result(result)
+    after = _evaluate(result.program, valset, out_dir, "after", job.threads)
+    return _Compiled(result.program, result, before, after, {})
+
+
+def _compile_answer_critic(
+    job: CompileJob, student: dspy.Module, trainset: list, valset: list, out_dir: Path
+) -> _Compiled:
+    """--target critic: fit the answer critic (:func:`_compile_critic`), score before and after on the held-out
+    questions by replay of the same recording (exact, no LM call), log its report."""
+    import mlflow
+
+    compiled, result, critic_info = _compile_critic(job, student, trainset, valset, out_dir / "replay")
+    records = critic_info.pop("records")
+    # a policy that asks the critic is replayed without it where the held-out recording holds no critiques
+    critiqued = all(records[ex.id].get("critiqued", True) for ex in valset if ex.id in records)
+    before_policy, after_policy = student.config, compiled.config
+    if not critiqued:
+        before_policy, after_policy = before_policy.replace(critic="off"), after_policy.replace(critic="off")
+        mlflow.set_tag("critic.replayed_off", "the held-out recording has no critiques")
+    before = replay.score(records, valset, before_policy)
+    tracking.log_eval(before, "before.")
+    after = replay.score(records, valset, after_policy)
+    _log_critic(critic_info)
+    _log_compile_result(result)
+    return _Compiled(compiled, result, before, after, critic_info)
+
+
+def _log_compile_result(result: CompileResult) -> None:
+    """What the optimizer used (params ``opt_used.*``) and spent (metrics ``compile.*``)."""
+    import mlflow
+
+    mlflow.log_params(tracking.flatten({"opt_used": result.settings}))
+    mlflow.log_metrics(tracking.numeric(result.cost, "compile."))
 
 
 def _headline(result: EvalResult) -> dict:

@@ -218,26 +218,30 @@ def mlflow_name(name: str) -> str:
     return re.sub(r"[^\w\-. :/]", "_", name.replace("@", "_at_"))
 
 
-def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    out: dict[str, str] = {}
+def _leaves(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted name, value) of every value of a nested mapping that is not itself a mapping."""
     for key, value in values.items():
-        name = f"{prefix}{mlflow_name(str(key))}"
+        name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            out.update(flatten(value, name + "."))
+            yield from _leaves(value, name + ".")
         else:
-            text = json.dumps(value, default=str) if isinstance(value, (list, tuple)) else str(value)
-            out[name] = text[:PARAM_MAX]
+            yield name, value
+
+
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """A (nested) settings dict as MLflow params: dotted names, lists as JSON, every value cut to PARAM_MAX."""
+    out: dict[str, str] = {}
+    for name, value in _leaves(values, prefix):
+        text = json.dumps(value, default=str) if isinstance(value, (list, tuple)) else str(value)
+        out[mlflow_name(name)] = text[:PARAM_MAX]
     return out
 
 
 def numeric(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     """The finite numbers of a (nested) metrics dict; CI pairs become _lo/_hi."""
     out: dict[str, float] = {}
-    for key, value in metrics.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(numeric(value, name + "."))
-        elif isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+    for name, value in _leaves(metrics, prefix):
+        if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
             out[name + "_lo"], out[name + "_hi"] = float(value[0]), float(value[1])
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             out[name] = float(value)

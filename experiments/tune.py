@@ -42,7 +42,6 @@ from optimize.tune import (
     run_study,
 )
 from program.errors import ConfigError
-from program.saved import save_program
 from program.sharp import SharpRAG
 from program.systems.modes import retriever_overrides
 
@@ -106,7 +105,9 @@ class ReplayScorer:
         max_calls: float | None = None,
     ):
         if not isinstance(base, SharpRAG):
-            raise ConfigError(f"tuning replays SHARP's repair loop; {type(base).__name__} has none (use --system sharp)")
+            raise ConfigError(
+                f"tuning replays SHARP's repair loop; {type(base).__name__} has none (use --system sharp)"
+            )
         self.base, self.examples, self.record_path, self.threads = base, list(examples), record_path, threads
         self.needs_critic, self.cost_weight, self.max_calls = needs_critic, cost_weight, max_calls
         self.recording: dict[str, dict] | None = None
@@ -242,14 +243,54 @@ def run_tune(
     objective = get_objective(job.objective)
     storage = job.storage or default_storage(workspace)
     study = open_study(storage, study_name, objective, seed=job.seed)
-    save = save or SaveInfo()
     enqueue_baseline(study, job.space, params_of(base.config))
     record_path = job.recording or workspace / "replay" / f"{replay.reading_key(base, examples, key_extra)}.jsonl"
     scorer = ReplayScorer(
         base, examples, record_path, job.threads, job.space.needs_critic, job.cost_weight, job.max_calls
     )
-    tuner = Tuner(job.space, objective, scorer)
-    run_params = {
+    run_params = _run_params(job, base, examples, study_name, storage, record_path, params)
+    tags = {"kind": "tune", "study": study_name, "objective": job.objective}
+    with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:
+        ran = run_study(study, Tuner(job.space, objective, scorer), job.n_trials, callbacks=[_trial_logger(job.space)])
+        log.info("study %s: %d trials run now, %d finished in all", study_name, ran, finished_trials(study))
+        best = best_trial(study, objective)
+        report = {
+            "study": study_name,
+            "storage": redact_url(storage),
+            "objective": job.objective,
+            **_study_report(study, objective, job.space, ran, best),
+        }
+        found = report["best"]
+        report.update(_log_findings(study, objective, job, scorer, found["params"], found["metrics"]))
+        program = scorer.program_for(found["params"])
+        path = _save_tuned(program, workspace / "programs" / f"{study_name}.json", save, active.info.run_id, report)
+        tracking.log_json(report, "tune_report.json")
+        return TuneOutcome(
+            study=study_name,
+            storage=storage,
+            run_id=active.info.run_id,
+            best_params=found["params"],
+            best_values=list(best.values),
+            path=path,
+            trials_run=ran,
+            speedup=report["replay"],
+            verify=report["verify"],
+            baseline=report["baseline"],
+            best_metrics=found["metrics"],
+        )
+
+
+def _run_params(
+    job: TuneJob,
+    base: SharpRAG,
+    examples: Sequence[Any],
+    study_name: str,
+    storage: str,
+    record_path: Path,
+    params: dict | None,
+) -> dict:
+    """The tune run's MLflow params: the job, the study, the questions' digest, the base config, the recording."""
+    return {
         "objective": job.objective,
         "n_trials": job.n_trials,
         "study": study_name,
@@ -264,87 +305,71 @@ def run_tune(
         "max_calls": job.max_calls,
         **(params or {}),
     }
-    tags = {"kind": "tune", "study": study_name, "objective": job.objective}
-    with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:
-        import mlflow
 
-        ran = run_study(study, tuner, job.n_trials, callbacks=[_trial_logger(job.space)])
-        log.info("study %s: %d trials run now, %d finished in all", study_name, ran, finished_trials(study))
-        best = best_trial(study, objective)
-        best_params = full_params(best, job.space)
-        mlflow.log_params(tracking.flatten(best_params, "best."))
-        mlflow.log_metrics(tracking.numeric(best.user_attrs.get("metrics") or {}, "best."))
-        speed = scorer.speedup()
-        mlflow.log_metrics(tracking.numeric(speed, "replay."))
-        start = baseline_trial(study)
-        baseline = (
-            {
-                "number": start.number,
-                "params": full_params(start, job.space),
-                "metrics": start.user_attrs.get("metrics") or {},
-            }
-            if start is not None
-            else {}
-        )
-        if baseline:
-            mlflow.log_metrics(tracking.numeric(baseline["metrics"], "default."))
-        plots = _log_plots(study, objective)
-        front = [
-            {"number": t.number, "values": t.values, "params": full_params(t, job.space)}
-            for t in (study.best_trials if objective.multi else [best])
-        ]
-        verify = _verify(scorer, best_params, best.user_attrs.get("metrics") or {}, job.threads) if job.verify else {}
-        if verify:
-            mlflow.log_metrics(tracking.numeric(verify, "verify."))
-        program = scorer.program_for(best_params)
-        retriever = dict(save.retriever)
-        meta = {
-            **save.meta,
-            "run_id": active.info.run_id,
-            "study": study_name,
-            "storage": redact_url(storage),
-            "objective": job.objective,
-            "best_params": best_params,
-            "best_values": list(best.values),
+
+def _log_findings(
+    study: Any, objective: Objective, job: TuneJob, scorer: ReplayScorer, best_params: dict, best_metrics: dict
+) -> dict:
+    """Log what the study found: the best trial (``best.*``), the replay's speed-up (``replay.*``), the
+    default config's trial (``default.*``), Optuna's plots and, with ``job.verify``, the best policy run live
+    (``verify.*``). Returns them for the report: replay, verify, baseline, plots."""
+    import mlflow
+
+    mlflow.log_params(tracking.flatten(best_params, "best."))
+    mlflow.log_metrics(tracking.numeric(best_metrics, "best."))
+    speed = scorer.speedup()
+    mlflow.log_metrics(tracking.numeric(speed, "replay."))
+    start = baseline_trial(study)
+    baseline = (
+        {
+            "number": start.number,
+            "params": full_params(start, job.space),
+            "metrics": start.user_attrs.get("metrics") or {},
         }
-        path = save_program(
-            workspace / "programs" / f"{study_name}.json",
-            program,
-            SharpRAG.SYSTEM,
-            retriever=retriever,
-            lm=save.lm,
-            index_manifest=save.index_manifest,
-            meta=meta,
-        )
-        tracking.log_file(path, "program")
-        best_metrics = dict(best.user_attrs.get("metrics") or {})
-        report = {
-            "study": study_name,
-            "storage": redact_url(storage),
-            "objective": job.objective,
-            "trials_finished": len([t for t in study.trials if t.values is not None]),
-            "trials_run_now": ran,
-            "best": {"number": best.number, "values": best.values, "params": best_params, "metrics": best_metrics},
-            ("pareto_front" if objective.multi else "best_trials"): front,
-            "replay": speed,
-            "verify": verify,
-            "baseline": baseline,
-            "plots": plots,
-        }
-        tracking.log_json(report, "tune_report.json")
-        return TuneOutcome(
-            study=study_name,
-            storage=storage,
-            run_id=active.info.run_id,
-            best_params=best_params,
-            best_values=list(best.values),
-            path=path,
-            trials_run=ran,
-            speedup=speed,
-            verify=verify,
-            baseline=baseline,
-            best_metrics=best_metrics,
-        )
+        if start is not None
+        else {}
+    )
+    if baseline:
+        mlflow.log_metrics(tracking.numeric(baseline["metrics"], "default."))
+    plots = _log_plots(study, objective)
+    verify = _verify(scorer, best_params, best_metrics, job.threads) if job.verify else {}
+    if verify:
+        mlflow.log_metrics(tracking.numeric(verify, "verify."))
+    return {"replay": speed, "verify": verify, "baseline": baseline, "plots": plots}
+
+
+def _study_report(study: Any, objective: Objective, space: SearchSpace, ran: int, best: Any) -> dict:
+    """The trials: how many finished and ran now, the best (its params and metrics), and the Pareto front (or
+    the best alone)."""
+    front = [
+        {"number": t.number, "values": t.values, "params": full_params(t, space)}
+        for t in (study.best_trials if objective.multi else [best])
+    ]
+    metrics = dict(best.user_attrs.get("metrics") or {})
+    return {
+        "trials_finished": len([t for t in study.trials if t.values is not None]),
+        "trials_run_now": ran,
+        "best": {"number": best.number, "values": best.values, "params": full_params(best, space), "metrics": metrics},
+        ("pareto_front" if objective.multi else "best_trials"): front,
+    }
+
+
+def _save_tuned(program: SharpRAG, path: Path, save: SaveInfo | None, run_id: str, report: dict) -> Path:
+    """Save the tuned program (with the base's retriever, LM and index records, and the study's best in its
+    meta) and log it as an artifact."""
+    path = (save or SaveInfo()).save(
+        path,
+        program,
+        SharpRAG.SYSTEM,
+        run_id=run_id,
+        study=report["study"],
+        storage=report["storage"],
+        objective=report["objective"],
+        best_params=report["best"]["params"],
+        best_values=list(report["best"]["values"]),
+    )
+    tracking.log_file(path, "program")
+    return path
 
 
 def _verify(scorer: ReplayScorer, params: dict, replayed: dict, threads: int) -> dict:

@@ -11,7 +11,8 @@ from program.config import StrictConfig
 from program.generation import answer_from_evidence
 from program.retrieval.base import Retriever
 from program.signatures import GenerateAnswer
-from program.steps import finish, traced
+from program.steps import traced
+from program.systems.common import answered, retrieve
 
 
 class VanillaConfig(StrictConfig):
@@ -35,25 +36,8 @@ class VanillaRAG(dspy.Module):
 
     def forward(self, question: str) -> dspy.Prediction:
         with traced(question, self.config.max_question_chars) as (q, tr):
-            evidence = self.retriever.retrieve(q, self.config.k)
-            tr.add(
-                "retriever",
-                round=0,
-                k=self.config.k,
-                queries=[q],
-                retrieved_ids=[[p.id for p in evidence]],
-                new_ids=[p.id for p in evidence],
-            )
+            evidence = retrieve(self.retriever, q, self.config.k, tr)
             answer, cited = answer_from_evidence(
                 self.generator, q, evidence, self.config.passage_chars, tr, adapter=self.config.generator_adapter
             )
-        return finish(
-            self.SYSTEM,
-            tr,
-            answer=answer,
-            passages=evidence,
-            cited=cited,
-            sub_queries=[q],
-            queries=[q],
-            stop_reason="single_shot",
-        )
+        return answered(self.SYSTEM, tr, q, answer, evidence, cited, "single_shot")

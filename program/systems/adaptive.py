@@ -19,7 +19,7 @@ from program.sharp import SharpConfig, SharpRAG
 from program.signatures import AnswerClosedBook, ClassifyComplexity
 from program.steps import traced
 from program.systems.closed_book import closed_book_answer
-from program.systems.common import as_choice, finish, graded, retrieve
+from program.systems.common import answered, as_choice, finish, graded, retrieve
 
 ROUTES = ("no_retrieval", "single_step", "multi_step")
 Route = Literal["no_retrieval", "single_step", "multi_step"]
@@ -64,16 +64,7 @@ class AdaptiveRAG(SharpRAG):
                 answer, cited = answer_from_evidence(
                     self.generator, q, evidence, cfg.passage_chars, tr, adapter=cfg.generator_adapter
                 )
-                return finish(
-                    self.SYSTEM,
-                    tr,
-                    answer=answer,
-                    passages=evidence,
-                    cited=cited,
-                    sub_queries=[q],
-                    queries=[q],
-                    stop_reason="route_single_step",
-                )
+                return answered(self.SYSTEM, tr, q, answer, evidence, cited, "route_single_step")
             inner = super().forward(q)  # the SHARP loop, with its own budget; accounted in this tr.ledger too
             offset = len(tr.steps)
             tr.steps.extend([{**s, "step": offset + i} for i, s in enumerate(inner.trace)])

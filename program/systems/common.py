@@ -8,14 +8,14 @@ call (recorded too), so a weak model can never crash a question or loop without 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import dspy
 
 from program.parsing import as_bool, as_choice, as_score, as_text, items  # noqa: F401 - re-exported
 from program.retrieval.base import Retriever
-from program.steps import Tracer, finish  # noqa: F401 - re-exported
+from program.steps import Tracer, finish
 from program.types import Passage
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
@@ -29,6 +29,34 @@ def retrieve(
     ids = [p.id for p in found]
     tr.add(role, round=round_no, k=k, queries=[query], retrieved_ids=[ids], new_ids=ids, **info)
     return found
+
+
+def answered(
+    system: str,
+    tr: Tracer,
+    question: str,
+    answer: str,
+    evidence: Sequence[Passage],
+    cited: Sequence[str],
+    stop_reason: str,
+    queries: Sequence[str] = (),
+    retries: int | None = None,
+) -> dspy.Prediction:
+    """The prediction of a system that answered ``question`` from ``evidence``: its one sub-query is the
+    question; ``queries`` are the searches it made (the question alone when empty) and ``retries`` the searches
+    after the first unless given."""
+    queries = list(queries) or [question]
+    return finish(
+        system,
+        tr,
+        answer=answer,
+        passages=evidence,
+        cited=cited,
+        sub_queries=[question],
+        queries=queries,
+        retries=len(queries) - 1 if retries is None else retries,
+        stop_reason=stop_reason,
+    )
 
 
 def passage_text(p: Passage, chars: int) -> str:

@@ -25,9 +25,9 @@ from program.retrieval.base import Retriever
 from program.signatures import GenerateAnswer, RewriteQuery, ScoreRelevance, SelectStrips
 from program.steps import Budget, Tracer, traced
 from program.systems.common import (
+    answered,
     as_score,
     as_text,
-    finish,
     graded,
     passage_text,
     retrieve,
@@ -213,14 +213,4 @@ class CorrectiveRAG(dspy.Module):
                 tr.add("crag", note="no corrected evidence: answering from the retrieved passages")
                 evidence = retrieved[: cfg.evidence_cap]
             answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
-        return finish(
-            self.SYSTEM,
-            tr,
-            answer=answer,
-            passages=evidence,
-            cited=cited,
-            sub_queries=[q],
-            queries=queries,
-            retries=len(queries) - 1,
-            stop_reason=f"crag_{grade}",
-        )
+        return answered(self.SYSTEM, tr, q, answer, evidence, cited, f"crag_{grade}", queries)

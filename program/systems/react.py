@@ -28,7 +28,7 @@ from program.signatures import (
     GenerateAnswer,
 )
 from program.steps import Budget, Tracer, traced
-from program.systems.common import finish, retrieve
+from program.systems.common import answered, retrieve
 
 
 class ReActConfig(StrictConfig):
@@ -204,14 +204,6 @@ class ReActRAG(dspy.Module):
                 answer, cited = answer_from_evidence(self.generator, q, evidence, cfg.passage_chars, tr)
                 stop = "agent_not_a_span" if stop == "agent_not_a_span" else "agent_failed"
             step["answer"] = answer
-        return finish(
-            self.SYSTEM,
-            tr,
-            answer=answer,
-            passages=evidence,
-            cited=cited,
-            sub_queries=[q],
-            queries=list(session.pool.by_query) or [q],
-            retries=max(0, session.searches - 1),
-            stop_reason=stop,
+        return answered(
+            self.SYSTEM, tr, q, answer, evidence, cited, stop, session.pool.by_query, max(0, session.searches - 1)
         )

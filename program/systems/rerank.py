@@ -23,7 +23,7 @@ from program.generation import answer_from_evidence
 from program.retrieval.base import Retriever
 from program.signatures import GenerateAnswer, ScoreRelevance
 from program.steps import Budget, Tracer, traced
-from program.systems.common import as_score, finish, graded, passage_text, retrieve
+from program.systems.common import answered, as_score, graded, passage_text, retrieve
 from program.systems.modes import RetrievalMode
 from program.types import Passage
 
@@ -147,16 +147,7 @@ class _Reranked(dspy.Module):
                 kept_share=len(kept) / len(candidates) if candidates else None,
             )
             answer, cited = answer_from_evidence(self.generator, q, kept, cfg.passage_chars, tr)
-        return finish(
-            self.SYSTEM,
-            tr,
-            answer=answer,
-            passages=kept,
-            cited=cited,
-            sub_queries=[q],
-            queries=[q],
-            stop_reason="reranked",
-        )
+        return answered(self.SYSTEM, tr, q, answer, kept, cited, "reranked")
 
 
 class RerankRAG(_Reranked):

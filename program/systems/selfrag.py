@@ -30,7 +30,7 @@ from program.signatures import (
 )
 from program.steps import Budget, Tracer, traced
 from program.systems.closed_book import closed_book_answer
-from program.systems.common import as_bool, as_choice, as_text, finish, graded, passage_text, retrieve
+from program.systems.common import answered, as_bool, as_choice, as_text, finish, graded, passage_text, retrieve
 from program.types import Passage
 
 SUPPORT = ("fully", "partially", "no")
@@ -209,14 +209,4 @@ class SelfRAG(dspy.Module):
                 tr.add("self_rag", note="no passage graded relevant: generating from the last retrieved set")
             evidence = kept or retrieved
             answer, cited, stop = self._answer(q, evidence, tr)
-        return finish(
-            self.SYSTEM,
-            tr,
-            answer=answer,
-            passages=evidence,
-            cited=cited,
-            sub_queries=queries[:1],
-            queries=queries,
-            retries=len(queries) - 1,
-            stop_reason=stop,
-        )
+        return answered(self.SYSTEM, tr, q, answer, evidence, cited, stop, queries)

@@ -21,13 +21,14 @@ import itertools
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from experiments.lab.reporting import log_progress, made_by, write_report
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -247,78 +248,90 @@ def markdown(report: dict) -> str:
         + f". Generated {report['generated_at']} by `{report['command']}`.",
         "",
     ]
-    b = report.get("build")
-    if b:
-        lines += [
-            "## Index build (the default config; from the index manifest's last build run)",
-            "",
-            "| backend | passages | embedded in that run | build s | embed s | p/s | bm25 s |",
-            "|---|---|---|---|---|---|---|",
-            f"| {b['backend']} | {b['num_passages']} | {b.get('embedded_this_run')} | {b.get('build_seconds')} | "
-            f"{b.get('embed_seconds')} | {b.get('passages_per_second')} | {b.get('bm25_seconds')} |",
-            "",
-        ]
+    if report.get("build"):
+        lines += _build_table(report["build"])
     if report.get("throughput"):
-        lines += [
-            "## Embedding throughput (seeded 1,000-passage sample, length-sorted)",
-            "",
-            "| backend | max_seq_length | batch (torch) | threads (ONNX, one text per run) | p/s |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {r['backend']} | {r['max_seq_length']} | {r['batch_size'] or '-'} | {r.get('threads') or '-'} | "
-            f"{r['passages_per_second']} |"
-            for r in report["throughput"]
-        ]
-        lines.append("")
+        lines += _throughput_table(report["throughput"])
     if report.get("backends"):
-        lines += [
-            "## Backends: full-corpus embedding and dense recall on dev (exact search)",
-            "",
-            "Dense alone, and fused with BM25 by the default hybrid settings.",
-            "",
-            "| backend | max_seq_length | embed s | p/s | dense recall@5 | dense recall@10 | dense all-gold@10 "
-            "| hybrid recall@10 | hybrid all-gold@10 |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for r in report["backends"]:
-            lines.append(
-                f"| {r['backend']} | {r['max_seq_length']} | {r['seconds']} | {r['passages_per_second']} | "
-                f"{r['recall@5']:.3f} | {r['recall@10']:.3f} | {r['all_gold@10']:.3f} | "
-                f"{r['hybrid_recall@10']:.3f} | {r['hybrid_all_gold@10']:.3f} |"
-            )
-        lines.append("")
+        lines += _backends_table(report["backends"])
     if report.get("tuning"):
         t = report["tuning"]
         lines += ["## Fusion tuning (train split only)", "", f"Best on train: `{json.dumps(t['best'])}`", ""]
+    lines += _modes_tables(report["modes"])
+    lines += ["", "Config defaults: `" + json.dumps(report["config"]) + "`", ""]
+    return "\n".join(lines)
+
+
+def _build_table(b: dict) -> list[str]:
+    return [
+        "## Index build (the default config; from the index manifest's last build run)",
+        "",
+        "| backend | passages | embedded in that run | build s | embed s | p/s | bm25 s |",
+        "|---|---|---|---|---|---|---|",
+        f"| {b['backend']} | {b['num_passages']} | {b.get('embedded_this_run')} | {b.get('build_seconds')} | "
+        f"{b.get('embed_seconds')} | {b.get('passages_per_second')} | {b.get('bm25_seconds')} |",
+        "",
+    ]
+
+
+def _throughput_table(rows: list[dict]) -> list[str]:
+    lines = [
+        "## Embedding throughput (seeded 1,000-passage sample, length-sorted)",
+        "",
+        "| backend | max_seq_length | batch (torch) | threads (ONNX, one text per run) | p/s |",
+        "|---|---|---|---|---|",
+    ]
     lines += [
+        f"| {r['backend']} | {r['max_seq_length']} | {r['batch_size'] or '-'} | {r.get('threads') or '-'} | "
+        f"{r['passages_per_second']} |"
+        for r in rows
+    ]
+    return [*lines, ""]
+
+
+def _backends_table(rows: list[dict]) -> list[str]:
+    lines = [
+        "## Backends: full-corpus embedding and dense recall on dev (exact search)",
+        "",
+        "Dense alone, and fused with BM25 by the default hybrid settings.",
+        "",
+        "| backend | max_seq_length | embed s | p/s | dense recall@5 | dense recall@10 | dense all-gold@10 "
+        "| hybrid recall@10 | hybrid all-gold@10 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['backend']} | {r['max_seq_length']} | {r['seconds']} | {r['passages_per_second']} | "
+        f"{r['recall@5']:.3f} | {r['recall@10']:.3f} | {r['all_gold@10']:.3f} | "
+        f"{r['hybrid_recall@10']:.3f} | {r['hybrid_all_gold@10']:.3f} |"
+        for r in rows
+    ]
+    return [*lines, ""]
+
+
+def _modes_tables(modes: dict[str, dict]) -> list[str]:
+    """Dev quality and latency per mode, then recall@10 / all-gold@10 per question type."""
+    lines = [
         "## Dev quality and latency per mode (open_retriever on the built index, k=10)",
         "",
         "| mode | recall@5 | recall@10 | all-gold@10 | precision@10 | p50 ms | p95 ms |",
         "|---|---|---|---|---|---|---|",
     ]
-    for mode, m in report["modes"].items():
+    for mode, m in modes.items():
         o, lat = m["overall"], m["latency"]
         lines.append(
             f"| {mode} | {o['recall@5']:.3f} | {o['recall@10']:.3f} | {o['all_gold@10']:.3f} | "
             f"{o['precision@10']:.3f} | {lat['p50_ms']} | {lat['p95_ms']} |"
         )
-    lines += [
-        "",
-        "### Per question type (recall@10 / all-gold@10)",
-        "",
-        "| mode | " + " | ".join(sorted(next(iter(report["modes"].values()))["by_type"])) + " |",
-    ]
-    types = sorted(next(iter(report["modes"].values()))["by_type"])
+    types = sorted(next(iter(modes.values()))["by_type"])
+    lines += ["", "### Per question type (recall@10 / all-gold@10)", "", "| mode | " + " | ".join(types) + " |"]
     lines.append("|---" * (len(types) + 1) + "|")
-    for mode, m in report["modes"].items():
+    for mode, m in modes.items():
         cells = [
             f"{m['by_type'][t]['recall@10']:.3f} / {m['by_type'][t]['all_gold@10']:.3f} (n={m['by_type'][t]['n']})"
             for t in types
         ]
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
-    lines += ["", "Config defaults: `" + json.dumps(report["config"]) + "`", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -343,62 +356,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None) -> dict:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args = parse_args(argv)
-    from data.indexing import build_index
-    from experiments import settings
-    from experiments.runtime import index_name, load_dataset_corpus, load_questions
-    from program.retrieval import RetrieverConfig
-    from program.retrieval.manifest import corpus_sha256, now_iso, read_manifest
-
-    ws = settings.workspace(args.workspace)
-    out_dir, cache = ws / "benchmarks", ws / "benchmarks" / "cache"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    corpus = load_dataset_corpus(args.dataset, args.data_dir)
-    corpus_hash = corpus_sha256(corpus)
-    dev = load_questions(args.dataset, "dev", args.data_dir)
-    train = load_questions(args.dataset, "train", args.data_dir) if args.tune else []
-    defaults = RetrieverConfig()
-    line = " ".join(sys.argv[1:] if argv is None else argv)
-    command = settings.portable(
-        f"python -m experiments.lab.benchmarks.retrieval {line}", ws
-    )  # no folder of this machine
-    report: dict[str, Any] = {
-        "dataset": args.dataset,
-        "corpus_size": len(corpus),
-        "dev_size": len(dev),
-        "train_size": len(train) or None,
-        "machine": f"{os.cpu_count()} CPU cores, no GPU",
-        "generated_at": now_iso(),
-        "command": command,
-        "config": defaults.model_dump(exclude={"onnx_cache_dir"}),
-    }
+def passage_sample(corpus: list, n: int, dense_text: str) -> list[str]:
+    """The dense texts of a seeded sample of ``n`` passages (all of a smaller corpus)."""
     from program.retrieval.dense import dense_document
+
+    rng = np.random.default_rng(0)
+    return [dense_document(corpus[i], dense_text) for i in rng.choice(len(corpus), min(n, len(corpus)), replace=False)]
+
+
+def backend_recall(
+    corpus: list, dev: list, train: list, specs: list[str], lex: LexicalVariants | None, cache: Path, corpus_hash: str
+) -> tuple[list[dict], dict[str, dict[str, list[list[int]]]]]:
+    """Step 2: per ``backend:max_seq_length``, the full corpus embedded (cached), its dense and default-hybrid
+    recall on dev by exact search; also the dense rankings of dev and train questions by spec."""
+    from program.retrieval import RetrieverConfig
     from program.retrieval.embedder import Embedder
 
-    backends = [b for b in args.backends.split(",") if b]
-    if backends:
-        rng = np.random.default_rng(0)
-        sample = [
-            dense_document(corpus[i], defaults.dense_text)
-            for i in rng.choice(len(corpus), min(args.sample, len(corpus)), replace=False)
-        ]
-        report["throughput"] = throughput(
-            sample,
-            backends,
-            [int(s) for s in args.seq_lengths.split(",")],
-            [int(b) for b in args.batch_sizes.split(",")],
-        )
-    dense_rank_by: dict[str, tuple] = {}
-    report["backends"] = []
-    lex = LexicalVariants(corpus) if (args.tune or args.full_backends) else None
+    defaults = RetrieverConfig()
     bm25_dev = (
         lex.rankings([q.question for q in dev], defaults.bm25_title_repeat, defaults.bm25_k1, defaults.bm25_b)
         if lex
         else []
     )
-    for spec in [s for s in args.full_backends.split(",") if s]:
+    rows, ranks_by = [], {}
+    for spec in specs:
         backend, msl = spec.split(":")
         vecs, meta = full_embeddings(corpus, backend, int(msl), defaults.dense_text, cache, corpus_hash)
         qemb = Embedder(backend=backend, max_seq_length=int(msl))
@@ -407,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
             for name, qs in (("dev", dev), ("train", train))
             if qs
         }
-        dense_rank_by[spec] = (vecs, ranks)
+        ranks_by[spec] = ranks
         o = score_rankings(ranks["dev"], corpus, dev)["overall"]
         fused = [
             fuse_indices(
@@ -416,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
             for d, m in zip(ranks["dev"], bm25_dev)
         ]
         h = score_rankings(fused, corpus, dev)["overall"]
-        report["backends"].append(
+        rows.append(
             {
                 "backend": backend,
                 "max_seq_length": int(msl),
@@ -426,38 +407,98 @@ def main(argv: Sequence[str] | None = None) -> dict:
                 "hybrid_all_gold@10": h["all_gold@10"],
             }
         )
-        log.info("backend %s", report["backends"][-1])
-    if args.tune:
-        spec = f"{defaults.backend}:{defaults.max_seq_length}"
-        if spec not in dense_rank_by:
-            raise SystemExit(f"--tune needs --full-backends to include the default {spec}")
-        best, rows = tune(corpus, train, dense_rank_by[spec][1]["train"], lex)
-        report["tuning"] = {
-            "best": best,
-            "grid_size": len(rows),
-            "top": sorted(rows, key=lambda r: -(r["recall@10"] + r["all_gold@10"]))[:15],
-        }
-        (out_dir / f"retrieval_tuning_{index_name(args.dataset)}.json").write_text(json.dumps(rows))
-    name = index_name(args.dataset)
-    if args.no_index:
-        (out_dir / f"retrieval_{name}_partial.json").write_text(json.dumps(report, indent=2))
-        return report
-    index_dir = settings.index_dir(name, ws)
+        log.info("backend %s", rows[-1])
+    return rows, ranks_by
+
+
+def tuning(
+    corpus: list, train: list, dense_ranks: dict[str, dict[str, list[list[int]]]], lex: LexicalVariants, rows_file: Path
+) -> dict:
+    """Step 3: :func:`tune` on the train questions with the default backend's dense rankings; every grid row
+    goes to ``rows_file``, the best and the top 15 to the report."""
+    from program.retrieval import RetrieverConfig
+
+    defaults = RetrieverConfig()
+    spec = f"{defaults.backend}:{defaults.max_seq_length}"
+    if spec not in dense_ranks:
+        raise SystemExit(f"--tune needs --full-backends to include the default {spec}")
+    best, rows = tune(corpus, train, dense_ranks[spec]["train"], lex)
+    rows_file.write_text(json.dumps(rows))
+    return {
+        "best": best,
+        "grid_size": len(rows),
+        "top": sorted(rows, key=lambda r: -(r["recall@10"] + r["all_gold@10"]))[:15],
+    }
+
+
+def built_index(
+    corpus: list, dev: list, dataset: str, index_dir: Path, corpus_hash: str, n_latency: int
+) -> tuple[dict, dict]:
+    """Step 4: the index (built with the defaults if missing or incomplete): its build figures from the
+    manifest, and dev quality and latency per mode, the naive RRF included."""
+    from data.indexing import build_index
+    from program.retrieval import RetrieverConfig
+    from program.retrieval.manifest import read_manifest
+
     manifest = read_manifest(index_dir)
     if manifest is None or manifest.get("status") != "complete":
-        manifest = build_index(corpus, index_dir, defaults, progress=False, dataset=args.dataset)
-    report["build"] = {
+        manifest = build_index(corpus, index_dir, RetrieverConfig(), progress=False, dataset=dataset)
+    build = {
         "backend": manifest["backend"],
         "num_passages": manifest["num_passages"],
         **(manifest.get("timings") or {}),
     }
     naive = {"mode": "hybrid", "dense_weight": 1.0, "bm25_weight": 1.0, "rrf_k": 60}
-    report["modes"] = evaluate_modes(
-        index_dir, dev, corpus_hash, args.latency_queries, {"hybrid (naive RRF: w=1,1 k=60)": naive}
+    modes = evaluate_modes(index_dir, dev, corpus_hash, n_latency, {"hybrid (naive RRF: w=1,1 k=60)": naive})
+    return build, modes
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    log_progress()
+    args = parse_args(argv)
+    from experiments import settings
+    from experiments.runtime import index_name, load_dataset_corpus, load_questions
+    from program.retrieval import RetrieverConfig
+    from program.retrieval.manifest import corpus_sha256
+
+    ws = settings.workspace(args.workspace)
+    out_dir, cache = ws / "benchmarks", ws / "benchmarks" / "cache"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    corpus = load_dataset_corpus(args.dataset, args.data_dir)
+    corpus_hash = corpus_sha256(corpus)
+    dev = load_questions(args.dataset, "dev", args.data_dir)
+    train = load_questions(args.dataset, "train", args.data_dir) if args.tune else []
+    defaults = RetrieverConfig()
+    report: dict[str, Any] = {
+        "dataset": args.dataset,
+        "corpus_size": len(corpus),
+        "dev_size": len(dev),
+        "train_size": len(train) or None,
+        **made_by("experiments.lab.benchmarks.retrieval", argv, ws),
+        "config": defaults.model_dump(exclude={"onnx_cache_dir"}),
+    }
+    backends = [b for b in args.backends.split(",") if b]
+    if backends:
+        report["throughput"] = throughput(
+            passage_sample(corpus, args.sample, defaults.dense_text),
+            backends,
+            [int(s) for s in args.seq_lengths.split(",")],
+            [int(b) for b in args.batch_sizes.split(",")],
+        )
+    lex = LexicalVariants(corpus) if (args.tune or args.full_backends) else None
+    specs = [s for s in args.full_backends.split(",") if s]
+    report["backends"], dense_ranks = backend_recall(corpus, dev, train, specs, lex, cache, corpus_hash)
+    name = index_name(args.dataset)
+    if args.tune:
+        report["tuning"] = tuning(corpus, train, dense_ranks, lex, out_dir / f"retrieval_tuning_{name}.json")
+    if args.no_index:
+        (out_dir / f"retrieval_{name}_partial.json").write_text(json.dumps(report, indent=2))
+        return report
+    index_dir = settings.index_dir(name, ws)
+    report["build"], report["modes"] = built_index(
+        corpus, dev, args.dataset, index_dir, corpus_hash, args.latency_queries
     )
-    (out_dir / f"retrieval_{name}.json").write_text(json.dumps(report, indent=2))
-    (out_dir / f"retrieval_{name}.md").write_text(markdown(report))
-    print(markdown(report))
+    print(write_report(report, out_dir, f"retrieval_{name}", markdown))
     return report
 
 

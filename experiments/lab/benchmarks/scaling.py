@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from experiments.lab.reporting import log_progress, made_by, write_report
 
 log = logging.getLogger("benchmarks.scaling")
 
@@ -234,48 +235,12 @@ def markdown(r: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> dict:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dataset", default="hotpotqa")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--workspace", required=True, help="Where the index is built (not the shared workspace).")
-    p.add_argument("--target", type=int, default=5_000_000)
-    p.add_argument("--latency-queries", type=int, default=200)
-    p.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # internal: the query process
-    args = p.parse_args(argv)
-    if args.probe:
-        print(json.dumps(probe(args.probe, args.dataset, args.data_dir, args.latency_queries)))
-        return {}
-
+def measure_build(corpus: list, index_dir: Path, cfg: Any, dataset: str, corpus_bytes: int) -> dict:
+    """Build the index from scratch with a timed embedder, sampling RSS: wall, embed, Chroma and BM25 times and
+    the memory of each phase."""
     from data.indexing import build_index
-    from experiments import settings
-    from experiments.runtime import index_name, load_dataset_corpus
-    from program.retrieval import RetrieverConfig
-    from program.retrieval.dense import dense_document
-    from program.retrieval.embedder import Embedder, embed_threads
-    from program.retrieval.manifest import BM25_DIR, CHROMA_DIR, now_iso
+    from program.retrieval.embedder import Embedder
 
-    ws = settings.workspace(args.workspace)
-    name = index_name(args.dataset)
-    index_dir = ws / "indexes" / f"scaling-{name}"
-    cfg = RetrieverConfig()
-    import tracemalloc
-
-    tracemalloc.start()  # Python memory the loaded corpus holds (RSS deltas miss reused arenas)
-    corpus = load_dataset_corpus(args.dataset, args.data_dir)
-    corpus_bytes = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    line = " ".join(sys.argv[1:] if argv is None else argv)
-    command = settings.portable(f"python -m experiments.lab.benchmarks.scaling {line}", ws)  # no folder of this machine
-    report: dict[str, Any] = {
-        "dataset": args.dataset,
-        "corpus_size": len(corpus),
-        "threads": embed_threads(),
-        "machine": f"{os.cpu_count()} CPU cores, no GPU, shared with other jobs",
-        "generated_at": now_iso(),
-        "command": command,
-    }
     if index_dir.exists():  # this benchmark's own folder: start empty, so the disk figures are of one build
         shutil.rmtree(index_dir)
     emb = TimedEmbedder(Embedder.from_config(cfg))
@@ -283,12 +248,12 @@ def main(argv: Sequence[str] | None = None) -> dict:
     rss_before = rss_bytes()
     with RssSampler() as sampler:
         t0 = time.perf_counter()
-        manifest = build_index(corpus, index_dir, cfg, progress=False, embedder=emb, dataset=name)
+        manifest = build_index(corpus, index_dir, cfg, progress=False, embedder=emb, dataset=dataset)
         t1 = time.perf_counter()
     timings = manifest["timings"]
     bm25_start = t1 - timings["bm25_seconds"]
     chroma_seconds = timings["embed_seconds"] - emb.seconds
-    report["build"] = {
+    return {
         "build_seconds": round(t1 - t0, 1),
         "embed_seconds": round(emb.seconds, 1),
         "embed_passages_per_second": round(len(corpus) / emb.seconds, 1),
@@ -301,32 +266,75 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "rss_before_bm25_mib": round(next((r for t, r in sampler.samples if t >= bm25_start), rss_before) / MiB, 1),
         "peak_rss_bm25_mib": round(sampler.peak(bm25_start, t1) / MiB, 1),
     }
-    log.info("build %s", report["build"])
-    report["disk"] = {}
+
+
+def disk(index_dir: Path) -> dict:
+    """Bytes of chroma/ and bm25/ and their largest files, of the HNSW file, and of SQLite's largest tables."""
+    from program.retrieval.manifest import BM25_DIR, CHROMA_DIR
+
+    out: dict[str, Any] = {}
     for key, sub in (("chroma", CHROMA_DIR), ("bm25", BM25_DIR)):
         total, largest = folder_bytes(index_dir / sub)
-        report["disk"][f"{key}_bytes"] = total
-        report["disk"][f"{key}_largest"] = largest
-    report["disk"]["hnsw_bytes"] = sum(f.stat().st_size for f in (index_dir / CHROMA_DIR).rglob("data_level0.bin"))
-    report["disk"]["chroma_sqlite_tables"] = sqlite_tables(index_dir / CHROMA_DIR / "chroma.sqlite3")
-    rng = np.random.default_rng(0)
-    sample = [
-        dense_document(corpus[i], cfg.dense_text)
-        for i in rng.choice(len(corpus), min(2000, len(corpus)), replace=False)
-    ]
-    report["throughput"] = throughput(sample, sorted({1, embed_threads()}))
+        out[f"{key}_bytes"] = total
+        out[f"{key}_largest"] = largest
+    out["hnsw_bytes"] = sum(f.stat().st_size for f in (index_dir / CHROMA_DIR).rglob("data_level0.bin"))
+    out["chroma_sqlite_tables"] = sqlite_tables(index_dir / CHROMA_DIR / "chroma.sqlite3")
+    return out
+
+
+def query_process(args: argparse.Namespace, ws: Path, index_dir: Path) -> dict:
+    """:func:`probe` run in a fresh process (this script with ``--probe``), so its RSS is of the query side only."""
     cmd = [sys.executable, "-m", "experiments.lab.benchmarks.scaling"]
     cmd += ["--dataset", args.dataset, "--workspace", str(ws)]
     cmd += ["--probe", str(index_dir), "--latency-queries", str(args.latency_queries)]
     if args.data_dir:
         cmd += ["--data-dir", args.data_dir]
-    report["query"] = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip())
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip())
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    log_progress()
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dataset", default="hotpotqa")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--workspace", required=True, help="Where the index is built (not the shared workspace).")
+    p.add_argument("--target", type=int, default=5_000_000)
+    p.add_argument("--latency-queries", type=int, default=200)
+    p.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # internal: the query process
+    args = p.parse_args(argv)
+    if args.probe:
+        print(json.dumps(probe(args.probe, args.dataset, args.data_dir, args.latency_queries)))
+        return {}
+
+    from experiments import settings
+    from experiments.lab.benchmarks.retrieval import passage_sample
+    from experiments.runtime import index_name, load_dataset_corpus
+    from program.retrieval import RetrieverConfig
+    from program.retrieval.embedder import embed_threads
+
+    ws = settings.workspace(args.workspace)
+    name = index_name(args.dataset)
+    index_dir = ws / "indexes" / f"scaling-{name}"
+    cfg = RetrieverConfig()
+    import tracemalloc
+
+    tracemalloc.start()  # Python memory the loaded corpus holds (RSS deltas miss reused arenas)
+    corpus = load_dataset_corpus(args.dataset, args.data_dir)
+    corpus_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    report: dict[str, Any] = {
+        "dataset": args.dataset,
+        "corpus_size": len(corpus),
+        "threads": embed_threads(),
+        **made_by("experiments.lab.benchmarks.scaling", argv, ws, "no GPU, shared with other jobs"),
+    }
+    report["build"] = measure_build(corpus, index_dir, cfg, name, corpus_bytes)
+    log.info("build %s", report["build"])
+    report["disk"] = disk(index_dir)
+    report["throughput"] = throughput(passage_sample(corpus, 2000, cfg.dense_text), sorted({1, embed_threads()}))
+    report["query"] = query_process(args, ws, index_dir)
     report["extrapolated"] = extrapolate(report, args.target)
-    out_dir = ws / "benchmarks"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"scaling_{name}.json").write_text(json.dumps(report, indent=2))
-    (out_dir / f"scaling_{name}.md").write_text(markdown(report))
-    print(markdown(report))
+    print(write_report(report, ws / "benchmarks", f"scaling_{name}", markdown))
     return report
 
 

@@ -51,6 +51,7 @@ from experiments.lab.benchmarks import servers
 from experiments.lab.benchmarks.bench_report import FAILED, Section, write
 from experiments.lab.benchmarks.retrieval import latency
 from experiments.lab.benchmarks.scaling import TimedEmbedder
+from experiments.lab.reporting import log_progress
 from experiments.settings import portable
 from program.errors import SharpError
 
@@ -209,18 +210,32 @@ class Bench:
 
         return open_retriever(
             index_dir or self.rt.index_dir(),
-            RetrieverConfig.from_mapping(rankers.resolve(dict(overrides or {}), self.workspace)),
+            RetrieverConfig.from_mapping(rankers.resolve(dict(overrides or {}), self.workspace, self.rt.source.name)),
             embedder=self.query_embedder,
             dataset=self.rt.source.ref() if index_dir is None else None,
             rerankers_dir=settings.rerankers_dir(self.workspace),
         )
 
-    def system(self, name: str, rt: Any = None) -> Any:
+    def system(self, name: str, rt: Any = None, notes: list[str] | None = None) -> Any:
+        """The registry's system ``name`` over the bench's retriever. A system that asks for the dataset's own
+        evidence ranker runs without one where none is fitted, and says so in ``notes``."""
+        from experiments import rankers
         from program.registry import config_for
+        from program.retrieval.ranked import RankerError
         from program.systems.modes import retriever_overrides
 
         rt = rt or self.rt
-        return rt.system(name, retriever=self.open_retriever(retriever_overrides(config_for(name))))
+        overrides, config = retriever_overrides(config_for(name)), None
+        try:
+            retriever = self.open_retriever(overrides)
+        except (rankers.RankerNotFoundError, RankerError) as exc:
+            if (overrides or {}).get("ranker") != rankers.DATASET_RANKER:
+                raise
+            overrides, config = {k: v for k, v in overrides.items() if k != "ranker"} or None, {"ranker": None}
+            retriever = self.open_retriever(overrides)
+            if notes is not None:
+                notes.append(f"{name} runs without the dataset's evidence ranker: {exc}")
+        return rt.system(name, config, retriever=retriever)
 
     def queries(self) -> list[str]:
         return [q.question for q in self.dev[: self.sizes.queries]]
@@ -318,7 +333,7 @@ def systems(b: Bench, s: Section) -> None:
 
     examples = b.dev[: b.sizes.questions]
     for name in ("vanilla", "vanilla-hop", "sharp"):
-        module = b.system(name)
+        module = b.system(name, notes=s.notes)
         b.backend.reset()  # no system starts with another's prompts cached
         res = evaluate(module, examples, threads=1, progress=False, max_failed_in_a_row=None)
         m = res.metrics
@@ -617,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help=f"comma-separated sections: {','.join(SECTIONS)}")
     ap.add_argument("--questions", type=int, default=None, help="questions per system (and at most as many replayed)")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_progress()
     only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
     sizes = QUICK if args.quick else FULL
     if args.questions is not None:

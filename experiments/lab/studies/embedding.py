@@ -25,10 +25,7 @@ Run it under the shared lock: flock /tmp/sharp-heavy.lock python -m experiments.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +40,7 @@ from experiments.lab.benchmarks.retrieval import (
     fuse_indices,
     score_rankings,
 )
+from experiments.lab.reporting import log_progress, made_by, write_report
 
 log = logging.getLogger("studies.embedding")
 
@@ -111,8 +109,34 @@ class BatchedInt8:
 def static_int8(calibration: list[str], cache: Path, threads: int) -> Any:
     """An Embedder running a static QDQ int8 graph (scales calibrated once on ``calibration``), one text
     per run like backend onnx-int8."""
-    import onnx
     import onnxruntime as ort
+
+    from program.retrieval.config import DEFAULT_EMBEDDING_MODEL
+    from program.retrieval.embedder import Embedder, local_model_folder
+    from program.retrieval.onnx_export import model_cache_dir
+
+    emb = Embedder(backend="onnx", threads=threads)
+    emb.encode(["load"])  # exports model.onnx once (cached)
+    impl = emb._impl
+    raw = model_cache_dir(local_model_folder(DEFAULT_EMBEDDING_MODEL)) / "model.onnx"
+    out = cache / "static-qdq-u8s8-minmax-weight-matmuls.onnx"
+    if not out.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        quantize_weight_matmuls(raw, out, impl.tokenizer.encode_batch(calibration))
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    impl.session = ort.InferenceSession(str(out), opts, providers=["CPUExecutionProvider"])
+    impl.input_names = {i.name for i in impl.session.get_inputs()}
+    emb.backend = "static int8 QDQ"
+    return emb
+
+
+def quantize_weight_matmuls(raw: Path, out: Path, encs: list) -> None:
+    """Write ``out``: the fp32 graph ``raw`` with every weight MatMul static QDQ int8 (u8 activations with
+    MinMax scales from the tokenized calibration texts ``encs``, s8 per-channel weights); attention's two
+    activation x activation MatMuls stay fp32."""
+    import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
         CalibrationMethod,
@@ -121,59 +145,37 @@ def static_int8(calibration: list[str], cache: Path, threads: int) -> Any:
         quantize_static,
     )
 
-    from program.retrieval.embedder import Embedder
-    from program.retrieval.onnx_export import model_cache_dir
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter(encs)
 
-    emb = Embedder(backend="onnx", threads=threads)
-    emb.encode(["load"])  # exports model.onnx once (cached)
-    impl = emb._impl
-    from program.retrieval.config import DEFAULT_EMBEDDING_MODEL
-    from program.retrieval.embedder import local_model_folder
+        def get_next(self):
+            e = next(self.it, None)
+            if e is None:
+                return None
+            return {
+                "input_ids": np.asarray([e.ids], np.int64),
+                "attention_mask": np.asarray([e.attention_mask], np.int64),
+                "token_type_ids": np.asarray([e.type_ids], np.int64),
+            }
 
-    raw = model_cache_dir(local_model_folder(DEFAULT_EMBEDDING_MODEL)) / "model.onnx"
-    out = cache / "static-qdq-u8s8-minmax-weight-matmuls.onnx"
-    if not out.exists():
-        encs = impl.tokenizer.encode_batch(calibration)
-
-        class Reader(CalibrationDataReader):
-            def __init__(self) -> None:
-                self.it = iter(encs)
-
-            def get_next(self):
-                e = next(self.it, None)
-                if e is None:
-                    return None
-                return {
-                    "input_ids": np.asarray([e.ids], np.int64),
-                    "attention_mask": np.asarray([e.attention_mask], np.int64),
-                    "token_type_ids": np.asarray([e.type_ids], np.int64),
-                }
-
-        cache.mkdir(parents=True, exist_ok=True)
-        quantize_static(
-            str(raw),
-            str(out),
-            Reader(),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            weight_type=QuantType.QInt8,
-            activation_type=QuantType.QUInt8,  # u8 x s8: the fast integer kernels on x86
-            calibrate_method=CalibrationMethod.MinMax,
-            op_types_to_quantize=["MatMul"],
-            nodes_to_exclude=[
-                n.name
-                for n in onnx.load(str(raw), load_external_data=False).graph.node
-                if n.op_type == "MatMul" and "/attention/self/MatMul" in n.name  # Q.K^T and scores.V
-            ],
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    impl.session = ort.InferenceSession(str(out), opts, providers=["CPUExecutionProvider"])
-    impl.input_names = {i.name for i in impl.session.get_inputs()}
-    emb.backend = "static int8 QDQ"
-    return emb
+    quantize_static(
+        str(raw),
+        str(out),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        weight_type=QuantType.QInt8,
+        activation_type=QuantType.QUInt8,  # u8 x s8: the fast integer kernels on x86
+        calibrate_method=CalibrationMethod.MinMax,
+        op_types_to_quantize=["MatMul"],
+        nodes_to_exclude=[
+            n.name
+            for n in onnx.load(str(raw), load_external_data=False).graph.node
+            if n.op_type == "MatMul" and "/attention/self/MatMul" in n.name  # Q.K^T and scores.V
+        ],
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
 
 
 def make(method: str, threads: int, corpus_texts: list[str], cache: Path) -> Any:
@@ -319,8 +321,28 @@ def _cells() -> list[tuple[str, int]]:
     return [("recall", 5), ("recall", 10), ("all_gold", 5), ("all_gold", 10)]
 
 
+def measure_methods(
+    methods: list[str], threads: int, corpus: list, texts: list[str], dev: list, bm25: list, n_latency: int, cache: Path
+) -> list[dict]:
+    """:func:`measure` for each method, then each method's cosine to the fp32 ``onnx`` vectors when measured."""
+    rows, vectors, fp32 = [], [], None
+    for method in methods:
+        row = measure(method, make(method, threads, texts, cache), corpus, texts, dev, bm25, n_latency)
+        vecs = row.pop("vectors")
+        if method == "onnx":
+            fp32 = vecs
+        vectors.append(vecs)
+        rows.append(row)
+        log.info("%s: %s", method, {k: v for k, v in row.items() if k != "invariance"})
+    if fp32 is not None:
+        for row, vecs in zip(rows, vectors):
+            cos = (vecs * fp32).sum(axis=1)
+            row["cosine_to_fp32"] = {"mean": round(float(cos.mean()), 5), "min": round(float(cos.min()), 5)}
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> dict:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_progress()
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dataset", default="hotpotqa")
     p.add_argument("--data-dir", default=None)
@@ -337,49 +359,27 @@ def main(argv: Sequence[str] | None = None) -> dict:
     from program.retrieval import RetrieverConfig
     from program.retrieval.dense import dense_document
     from program.retrieval.embedder import embed_threads
-    from program.retrieval.manifest import now_iso
 
     ws = settings.workspace(args.workspace)
     out_dir = ws / "benchmarks"
-    out_dir.mkdir(parents=True, exist_ok=True)
     threads = args.threads or embed_threads()
     corpus = load_dataset_corpus(args.dataset, args.data_dir)
     dev = load_questions(args.dataset, "dev", args.data_dir)
     d = RetrieverConfig()
     texts = [dense_document(p, d.dense_text) for p in corpus]
     bm25 = LexicalVariants(corpus).rankings([q.question for q in dev], d.bm25_title_repeat, d.bm25_k1, d.bm25_b)
-    line = " ".join(sys.argv[1:] if argv is None else argv)
-    command = settings.portable(f"python -m experiments.lab.studies.embedding {line}", ws)  # no folder of this machine
     report: dict[str, Any] = {
         "dataset": args.dataset,
         "corpus_size": len(corpus),
         "dev_size": len(dev),
         "threads": threads,
-        "machine": f"{os.cpu_count()} CPU cores, no GPU",
-        "generated_at": now_iso(),
-        "command": command,
-        "methods": [],
+        **made_by("experiments.lab.studies.embedding", argv, ws),
     }
-    fp32 = None
-    for method in [m for m in args.methods.split(",") if m]:
-        row = measure(
-            method, make(method, threads, texts, out_dir / "cache"), corpus, texts, dev, bm25, args.latency_queries
-        )
-        vecs = row.pop("vectors")
-        if method == "onnx":
-            fp32 = vecs
-        row["_vecs"] = vecs
-        report["methods"].append(row)
-        log.info("%s: %s", method, {k: v for k, v in row.items() if k not in ("_vecs", "invariance")})
-    for row in report["methods"]:
-        vecs = row.pop("_vecs")
-        if fp32 is not None:
-            cos = (vecs * fp32).sum(axis=1)
-            row["cosine_to_fp32"] = {"mean": round(float(cos.mean()), 5), "min": round(float(cos.min()), 5)}
-    name = index_name(args.dataset)
-    (out_dir / f"embedding_{name}.json").write_text(json.dumps(report, indent=2))
-    (out_dir / f"embedding_{name}.md").write_text(markdown(report))
-    print(markdown(report))
+    methods = [m for m in args.methods.split(",") if m]
+    report["methods"] = measure_methods(
+        methods, threads, corpus, texts, dev, bm25, args.latency_queries, out_dir / "cache"
+    )
+    print(write_report(report, out_dir, f"embedding_{index_name(args.dataset)}", markdown))
     return report
 
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from experiments.lab.reporting import log_progress, write_report
 from optimize.metrics import evidence_complete
 from program.retrieval import RetrieverConfig
 from program.retrieval.hop import combine, fuse_hops, hop_query
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n-dev", type=int, default=100)
     ap.add_argument("--dev-seed", type=int, default=0)
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_progress()
     rt = Runtime(dataset=args.dataset)
     defaults = RetrieverConfig()
     train = rt.examples("train", args.n_train, args.train_seed)
@@ -145,11 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         "dev_seed": args.dev_seed,
         "dev": {name: scores(rt.retriever(o), dev) for name, o in chosen.items()},
     }
-    out = rt.workspace / "benchmarks"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"second_hop_{args.dataset}.json").write_text(json.dumps(report, indent=2))
-    (out / f"second_hop_{args.dataset}.md").write_text(markdown(report))
-    sys.stdout.write(markdown(report))
+    sys.stdout.write(write_report(report, rt.workspace / "benchmarks", f"second_hop_{args.dataset}", markdown))
 
 
 if __name__ == "__main__":
