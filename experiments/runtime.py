@@ -169,7 +169,9 @@ class Runtime:
         for calibrator in (getattr(config, "gate", None), getattr(config, "judge", None)):
             if calibrator is not None:
                 calibrator.check_fits(
-                    self.index_manifest().get("corpus_sha256"), ranker_id(self.retriever_settings(overrides)), self.dataset
+                    self.index_manifest().get("corpus_sha256"),
+                    ranker_id(self.retriever_settings(overrides)),
+                    self.dataset,
                 )
 
 
