@@ -122,6 +122,23 @@ def _read(path: Path) -> dict[str, dict]:
     return done
 
 
+def read_records(path: Path, examples: Iterable[Any]) -> dict[str, dict]:
+    """The records of ``examples`` in the recording at ``path``, read only (nothing is recorded): a
+    ReplayError names the file and the questions it lacks."""
+    path = Path(path)
+    if not path.is_file():
+        raise ReplayError(f"no recording at {path}")
+    done = _read(path)
+    ids = [getattr(e, "id", None) for e in examples]
+    missing = [i for i in ids if i not in done]
+    if missing:
+        raise ReplayError(
+            f"{path} lacks {len(missing)} of the {len(ids)} questions (e.g. {', '.join(map(str, missing[:3]))}): "
+            "record them first"
+        )
+    return {i: done[i] for i in ids}
+
+
 def usable(rec: dict) -> bool:
     """A record this code can replay: the current format, no error, no LM service failure in a step."""
     if rec.get("error") or rec.get("format") != FORMAT:

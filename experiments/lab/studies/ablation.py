@@ -102,7 +102,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--split", default="dev")
-    ap.add_argument("--limit", type=int, default=100)
+    ap.add_argument("--limit", type=int, default=100, help="questions (after --offset)")
+    ap.add_argument("--offset", type=int, default=0, help="skip the first N seeded questions (held-out train)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--program", type=Path, required=True)
     ap.add_argument("--recording", type=Path, required=True)
@@ -113,12 +114,13 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
     program, _ = rt.load_program(args.program)
-    examples = rt.examples(args.split, limit=args.limit, seed=args.seed)
+    examples = rt.examples(args.split, limit=args.offset + args.limit, seed=args.seed)[args.offset :]
     records = replay.record(program, examples, args.recording, critique=args.critic)
     replay.check_reading(records.values(), program)
     show(
         {
             "questions": len(examples),
+            "positions": f"{args.split} {args.offset}:{args.offset + len(examples)} (seed {args.seed})",
             "program": str(args.program),
             "rows": ablate(program, records, examples, args.critic),
         },

@@ -1,0 +1,63 @@
+"""The held-out study of a compiled answer critic (experiments/lab/studies/heldout_critic.py) and the
+read-only access to a recording it uses: what it reports is what replay and the critic's report give on the
+same drafts, and a recording that lacks a question is refused by name, never recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.compile import CompileJob
+from experiments.lab.studies import heldout_critic
+from optimize import replay
+from optimize.critic import draft_cases
+from tests.compile.test_critic import compile_critic, splits
+
+
+@pytest.fixture
+def compiled(world, tmp_path, tracked):
+    out, _, _ = compile_critic(world, tmp_path, CompileJob(target="critic", name="toy-critic"))
+    _, held = splits(world)
+    path = Path(out.critic["recording"])
+    return out.module, path, held
+
+
+def test_the_critic_report_covers_every_recorded_draft_of_the_questions(compiled):
+    program, path, held = compiled
+    records = replay.read_records(path, held)
+    rep = heldout_critic.critic_report(program, records, held)
+    cases = draft_cases(records, held)
+    assert rep["all"]["drafts"] == len(cases) and rep["all"]["questions"] == len(held)
+    assert rep["first_drafts"]["drafts"] == len(held)  # one draft per question
+    assert rep["all"]["threshold"] == program.config.accept_threshold
+    assert 0.0 <= rep["all"]["brier"] <= 1.0
+
+
+def test_the_policy_report_is_the_replay_of_the_draft_alone_and_of_the_program(compiled):
+    program, path, held = compiled
+    records = replay.read_records(path, held)
+    rep = heldout_critic.policy_report(program, records, held)
+    draft = replay.score(records, held, program.config.replace(max_repairs=0, critic="off"))
+    full = replay.score(records, held, program.config)
+    assert rep["all"]["questions"] == len(held)
+    assert rep["all"]["em draft only"] == round(draft.metrics["em"], 3)
+    assert rep["all"]["em program"] == round(full.metrics["em"], 3)
+    assert rep["lm_calls_per_q"]["draft only"] == 1.0
+    assert rep["lm_calls_per_q"]["program"] == round(full.metrics["lm_calls_per_q"], 2)
+    forms = {records[ex.id]["form"] for ex in held}
+    assert sum(rep[f]["questions"] for f in forms) == len(held)
+
+
+def test_read_records_refuses_a_recording_that_lacks_questions_and_records_nothing(compiled, tmp_path):
+    _, path, held = compiled
+    partial = tmp_path / "partial.jsonl"
+    lines = [line for line in path.read_text().splitlines() if json.loads(line)["id"] != held[0].id]
+    partial.write_text("\n".join(lines) + "\n")
+    before = partial.read_text()
+    with pytest.raises(replay.ReplayError, match=rf"lacks 1 of the {len(held)} questions.*{held[0].id}"):
+        replay.read_records(partial, held)
+    assert partial.read_text() == before
+    with pytest.raises(replay.ReplayError, match="no recording at"):
+        replay.read_records(tmp_path / "none.jsonl", held)
