@@ -314,10 +314,11 @@ FIELD_VALUES: dict[str, Any] = {
 
 
 def _field_value(name: str, typ: str) -> Any:
-    if name in FIELD_VALUES:
+    choices = re.findall(r"'([^']*)'", typ) if typ.startswith("Literal") else []
+    if name in FIELD_VALUES and (not choices or FIELD_VALUES[name] in choices):
         return FIELD_VALUES[name]
-    if typ.startswith("Literal"):
-        return re.findall(r"'([^']*)'", typ)[0]
+    if choices:  # a Literal whose choices the usual value is not among (another signature's verdicts)
+        return choices[0]
     if typ.startswith(("list", "List")):
         return []
     return {"float": 0.5, "int": 1, "bool": True}.get(typ, "x")
