@@ -277,6 +277,63 @@ def build_index(
         ) from None
 
 
+def _refuse_mismatch(
+    manifest: dict,
+    settings: dict,
+    corpus_hash: str,
+    index_dir: Path,
+    url: str | None,
+    dataset: str | DatasetRef | None,
+) -> None:
+    """Raise IndexMismatchError where the index in ``index_dir`` was built with other settings or corpus."""
+    problems = mismatches(manifest, settings, corpus_hash)
+    if problems:
+        raise IndexMismatchError(
+            f"{index_dir} holds an index built differently ({'; '.join(problems)}); refusing to "
+            f"{'resume' if manifest.get('status') != 'complete' else 'reuse'} it. Rebuild with: "
+            f"{index_command(index_dir, dataset, True, url)}"
+        )
+
+
+def _building_manifest(
+    settings: dict, corpus_hash: str, num_passages: int, embedder: Embedder, where: DenseStore, created_at: str
+) -> dict:
+    """The manifest of an index being built (status "building", no vectors counted yet)."""
+    return {
+        "format": FORMAT_VERSION,
+        "status": "building",
+        **settings,
+        "corpus_sha256": corpus_hash,
+        "num_passages": num_passages,
+        "dimension": embedder.dimension,
+        "backend": getattr(embedder, "backend", "custom"),
+        "max_seq_length": getattr(embedder, "max_seq_length", None),
+        "dense_store": where.record(),
+        "created_at": created_at,
+        "versions": _versions(),
+        "counts": {"dense": 0, "bm25": 0},
+    }
+
+
+def _embed(
+    missing: list[Passage],
+    embedder: Embedder,
+    config: RetrieverConfig,
+    batch_size: int | None,
+    advance: Callable[[int], Any],
+    collection: Any,
+    index_dir: Path,
+    manifest: dict,
+) -> None:
+    """Embed and store ``missing`` a chunk at a time, recording each chunk's count in the manifest on disk."""
+    for start in range(0, len(missing), CHUNK):
+        chunk = missing[start : start + CHUNK]
+        vectors = embedder.encode([dense_document(p, config.dense_text) for p in chunk], batch_size, advance)
+        add_passages(collection, chunk, vectors)
+        manifest["counts"]["dense"] += len(chunk)
+        write_manifest(index_dir, manifest)
+
+
 def _build(
     passages: list[Passage],
     index_dir: Path,
@@ -302,13 +359,7 @@ def _build(
         ) from None
     resuming = manifest is not None  # an interrupted build of this corpus (a complete one returns below)
     if manifest is not None:
-        problems = mismatches(manifest, settings, corpus_hash)
-        if problems:
-            raise IndexMismatchError(
-                f"{index_dir} holds an index built differently ({'; '.join(problems)}); refusing to "
-                f"{'resume' if manifest.get('status') != 'complete' else 'reuse'} it. Rebuild with: "
-                f"{index_command(index_dir, dataset, True, url)}"
-            )
+        _refuse_mismatch(manifest, settings, corpus_hash, index_dir, url, dataset)
         where = dense_store(index_dir, manifest, url, dataset)
         if manifest.get("status") == "complete":
             return _up_to_date(index_dir, manifest, passages, url, dataset)
@@ -321,22 +372,9 @@ def _build(
         where = DenseStore.for_index(index_dir, url)
 
     embedder = embedder or Embedder.from_config(config)
-    backend = getattr(embedder, "backend", "custom")
     started = time.perf_counter()
-    manifest = {
-        "format": FORMAT_VERSION,
-        "status": "building",
-        **settings,
-        "corpus_sha256": corpus_hash,
-        "num_passages": len(passages),
-        "dimension": embedder.dimension,
-        "backend": backend,
-        "max_seq_length": getattr(embedder, "max_seq_length", None),
-        "dense_store": where.record(),
-        "created_at": (manifest or {}).get("created_at") or now_iso(),
-        "versions": _versions(),
-        "counts": {"dense": 0, "bm25": 0},
-    }
+    created_at = (manifest or {}).get("created_at") or now_iso()
+    manifest = _building_manifest(settings, corpus_hash, len(passages), embedder, where, created_at)
     write_manifest(index_dir, manifest)  # before Chroma writes anything: a resume can be checked
     collection, have = _partial_store(where, built_with(manifest), resuming=resuming)
     manifest["counts"]["dense"] = len(have)
@@ -348,12 +386,7 @@ def _build(
     missing.sort(key=lambda p: -len(dense_document(p, config.dense_text)))
     embed_start = time.perf_counter()
     with _progress(progress, len(passages), len(have)) as advance:
-        for start in range(0, len(missing), CHUNK):
-            chunk = missing[start : start + CHUNK]
-            vectors = embedder.encode([dense_document(p, config.dense_text) for p in chunk], batch_size, advance)
-            add_passages(collection, chunk, vectors)
-            manifest["counts"]["dense"] += len(chunk)
-            write_manifest(index_dir, manifest)
+        _embed(missing, embedder, config, batch_size, advance, collection, index_dir, manifest)
     embed_seconds = time.perf_counter() - embed_start
 
     bm25_start = time.perf_counter()

@@ -245,39 +245,14 @@ def run_arena(
         row_fn = judged_row(question_row, judge)
     retrievers: dict[str, Any] = {}
     results, paths, ran, reused = {}, {}, [], []
-    settings = {  # what decides each entrant's results; nothing is built (a program entrant's is read from its file)
-        n: settings_of(
-            rt,
-            n,
-            spec.split,
-            examples,
-            config=configs.get(n) if n in programs else config_for(n, configs.get(n, {})).model_dump(mode="json"),
-            program=(n, programs[n]) if n in programs else None,
-            judge=judge,
-        )
-        for n in names
-    }
+    settings = _entrant_settings(rt, spec, names, examples, configs, programs, judge)
     modules, skipped = _build_all(
         rt, names, configs, examples, folder, retrievers, spec.skip_unavailable, programs, spec.results_dir
     )
     names = tuple(n for n in names if n not in skipped)
     if baseline in skipped:
         baseline = None
-    params = {
-        "arena": name,
-        "systems": list(names),
-        "dataset": rt.dataset,
-        "split": spec.split,
-        "limit": spec.limit,
-        "seed": spec.seed,
-        "balanced": spec.balanced,
-        "baseline": baseline,
-        "judge": spec.judge,
-        "n_questions": len(examples),
-        "lm": rt.lm_config.summary(),
-        "programs": {n: str(p) for n, p in programs.items()},
-        "report": spec.report,
-    }
+    params = _arena_params(rt, spec, name, names, baseline, len(examples), programs)
     with _maybe_run(
         track, f"arena-{name}" + (f"-{spec.report}" if spec.report else ""), params=params, tags={"kind": "arena"}
     ):
@@ -303,10 +278,8 @@ def run_arena(
                 log.info("%s: %d questions; results in %s", system, len(examples), path)
             with _maybe_run(track, system, params=settings[system], tags={"system": system}, nested=True):
                 result = _evaluate(module, examples, path, spec, settings[system], row_fn, progress)
-                if judge is not None:
-                    result.metrics.update({k: report.column_mean(result.rows, k) for k in report.JUDGE_KEYS})
-                if baseline and system != baseline:
-                    result.metrics.update(paired_metrics(result.rows, results[baseline].rows, spec.seed))
+                base_rows = results[baseline].rows if baseline and system != baseline else None
+                _add_metrics(result, spec, judge is not None, base_rows)
                 if track:
                     tracking.log_eval(result)
                     tracking.log_file(path, artifact_path="results")
@@ -317,6 +290,65 @@ def run_arena(
         if track:
             _log_report(out)
     return ArenaResult(out, md, summary, results, paths, ran, reused, skipped)
+
+
+def _entrant_settings(
+    rt: Runtime,
+    spec: ArenaSpec,
+    names: Sequence[str],
+    examples: list,
+    configs: Mapping[str, Any],
+    programs: Mapping[str, Path],
+    judge: Any,
+) -> dict[str, dict]:
+    """What decides each entrant's results; nothing is built (a program entrant's is read from its file)."""
+    return {
+        n: settings_of(
+            rt,
+            n,
+            spec.split,
+            examples,
+            config=configs.get(n) if n in programs else config_for(n, configs.get(n, {})).model_dump(mode="json"),
+            program=(n, programs[n]) if n in programs else None,
+            judge=judge,
+        )
+        for n in names
+    }
+
+
+def _arena_params(
+    rt: Runtime,
+    spec: ArenaSpec,
+    name: str,
+    names: Sequence[str],
+    baseline: str | None,
+    n_questions: int,
+    programs: Mapping[str, Path],
+) -> dict[str, Any]:
+    """The arena's parent MLflow run params."""
+    return {
+        "arena": name,
+        "systems": list(names),
+        "dataset": rt.dataset,
+        "split": spec.split,
+        "limit": spec.limit,
+        "seed": spec.seed,
+        "balanced": spec.balanced,
+        "baseline": baseline,
+        "judge": spec.judge,
+        "n_questions": n_questions,
+        "lm": rt.lm_config.summary(),
+        "programs": {n: str(p) for n, p in programs.items()},
+        "report": spec.report,
+    }
+
+
+def _add_metrics(result: EvalResult, spec: ArenaSpec, judged: bool, baseline_rows: list | None) -> None:
+    """Add the judge's means (when ``judged``) and the paired differences to the baseline's rows (when given)."""
+    if judged:
+        result.metrics.update({k: report.column_mean(result.rows, k) for k in report.JUDGE_KEYS})
+    if baseline_rows is not None:
+        result.metrics.update(paired_metrics(result.rows, baseline_rows, spec.seed))
 
 
 def _log_report(folder: Path) -> None:

@@ -100,6 +100,38 @@ def _norm(title: str) -> str:
     return " ".join(str(title).lower().split())
 
 
+def _warmup_then_decay(optimizer: Any, total: int, warmup: int) -> Any:
+    """A learning-rate schedule rising linearly over ``warmup`` steps, then falling linearly to 0 at ``total``."""
+    import torch
+
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
+    )
+
+
+def _listwise_loss(model: Any, tokenizer: Any, batch: Sequence[Sequence[Pair]], max_length: int) -> Any:
+    """The mean over ``batch``'s groups of the cross-entropy of picking each group's gold passage (its first)."""
+    import torch
+
+    flat = [p for g in batch for p in g]
+    enc = tokenizer(
+        [p.query for p in flat],
+        [p.text for p in flat],
+        truncation=True,
+        max_length=max_length,
+        padding=True,
+        return_tensors="pt",
+    )
+    logits = model(**enc).logits.squeeze(-1)
+    loss, offset = logits.new_zeros(()), 0
+    for g in batch:  # the gold passage is each group's first
+        loss = loss + torch.nn.functional.cross_entropy(
+            logits[offset : offset + len(g)].unsqueeze(0), logits.new_zeros(1, dtype=torch.long)
+        )
+        offset += len(g)
+    return loss / len(batch)
+
+
 def train_reranker(
     pairs: Sequence[Pair],
     base_model: str,
@@ -132,9 +164,7 @@ def train_reranker(
     total = steps_per_epoch * settings.epochs
     warmup = max(1, int(total * settings.warmup_ratio))
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
-    )
+    schedule = _warmup_then_decay(optimizer, total, warmup)
     rng = random.Random(settings.seed)
     model.train()
     t0, step, running = time.perf_counter(), 0, 0.0
@@ -142,24 +172,7 @@ def train_reranker(
         for epoch in range(settings.epochs):
             rng.shuffle(groups)
             for start in range(0, len(groups), per_batch):
-                batch = groups[start : start + per_batch]
-                flat = [p for g in batch for p in g]
-                enc = tokenizer(
-                    [p.query for p in flat],
-                    [p.text for p in flat],
-                    truncation=True,
-                    max_length=settings.max_length,
-                    padding=True,
-                    return_tensors="pt",
-                )
-                logits = model(**enc).logits.squeeze(-1)
-                loss, offset = logits.new_zeros(()), 0
-                for g in batch:  # the gold passage is each group's first
-                    loss = loss + torch.nn.functional.cross_entropy(
-                        logits[offset : offset + len(g)].unsqueeze(0), logits.new_zeros(1, dtype=torch.long)
-                    )
-                    offset += len(g)
-                loss = loss / len(batch)
+                loss = _listwise_loss(model, tokenizer, groups[start : start + per_batch], settings.max_length)
                 optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
