@@ -277,6 +277,27 @@ def build_index(
         ) from None
 
 
+def _previous_manifest(index_dir: Path, dataset: str | DatasetRef | None, url: str | None) -> dict | None:
+    """The manifest already in ``index_dir`` (None: none); an unreadable one raises IndexCorruptError
+    naming the command that rebuilds the index."""
+    try:
+        return read_manifest(index_dir)
+    except IndexCorruptError as exc:
+        raise IndexCorruptError(
+            f"{exc}. Rebuild the index with: {index_command(index_dir, dataset, True, url)}"
+        ) from None
+
+
+def _to_embed(passages: list[Passage], have: set[str], config: RetrieverConfig) -> list[Passage]:
+    """The passages not yet embedded, longest first (similar lengths share a batch, so less padding,
+    and the ETA is pessimistic)."""
+    missing = [p for p in passages if p.id not in have]
+    if have:
+        log.info("resuming: %d of %d passages already embedded, %d to go", len(have), len(passages), len(missing))
+    missing.sort(key=lambda p: -len(dense_document(p, config.dense_text)))
+    return missing
+
+
 def _refuse_mismatch(
     manifest: dict,
     settings: dict,
@@ -351,12 +372,7 @@ def _build(
     settings, url = {**config.index_settings(), "embedding_method": method}, config.chroma_url
     if rebuild:
         _wipe(index_dir, url)
-    try:
-        manifest = read_manifest(index_dir)
-    except IndexCorruptError as exc:
-        raise IndexCorruptError(
-            f"{exc}. Rebuild the index with: {index_command(index_dir, dataset, True, url)}"
-        ) from None
+    manifest = _previous_manifest(index_dir, dataset, url)
     resuming = manifest is not None  # an interrupted build of this corpus (a complete one returns below)
     if manifest is not None:
         _refuse_mismatch(manifest, settings, corpus_hash, index_dir, url, dataset)
@@ -379,16 +395,27 @@ def _build(
     collection, have = _partial_store(where, built_with(manifest), resuming=resuming)
     manifest["counts"]["dense"] = len(have)
 
-    missing = [p for p in passages if p.id not in have]
-    if have:
-        log.info("resuming: %d of %d passages already embedded, %d to go", len(have), len(passages), len(missing))
-    # Longest first: similar lengths share a batch (less padding), and the ETA is pessimistic.
-    missing.sort(key=lambda p: -len(dense_document(p, config.dense_text)))
+    missing = _to_embed(passages, have, config)
     embed_start = time.perf_counter()
     with _progress(progress, len(passages), len(have)) as advance:
         _embed(missing, embedder, config, batch_size, advance, collection, index_dir, manifest)
     embed_seconds = time.perf_counter() - embed_start
 
+    return _complete(index_dir, manifest, passages, settings, url, collection, len(missing), embed_seconds, started)
+
+
+def _complete(
+    index_dir: Path,
+    manifest: dict,
+    passages: list[Passage],
+    settings: dict,
+    url: str | None,
+    collection: Any,
+    embedded: int,
+    embed_seconds: float,
+    started: float,
+) -> dict:
+    """Build the BM25 part, then mark the manifest complete (counts, file checksums, timings) and write it."""
     bm25_start = time.perf_counter()
     build_bm25(passages, index_dir / BM25_DIR, settings["bm25"])
     manifest.update(
@@ -397,13 +424,13 @@ def _build(
         counts={"dense": collection.count(), "bm25": len(passages)},
         files=integrity.record(index_dir, (BM25_DIR,) if url else (BM25_DIR, CHROMA_DIR)),
         timings={
-            "embedded_this_run": len(missing),
+            "embedded_this_run": embedded,
             "embed_seconds": round(embed_seconds, 2),
-            "passages_per_second": round(len(missing) / embed_seconds, 1) if missing and embed_seconds > 0 else None,
+            "passages_per_second": round(embedded / embed_seconds, 1) if embedded and embed_seconds > 0 else None,
             "bm25_seconds": round(time.perf_counter() - bm25_start, 2),
             "build_seconds": round(time.perf_counter() - started, 2),
         },
     )
     write_manifest(index_dir, manifest)
-    log.info("index at %s complete: %d passages (%d embedded now)", index_dir, len(passages), len(missing))
+    log.info("index at %s complete: %d passages (%d embedded now)", index_dir, len(passages), embedded)
     return manifest

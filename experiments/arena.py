@@ -217,35 +217,19 @@ def run_arena(
     ``rt`` is an experiments.runtime.Runtime (or anything with its examples/system/retriever
     methods); with ``track`` the caller has pointed MLflow somewhere (tracking.configure).
     """
-    names = resolve_systems(spec.systems)
-    programs = check_programs(spec.programs, names)
-    configs = check_configs(spec.configs, names, programs)
-    if spec.step is not None and spec.step < 1:
-        raise ConfigError(f"step must be a positive number of questions, not {spec.step}")
-    baseline = pick_baseline(spec, names)
-    if baseline:  # first, so each later system's run can log its paired difference to it
-        names = (baseline, *[n for n in names if n != baseline])
-    names = (*names, *programs)
+    names, programs, configs, baseline = _entrants(spec)
     examples = rt.examples(spec.split, spec.limit, spec.seed, spec.balanced)
     if not examples:
         raise ConfigError(f"no questions in {rt.dataset} {spec.split} (limit {spec.limit})")
-    name = arena_name(rt.dataset, spec, getattr(rt, "retriever_config", None))
-    folder = Path(rt.workspace) / "reports" / f"arena-{name}"
-    out = report_folder(folder, spec.report)
-    title = f"Arena {name}: {len(examples)} {Path(rt.dataset).stem} {spec.split} questions"
+    name, folder, out, title = _arena_place(rt, spec, len(examples))
     if spec.report_only:
         return report_from_files(
             folder, names, examples, baseline, title, spec.seed, out=out, results_dir=spec.results_dir
         )
     judge = _judge(rt, spec, judge)
-    row_fn = question_row
-    if judge is not None:
-        from optimize.judge import judged_row
-
-        row_fn = judged_row(question_row, judge)
-    retrievers: dict[str, Any] = {}
-    results, paths, ran, reused = {}, {}, [], []
+    row_fn = _row_fn(judge)
     settings = _entrant_settings(rt, spec, names, examples, configs, programs, judge)
+    retrievers: dict[str, Any] = {}  # shared by the entrants built with the same retriever settings
     modules, skipped = _build_all(
         rt, names, configs, examples, folder, retrievers, spec.skip_unavailable, programs, spec.results_dir
     )
@@ -257,39 +241,84 @@ def run_arena(
         track, f"arena-{name}" + (f"-{spec.report}" if spec.report else ""), params=params, tags={"kind": "arena"}
     ):
         if spec.step:
-            _interleave(
-                spec,
-                names,
-                modules,
-                settings,
-                examples,
-                folder,
-                row_fn,
-                progress,
-                report_as=(title, baseline, track, out),
-            )
-        for system in names:
-            path = folder / "results" / f"{system}.jsonl"
-            if system not in modules:
-                module, _ = _NotRerun(system), reused.append(system)
-                log.info("%s: finished earlier (%s); not rerun", system, path)
-            else:
-                module, _ = modules[system], ran.append(system)
-                log.info("%s: %d questions; results in %s", system, len(examples), path)
-            with _maybe_run(track, system, params=settings[system], tags={"system": system}, nested=True):
-                result = _evaluate(module, examples, path, spec, settings[system], row_fn, progress)
-                base_rows = results[baseline].rows if baseline and system != baseline else None
-                _add_metrics(result, spec, judge is not None, base_rows)
-                if track:
-                    tracking.log_eval(result)
-                    tracking.log_file(path, artifact_path="results")
-            results[system], paths[system] = result, path
+            report_as = (title, baseline, track, out)
+            _interleave(spec, names, modules, settings, examples, folder, row_fn, progress, report_as=report_as)
+        results, paths, ran, reused = _run_entrants(
+            spec, names, modules, settings, examples, folder, row_fn, progress, track, judge is not None, baseline
+        )
         md, summary = report.write_report(
             out, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed, skipped=skipped
         )
         if track:
             _log_report(out)
     return ArenaResult(out, md, summary, results, paths, ran, reused, skipped)
+
+
+def _arena_place(rt: Runtime, spec: ArenaSpec, n_questions: int) -> tuple[str, Path, Path, str]:
+    """The arena's name, its folder (results), its report's folder and the report's title."""
+    name = arena_name(rt.dataset, spec, getattr(rt, "retriever_config", None))
+    folder = Path(rt.workspace) / "reports" / f"arena-{name}"
+    title = f"Arena {name}: {n_questions} {Path(rt.dataset).stem} {spec.split} questions"
+    return name, folder, report_folder(folder, spec.report), title
+
+
+def _row_fn(judge: Any) -> Any:
+    """The function scoring each question's row: question_row, judged by ``judge`` when there is one."""
+    if judge is None:
+        return question_row
+    from optimize.judge import judged_row
+
+    return judged_row(question_row, judge)
+
+
+def _entrants(spec: ArenaSpec) -> tuple[tuple[str, ...], dict[str, Path], dict, str | None]:
+    """The arena's entrants, checked: names (the baseline first, program entrants last), program files,
+    configs and baseline."""
+    names = resolve_systems(spec.systems)
+    programs = check_programs(spec.programs, names)
+    configs = check_configs(spec.configs, names, programs)
+    if spec.step is not None and spec.step < 1:
+        raise ConfigError(f"step must be a positive number of questions, not {spec.step}")
+    baseline = pick_baseline(spec, names)
+    if baseline:  # first, so each later system's run can log its paired difference to it
+        names = (baseline, *[n for n in names if n != baseline])
+    return (*names, *programs), programs, configs, baseline
+
+
+def _run_entrants(
+    spec: ArenaSpec,
+    names: Sequence[str],
+    modules: Mapping[str, Any],
+    settings: Mapping[str, dict],
+    examples: list,
+    folder: Path,
+    row_fn: Any,
+    progress: bool,
+    track: bool,
+    judged: bool,
+    baseline: str | None,
+) -> tuple[dict[str, EvalResult], dict[str, Path], list[str], list[str]]:
+    """Evaluate each entrant in turn (one nested MLflow run each; one finished earlier is read, not rerun).
+
+    Returns the results and results files by system, and the systems run and reused."""
+    results, paths, ran, reused = {}, {}, [], []
+    for system in names:
+        path = folder / "results" / f"{system}.jsonl"
+        if system not in modules:
+            module, _ = _NotRerun(system), reused.append(system)
+            log.info("%s: finished earlier (%s); not rerun", system, path)
+        else:
+            module, _ = modules[system], ran.append(system)
+            log.info("%s: %d questions; results in %s", system, len(examples), path)
+        with _maybe_run(track, system, params=settings[system], tags={"system": system}, nested=True):
+            result = _evaluate(module, examples, path, spec, settings[system], row_fn, progress)
+            base_rows = results[baseline].rows if baseline and system != baseline else None
+            _add_metrics(result, spec, judged, base_rows)
+            if track:
+                tracking.log_eval(result)
+                tracking.log_file(path, artifact_path="results")
+        results[system], paths[system] = result, path
+    return results, paths, ran, reused
 
 
 def _entrant_settings(

@@ -410,28 +410,10 @@ def _append(path: Path, line: str) -> None:
         os.close(fd)
 
 
-def evaluate(
-    system: Callable[..., Any],
-    examples: Iterable[Any],
-    results_path: str | Path | None = None,
-    threads: int = 1,
-    progress: bool = True,
-    meta: dict | None = None,
-    seed: int = 0,
-    row_fn: Callable[[Any, Any], dict] = question_row,
-    compact_path: str | Path | None = None,
-    max_failed_in_a_row: int | None = MAX_FAILED_IN_A_ROW,
-) -> EvalResult:
-    """Run ``system(question=...)`` on each example; keep each row as it finishes; aggregate.
-
-    ``compact_path``: also keep each row's :func:`compact_row` there (a file to commit), and count the
-    questions it holds as done when the full results file lacks them. Questions that failed in an earlier
-    run are asked again; ``max_failed_in_a_row`` failures one after another stop the run with
-    :class:`RunAbortedError` (None: never stop)."""
-    examples = list(examples)
+def _resume(path: Path | None, compact: Path | None, meta: dict | None, examples: list) -> dict[str, dict]:
+    """The rows already answered (not failed) by id, from the results and compact files (each checked
+    writable and of the same ``meta``, then rewritten whole from the rows they hold)."""
     done: dict[str, dict] = {}
-    path = Path(results_path) if results_path else None
-    compact = Path(compact_path) if compact_path else None
     for f in (path, compact):
         if f:
             _check_writable(f.parent)
@@ -452,6 +434,31 @@ def evaluate(
                 len(latest),
                 len(ids & (latest.keys() - done.keys())),
             )
+    return done
+
+
+def evaluate(
+    system: Callable[..., Any],
+    examples: Iterable[Any],
+    results_path: str | Path | None = None,
+    threads: int = 1,
+    progress: bool = True,
+    meta: dict | None = None,
+    seed: int = 0,
+    row_fn: Callable[[Any, Any], dict] = question_row,
+    compact_path: str | Path | None = None,
+    max_failed_in_a_row: int | None = MAX_FAILED_IN_A_ROW,
+) -> EvalResult:
+    """Run ``system(question=...)`` on each example; keep each row as it finishes; aggregate.
+
+    ``compact_path``: also keep each row's :func:`compact_row` there (a file to commit), and count the
+    questions it holds as done when the full results file lacks them. Questions that failed in an earlier
+    run are asked again; ``max_failed_in_a_row`` failures one after another stop the run with
+    :class:`RunAbortedError` (None: never stop)."""
+    examples = list(examples)
+    path = Path(results_path) if results_path else None
+    compact = Path(compact_path) if compact_path else None
+    done = _resume(path, compact, meta, examples)
     todo = [ex for ex in examples if getattr(ex, "id", None) not in done]
     lock = threading.Lock()
 

@@ -132,33 +132,19 @@ def _listwise_loss(model: Any, tokenizer: Any, batch: Sequence[Sequence[Pair]], 
     return loss / len(batch)
 
 
-def train_reranker(
-    pairs: Sequence[Pair],
-    base_model: str,
-    out_dir: Path,
+def _fit_listwise(
+    model: Any,
+    tokenizer: Any,
+    groups: list[list[Pair]],
     settings: RerankerTraining,
-    trained_on: Mapping[str, Any],
-    progress: bool = True,
-    on_log: Callable[[dict], None] | None = None,
-) -> dict:
-    """Fine-tune a CrossEncoder from ``base_model`` on ``pairs``; save it with its manifest in ``out_dir``.
-
-    A plain PyTorch loop over the CrossEncoder's model (AdamW, linear warm-up and decay), seeded, with a
-    listwise loss: each gold paragraph is scored against its question's hard negatives and the loss is
-    the cross-entropy of picking it (a pointwise loss on these few hard pairs left the model at the
-    class prior). Returns the manifest (``trained_on`` plus the settings, pair counts, seconds and file
-    checksums)."""
-    if not pairs:
-        raise ConfigError("no training pairs: the questions have no gold paragraph in the corpus")
+    progress: bool,
+    on_log: Callable[[dict], None] | None,
+) -> tuple[float, float]:
+    """Train ``model`` on ``groups`` (shuffled each epoch; AdamW, warm-up then linear decay, clipped
+    gradients). Returns the final running loss and the seconds the loop took."""
     import torch
-    from sentence_transformers.cross_encoder import CrossEncoder
     from tqdm.auto import tqdm
 
-    torch.manual_seed(settings.seed)
-    encoder = CrossEncoder(base_model, num_labels=1, max_length=settings.max_length)
-    model, tokenizer = encoder.model, encoder.tokenizer
-    groups = listwise_groups(pairs)
-    n_pos = sum(p.label > 0 for p in pairs)
     per_batch = max(1, settings.batch_size // (1 + settings.negatives))  # groups per step
     steps_per_epoch = (len(groups) + per_batch - 1) // per_batch
     total = steps_per_epoch * settings.epochs
@@ -184,7 +170,36 @@ def train_reranker(
                 bar.set_postfix(loss=f"{running:.3f}", epoch=epoch)
                 if on_log is not None and step % 20 == 0:
                     on_log({"step": step, "loss": running, "learning_rate": schedule.get_last_lr()[0]})
-    seconds = time.perf_counter() - t0
+    return running, time.perf_counter() - t0
+
+
+def train_reranker(
+    pairs: Sequence[Pair],
+    base_model: str,
+    out_dir: Path,
+    settings: RerankerTraining,
+    trained_on: Mapping[str, Any],
+    progress: bool = True,
+    on_log: Callable[[dict], None] | None = None,
+) -> dict:
+    """Fine-tune a CrossEncoder from ``base_model`` on ``pairs``; save it with its manifest in ``out_dir``.
+
+    A plain PyTorch loop over the CrossEncoder's model (AdamW, linear warm-up and decay), seeded, with a
+    listwise loss: each gold paragraph is scored against its question's hard negatives and the loss is
+    the cross-entropy of picking it (a pointwise loss on these few hard pairs left the model at the
+    class prior). Returns the manifest (``trained_on`` plus the settings, pair counts, seconds and file
+    checksums)."""
+    if not pairs:
+        raise ConfigError("no training pairs: the questions have no gold paragraph in the corpus")
+    import torch
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    torch.manual_seed(settings.seed)
+    encoder = CrossEncoder(base_model, num_labels=1, max_length=settings.max_length)
+    model, tokenizer = encoder.model, encoder.tokenizer
+    groups = listwise_groups(pairs)
+    n_pos = sum(p.label > 0 for p in pairs)
+    running, seconds = _fit_listwise(model, tokenizer, groups, settings, progress, on_log)
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder.save_pretrained(str(out_dir))

@@ -172,6 +172,20 @@ def open_retriever(
     _refuse_mismatch(index_dir, manifest, config, embedder, corpus_sha256, dataset)
     parts = {"dense": ("dense",), "bm25": ("bm25",)}.get(config.mode, ("bm25", "dense"))
     check_index(index_dir, manifest, parts, dataset=dataset, chroma_url=url)
+    return _assemble(index_dir, manifest, config, embedder, dataset, rerankers_dir)
+
+
+def _assemble(
+    index_dir: Path,
+    manifest: dict,
+    config: RetrieverConfig,
+    embedder: Embedder | None,
+    dataset: str | DatasetRef | None,
+    rerankers_dir: str | os.PathLike | None,
+) -> Retriever:
+    """The retriever ``config`` asks for over the checked index: a learned ranker over hybrid pools, or a
+    dense, BM25 or hybrid one with its wrappers (see _wrapped)."""
+    url = config.chroma_url
 
     def dense() -> DenseRetriever:
         collection = open_dense(index_dir, manifest, url, dataset)  # before loading the model: fail fast
