@@ -175,7 +175,12 @@ def is_finished(path: Path, examples: list, compact: Path | None = None) -> bool
 
 
 def compact_file(spec: ArenaSpec, system: str) -> Path | None:
-    return Path(spec.results_dir) / f"{system}.jsonl" if spec.results_dir else None
+    return _compact_in(spec.results_dir, system)
+
+
+def _compact_in(results_dir: Path | None, system: str) -> Path | None:
+    """Where ``system``'s compact rows are kept in ``results_dir`` (None: no such folder)."""
+    return Path(results_dir) / f"{system}.jsonl" if results_dir else None
 
 
 class _NotRerun:
@@ -240,12 +245,10 @@ def run_arena(
     with _maybe_run(
         track, f"arena-{name}" + (f"-{spec.report}" if spec.report else ""), params=params, tags={"kind": "arena"}
     ):
+        passes = _Passes(spec, names, modules, settings, examples, folder, row_fn, progress)
         if spec.step:
-            report_as = (title, baseline, track, out)
-            _interleave(spec, names, modules, settings, examples, folder, row_fn, progress, report_as=report_as)
-        results, paths, ran, reused = _run_entrants(
-            spec, names, modules, settings, examples, folder, row_fn, progress, track, judge is not None, baseline
-        )
+            _interleave(passes, report_as=(title, baseline, track, out))
+        results, paths, ran, reused = _run_entrants(passes, track, judge is not None, baseline)
         md, summary = report.write_report(
             out, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed, skipped=skipped
         )
@@ -285,35 +288,46 @@ def _entrants(spec: ArenaSpec) -> tuple[tuple[str, ...], dict[str, Path], dict, 
     return (*names, *programs), programs, configs, baseline
 
 
+def _results_file(folder: Path, system: str) -> Path:
+    """Where an arena in ``folder`` keeps ``system``'s rows."""
+    return folder / "results" / f"{system}.jsonl"
+
+
+@dataclass(frozen=True)
+class _Passes:
+    """What every pass over the entrants reads: the arena's spec, the entrants in order, the built
+    modules (absent: finished earlier), each entrant's settings, the questions, the arena's folder,
+    the row function and whether to show progress."""
+
+    spec: ArenaSpec
+    names: Sequence[str]
+    modules: Mapping[str, Any]
+    settings: Mapping[str, dict]
+    examples: list
+    folder: Path
+    row_fn: Any
+    progress: bool
+
+
 def _run_entrants(
-    spec: ArenaSpec,
-    names: Sequence[str],
-    modules: Mapping[str, Any],
-    settings: Mapping[str, dict],
-    examples: list,
-    folder: Path,
-    row_fn: Any,
-    progress: bool,
-    track: bool,
-    judged: bool,
-    baseline: str | None,
+    p: _Passes, track: bool, judged: bool, baseline: str | None
 ) -> tuple[dict[str, EvalResult], dict[str, Path], list[str], list[str]]:
     """Evaluate each entrant in turn (one nested MLflow run each; one finished earlier is read, not rerun).
 
     Returns the results and results files by system, and the systems run and reused."""
     results, paths, ran, reused = {}, {}, [], []
-    for system in names:
-        path = folder / "results" / f"{system}.jsonl"
-        if system not in modules:
+    for system in p.names:
+        path = _results_file(p.folder, system)
+        if system not in p.modules:
             module, _ = _NotRerun(system), reused.append(system)
             log.info("%s: finished earlier (%s); not rerun", system, path)
         else:
-            module, _ = modules[system], ran.append(system)
-            log.info("%s: %d questions; results in %s", system, len(examples), path)
-        with _maybe_run(track, system, params=settings[system], tags={"system": system}, nested=True):
-            result = _evaluate(module, examples, path, spec, settings[system], row_fn, progress)
+            module, _ = p.modules[system], ran.append(system)
+            log.info("%s: %d questions; results in %s", system, len(p.examples), path)
+        with _maybe_run(track, system, params=p.settings[system], tags={"system": system}, nested=True):
+            result = _evaluate(module, p.examples, path, p.spec, p.settings[system], p.row_fn, p.progress)
             base_rows = results[baseline].rows if baseline and system != baseline else None
-            _add_metrics(result, spec, judged, base_rows)
+            _add_metrics(result, p.spec, judged, base_rows)
             if track:
                 tracking.log_eval(result)
                 tracking.log_file(path, artifact_path="results")
@@ -416,41 +430,32 @@ def _evaluate(
         raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
 
 
-def _interleave(
-    spec: ArenaSpec,
-    names: Sequence[str],
-    modules: Mapping[str, Any],
-    settings: Mapping[str, dict],
-    examples: list,
-    folder: Path,
-    row_fn: Any,
-    progress: bool,
-    report_as: tuple[str, str | None, bool, Path],
-) -> None:
+def _interleave(p: _Passes, report_as: tuple[str, str | None, bool, Path]) -> None:
     """Bring every unfinished system to the first ``step`` questions, then to the first 2*step, ...
     (the last stage, all questions, is the arena's ordinary pass). The result files and their meta
     are the ones the full pass uses, so stages resume like it. After each stage the report is
     rebuilt from the files (and logged to the arena's MLflow run), so a long arena can be read
     while it runs."""
     title, baseline, track, out = report_as
+    spec, examples = p.spec, p.examples
     for stop in range(spec.step, len(examples), spec.step):
-        for system in names:
-            if system not in modules:
+        for system in p.names:
+            if system not in p.modules:
                 continue
             log.info("%s: stage of the first %d of %d questions", system, stop, len(examples))
             _evaluate(
-                modules[system],
+                p.modules[system],
                 examples[:stop],
-                folder / "results" / f"{system}.jsonl",
+                _results_file(p.folder, system),
                 spec,
-                settings[system],
-                row_fn,
-                progress,
+                p.settings[system],
+                p.row_fn,
+                p.progress,
                 label=f"{system} (stage: first {stop})",
             )
-        if any(system in modules for system in names):
+        if any(system in p.modules for system in p.names):
             report_from_files(
-                folder, names, examples, baseline, title, spec.seed, out=out, results_dir=spec.results_dir
+                p.folder, p.names, examples, baseline, title, spec.seed, out=out, results_dir=spec.results_dir
             )
             log.info("stage of %d done; report so far: %s", stop, out / "summary.md")
             if track:
@@ -481,8 +486,8 @@ def report_from_files(
     ids = [e.id for e in examples]
     rows, paths, pending = {}, {}, {}
     for system in names:
-        path = folder / "results" / f"{system}.jsonl"
-        got = finished_rows(path, ids, Path(results_dir) / f"{system}.jsonl" if results_dir else None)
+        path = _results_file(folder, system)
+        got = finished_rows(path, ids, _compact_in(results_dir, system))
         if got:
             rows[system], paths[system] = got, path
         else:
@@ -512,8 +517,8 @@ def _build_all(
     modules: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     for system in names:
-        compact = Path(results_dir) / f"{system}.jsonl" if results_dir else None
-        if is_finished(folder / "results" / f"{system}.jsonl", examples, compact):
+        compact = _compact_in(results_dir, system)
+        if is_finished(_results_file(folder, system), examples, compact):
             continue
         try:
             if system in programs:

@@ -477,16 +477,7 @@ def compile_from_runtime(
     trainset, selectset, valset = _sample(runtime, job.seed, skip, n_train, n_sel, n_val, val_split)
     student, retriever_overrides = _student(runtime, job, program_path, system_config)
     if job.target == "critic":  # what the calibrator's features come from, recorded with it and checked on load
-        from experiments.runtime import ranker_id
-
-        job.calibrator_fitted_on = {
-            "dataset": str(runtime.dataset),
-            "corpus_sha256": runtime.index_manifest().get("corpus_sha256"),
-            "ranker": ranker_id(runtime.retriever_settings(retriever_overrides)),
-            "train_offset": skip,
-            "n_train": n_train,
-            "n_heldout": n_val,
-        }
+        job.calibrator_fitted_on = _fitted_on(runtime, retriever_overrides, skip, n_train, n_val)
     proposer = proposer_for(runtime, job.optimizer)
     params = {
         "dataset": runtime.dataset,
@@ -508,6 +499,20 @@ def compile_from_runtime(
         params=params,
         selectset=selectset if selects else None,
     )
+
+
+def _fitted_on(runtime: Runtime, retriever_overrides: dict | None, skip: int, n_train: int, n_val: int) -> dict:
+    """What a critic's calibrator is fitted on: dataset, corpus, ranker and the train questions used."""
+    from experiments.runtime import ranker_id
+
+    return {
+        "dataset": str(runtime.dataset),
+        "corpus_sha256": runtime.index_manifest().get("corpus_sha256"),
+        "ranker": ranker_id(runtime.retriever_settings(retriever_overrides)),
+        "train_offset": skip,
+        "n_train": n_train,
+        "n_heldout": n_val,
+    }
 
 
 def _sample(
