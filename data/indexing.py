@@ -277,6 +277,84 @@ def build_index(
         ) from None
 
 
+def _previous_manifest(index_dir: Path, dataset: str | DatasetRef | None, url: str | None) -> dict | None:
+    """The manifest already in ``index_dir`` (None: none); an unreadable one raises IndexCorruptError
+    naming the command that rebuilds the index."""
+    try:
+        return read_manifest(index_dir)
+    except IndexCorruptError as exc:
+        raise IndexCorruptError(
+            f"{exc}. Rebuild the index with: {index_command(index_dir, dataset, True, url)}"
+        ) from None
+
+
+def _to_embed(passages: list[Passage], have: set[str], config: RetrieverConfig) -> list[Passage]:
+    """The passages not yet embedded, longest first (similar lengths share a batch, so less padding,
+    and the ETA is pessimistic)."""
+    missing = [p for p in passages if p.id not in have]
+    if have:
+        log.info("resuming: %d of %d passages already embedded, %d to go", len(have), len(passages), len(missing))
+    missing.sort(key=lambda p: -len(dense_document(p, config.dense_text)))
+    return missing
+
+
+def _refuse_mismatch(
+    manifest: dict,
+    settings: dict,
+    corpus_hash: str,
+    index_dir: Path,
+    url: str | None,
+    dataset: str | DatasetRef | None,
+) -> None:
+    """Raise IndexMismatchError where the index in ``index_dir`` was built with other settings or corpus."""
+    problems = mismatches(manifest, settings, corpus_hash)
+    if problems:
+        raise IndexMismatchError(
+            f"{index_dir} holds an index built differently ({'; '.join(problems)}); refusing to "
+            f"{'resume' if manifest.get('status') != 'complete' else 'reuse'} it. Rebuild with: "
+            f"{index_command(index_dir, dataset, True, url)}"
+        )
+
+
+def _building_manifest(
+    settings: dict, corpus_hash: str, num_passages: int, embedder: Embedder, where: DenseStore, created_at: str
+) -> dict:
+    """The manifest of an index being built (status "building", no vectors counted yet)."""
+    return {
+        "format": FORMAT_VERSION,
+        "status": "building",
+        **settings,
+        "corpus_sha256": corpus_hash,
+        "num_passages": num_passages,
+        "dimension": embedder.dimension,
+        "backend": getattr(embedder, "backend", "custom"),
+        "max_seq_length": getattr(embedder, "max_seq_length", None),
+        "dense_store": where.record(),
+        "created_at": created_at,
+        "versions": _versions(),
+        "counts": {"dense": 0, "bm25": 0},
+    }
+
+
+def _embed(
+    missing: list[Passage],
+    embedder: Embedder,
+    config: RetrieverConfig,
+    batch_size: int | None,
+    advance: Callable[[int], Any],
+    collection: Any,
+    index_dir: Path,
+    manifest: dict,
+) -> None:
+    """Embed and store ``missing`` a chunk at a time, recording each chunk's count in the manifest on disk."""
+    for start in range(0, len(missing), CHUNK):
+        chunk = missing[start : start + CHUNK]
+        vectors = embedder.encode([dense_document(p, config.dense_text) for p in chunk], batch_size, advance)
+        add_passages(collection, chunk, vectors)
+        manifest["counts"]["dense"] += len(chunk)
+        write_manifest(index_dir, manifest)
+
+
 def _build(
     passages: list[Passage],
     index_dir: Path,
@@ -294,21 +372,10 @@ def _build(
     settings, url = {**config.index_settings(), "embedding_method": method}, config.chroma_url
     if rebuild:
         _wipe(index_dir, url)
-    try:
-        manifest = read_manifest(index_dir)
-    except IndexCorruptError as exc:
-        raise IndexCorruptError(
-            f"{exc}. Rebuild the index with: {index_command(index_dir, dataset, True, url)}"
-        ) from None
+    manifest = _previous_manifest(index_dir, dataset, url)
     resuming = manifest is not None  # an interrupted build of this corpus (a complete one returns below)
     if manifest is not None:
-        problems = mismatches(manifest, settings, corpus_hash)
-        if problems:
-            raise IndexMismatchError(
-                f"{index_dir} holds an index built differently ({'; '.join(problems)}); refusing to "
-                f"{'resume' if manifest.get('status') != 'complete' else 'reuse'} it. Rebuild with: "
-                f"{index_command(index_dir, dataset, True, url)}"
-            )
+        _refuse_mismatch(manifest, settings, corpus_hash, index_dir, url, dataset)
         where = dense_store(index_dir, manifest, url, dataset)
         if manifest.get("status") == "complete":
             return _up_to_date(index_dir, manifest, passages, url, dataset)
@@ -321,41 +388,34 @@ def _build(
         where = DenseStore.for_index(index_dir, url)
 
     embedder = embedder or Embedder.from_config(config)
-    backend = getattr(embedder, "backend", "custom")
     started = time.perf_counter()
-    manifest = {
-        "format": FORMAT_VERSION,
-        "status": "building",
-        **settings,
-        "corpus_sha256": corpus_hash,
-        "num_passages": len(passages),
-        "dimension": embedder.dimension,
-        "backend": backend,
-        "max_seq_length": getattr(embedder, "max_seq_length", None),
-        "dense_store": where.record(),
-        "created_at": (manifest or {}).get("created_at") or now_iso(),
-        "versions": _versions(),
-        "counts": {"dense": 0, "bm25": 0},
-    }
+    created_at = (manifest or {}).get("created_at") or now_iso()
+    manifest = _building_manifest(settings, corpus_hash, len(passages), embedder, where, created_at)
     write_manifest(index_dir, manifest)  # before Chroma writes anything: a resume can be checked
     collection, have = _partial_store(where, built_with(manifest), resuming=resuming)
     manifest["counts"]["dense"] = len(have)
 
-    missing = [p for p in passages if p.id not in have]
-    if have:
-        log.info("resuming: %d of %d passages already embedded, %d to go", len(have), len(passages), len(missing))
-    # Longest first: similar lengths share a batch (less padding), and the ETA is pessimistic.
-    missing.sort(key=lambda p: -len(dense_document(p, config.dense_text)))
+    missing = _to_embed(passages, have, config)
     embed_start = time.perf_counter()
     with _progress(progress, len(passages), len(have)) as advance:
-        for start in range(0, len(missing), CHUNK):
-            chunk = missing[start : start + CHUNK]
-            vectors = embedder.encode([dense_document(p, config.dense_text) for p in chunk], batch_size, advance)
-            add_passages(collection, chunk, vectors)
-            manifest["counts"]["dense"] += len(chunk)
-            write_manifest(index_dir, manifest)
+        _embed(missing, embedder, config, batch_size, advance, collection, index_dir, manifest)
     embed_seconds = time.perf_counter() - embed_start
 
+    return _complete(index_dir, manifest, passages, settings, url, collection, len(missing), embed_seconds, started)
+
+
+def _complete(
+    index_dir: Path,
+    manifest: dict,
+    passages: list[Passage],
+    settings: dict,
+    url: str | None,
+    collection: Any,
+    embedded: int,
+    embed_seconds: float,
+    started: float,
+) -> dict:
+    """Build the BM25 part, then mark the manifest complete (counts, file checksums, timings) and write it."""
     bm25_start = time.perf_counter()
     build_bm25(passages, index_dir / BM25_DIR, settings["bm25"])
     manifest.update(
@@ -364,13 +424,13 @@ def _build(
         counts={"dense": collection.count(), "bm25": len(passages)},
         files=integrity.record(index_dir, (BM25_DIR,) if url else (BM25_DIR, CHROMA_DIR)),
         timings={
-            "embedded_this_run": len(missing),
+            "embedded_this_run": embedded,
             "embed_seconds": round(embed_seconds, 2),
-            "passages_per_second": round(len(missing) / embed_seconds, 1) if missing and embed_seconds > 0 else None,
+            "passages_per_second": round(embedded / embed_seconds, 1) if embedded and embed_seconds > 0 else None,
             "bm25_seconds": round(time.perf_counter() - bm25_start, 2),
             "build_seconds": round(time.perf_counter() - started, 2),
         },
     )
     write_manifest(index_dir, manifest)
-    log.info("index at %s complete: %d passages (%d embedded now)", index_dir, len(passages), len(missing))
+    log.info("index at %s complete: %d passages (%d embedded now)", index_dir, len(passages), embedded)
     return manifest

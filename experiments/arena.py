@@ -175,7 +175,12 @@ def is_finished(path: Path, examples: list, compact: Path | None = None) -> bool
 
 
 def compact_file(spec: ArenaSpec, system: str) -> Path | None:
-    return Path(spec.results_dir) / f"{system}.jsonl" if spec.results_dir else None
+    return _compact_in(spec.results_dir, system)
+
+
+def _compact_in(results_dir: Path | None, system: str) -> Path | None:
+    """Where ``system``'s compact rows are kept in ``results_dir`` (None: no such folder)."""
+    return Path(results_dir) / f"{system}.jsonl" if results_dir else None
 
 
 class _NotRerun:
@@ -217,6 +222,61 @@ def run_arena(
     ``rt`` is an experiments.runtime.Runtime (or anything with its examples/system/retriever
     methods); with ``track`` the caller has pointed MLflow somewhere (tracking.configure).
     """
+    names, programs, configs, baseline = _entrants(spec)
+    examples = rt.examples(spec.split, spec.limit, spec.seed, spec.balanced)
+    if not examples:
+        raise ConfigError(f"no questions in {rt.dataset} {spec.split} (limit {spec.limit})")
+    name, folder, out, title = _arena_place(rt, spec, len(examples))
+    if spec.report_only:
+        return report_from_files(
+            folder, names, examples, baseline, title, spec.seed, out=out, results_dir=spec.results_dir
+        )
+    judge = _judge(rt, spec, judge)
+    row_fn = _row_fn(judge)
+    settings = _entrant_settings(rt, spec, names, examples, configs, programs, judge)
+    retrievers: dict[str, Any] = {}  # shared by the entrants built with the same retriever settings
+    modules, skipped = _build_all(
+        rt, names, configs, examples, folder, retrievers, spec.skip_unavailable, programs, spec.results_dir
+    )
+    names = tuple(n for n in names if n not in skipped)
+    if baseline in skipped:
+        baseline = None
+    params = _arena_params(rt, spec, name, names, baseline, len(examples), programs)
+    with _maybe_run(
+        track, f"arena-{name}" + (f"-{spec.report}" if spec.report else ""), params=params, tags={"kind": "arena"}
+    ):
+        passes = _Passes(spec, names, modules, settings, examples, folder, row_fn, progress)
+        if spec.step:
+            _interleave(passes, report_as=(title, baseline, track, out))
+        results, paths, ran, reused = _run_entrants(passes, track, judge is not None, baseline)
+        md, summary = report.write_report(
+            out, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed, skipped=skipped
+        )
+        if track:
+            _log_report(out)
+    return ArenaResult(out, md, summary, results, paths, ran, reused, skipped)
+
+
+def _arena_place(rt: Runtime, spec: ArenaSpec, n_questions: int) -> tuple[str, Path, Path, str]:
+    """The arena's name, its folder (results), its report's folder and the report's title."""
+    name = arena_name(rt.dataset, spec, getattr(rt, "retriever_config", None))
+    folder = Path(rt.workspace) / "reports" / f"arena-{name}"
+    title = f"Arena {name}: {n_questions} {Path(rt.dataset).stem} {spec.split} questions"
+    return name, folder, report_folder(folder, spec.report), title
+
+
+def _row_fn(judge: Any) -> Any:
+    """The function scoring each question's row: question_row, judged by ``judge`` when there is one."""
+    if judge is None:
+        return question_row
+    from optimize.judge import judged_row
+
+    return judged_row(question_row, judge)
+
+
+def _entrants(spec: ArenaSpec) -> tuple[tuple[str, ...], dict[str, Path], dict, str | None]:
+    """The arena's entrants, checked: names (the baseline first, program entrants last), program files,
+    configs and baseline."""
     names = resolve_systems(spec.systems)
     programs = check_programs(spec.programs, names)
     configs = check_configs(spec.configs, names, programs)
@@ -225,27 +285,67 @@ def run_arena(
     baseline = pick_baseline(spec, names)
     if baseline:  # first, so each later system's run can log its paired difference to it
         names = (baseline, *[n for n in names if n != baseline])
-    names = (*names, *programs)
-    examples = rt.examples(spec.split, spec.limit, spec.seed, spec.balanced)
-    if not examples:
-        raise ConfigError(f"no questions in {rt.dataset} {spec.split} (limit {spec.limit})")
-    name = arena_name(rt.dataset, spec, getattr(rt, "retriever_config", None))
-    folder = Path(rt.workspace) / "reports" / f"arena-{name}"
-    out = report_folder(folder, spec.report)
-    title = f"Arena {name}: {len(examples)} {Path(rt.dataset).stem} {spec.split} questions"
-    if spec.report_only:
-        return report_from_files(
-            folder, names, examples, baseline, title, spec.seed, out=out, results_dir=spec.results_dir
-        )
-    judge = _judge(rt, spec, judge)
-    row_fn = question_row
-    if judge is not None:
-        from optimize.judge import judged_row
+    return (*names, *programs), programs, configs, baseline
 
-        row_fn = judged_row(question_row, judge)
-    retrievers: dict[str, Any] = {}
+
+def _results_file(folder: Path, system: str) -> Path:
+    """Where an arena in ``folder`` keeps ``system``'s rows."""
+    return folder / "results" / f"{system}.jsonl"
+
+
+@dataclass(frozen=True)
+class _Passes:
+    """What every pass over the entrants reads: the arena's spec, the entrants in order, the built
+    modules (absent: finished earlier), each entrant's settings, the questions, the arena's folder,
+    the row function and whether to show progress."""
+
+    spec: ArenaSpec
+    names: Sequence[str]
+    modules: Mapping[str, Any]
+    settings: Mapping[str, dict]
+    examples: list
+    folder: Path
+    row_fn: Any
+    progress: bool
+
+
+def _run_entrants(
+    p: _Passes, track: bool, judged: bool, baseline: str | None
+) -> tuple[dict[str, EvalResult], dict[str, Path], list[str], list[str]]:
+    """Evaluate each entrant in turn (one nested MLflow run each; one finished earlier is read, not rerun).
+
+    Returns the results and results files by system, and the systems run and reused."""
     results, paths, ran, reused = {}, {}, [], []
-    settings = {  # what decides each entrant's results; nothing is built (a program entrant's is read from its file)
+    for system in p.names:
+        path = _results_file(p.folder, system)
+        if system not in p.modules:
+            module, _ = _NotRerun(system), reused.append(system)
+            log.info("%s: finished earlier (%s); not rerun", system, path)
+        else:
+            module, _ = p.modules[system], ran.append(system)
+            log.info("%s: %d questions; results in %s", system, len(p.examples), path)
+        with _maybe_run(track, system, params=p.settings[system], tags={"system": system}, nested=True):
+            result = _evaluate(module, p.examples, path, p.spec, p.settings[system], p.row_fn, p.progress)
+            base_rows = results[baseline].rows if baseline and system != baseline else None
+            _add_metrics(result, p.spec, judged, base_rows)
+            if track:
+                tracking.log_eval(result)
+                tracking.log_file(path, artifact_path="results")
+        results[system], paths[system] = result, path
+    return results, paths, ran, reused
+
+
+def _entrant_settings(
+    rt: Runtime,
+    spec: ArenaSpec,
+    names: Sequence[str],
+    examples: list,
+    configs: Mapping[str, Any],
+    programs: Mapping[str, Path],
+    judge: Any,
+) -> dict[str, dict]:
+    """What decides each entrant's results; nothing is built (a program entrant's is read from its file)."""
+    return {
         n: settings_of(
             rt,
             n,
@@ -257,13 +357,19 @@ def run_arena(
         )
         for n in names
     }
-    modules, skipped = _build_all(
-        rt, names, configs, examples, folder, retrievers, spec.skip_unavailable, programs, spec.results_dir
-    )
-    names = tuple(n for n in names if n not in skipped)
-    if baseline in skipped:
-        baseline = None
-    params = {
+
+
+def _arena_params(
+    rt: Runtime,
+    spec: ArenaSpec,
+    name: str,
+    names: Sequence[str],
+    baseline: str | None,
+    n_questions: int,
+    programs: Mapping[str, Path],
+) -> dict[str, Any]:
+    """The arena's parent MLflow run params."""
+    return {
         "arena": name,
         "systems": list(names),
         "dataset": rt.dataset,
@@ -273,50 +379,19 @@ def run_arena(
         "balanced": spec.balanced,
         "baseline": baseline,
         "judge": spec.judge,
-        "n_questions": len(examples),
+        "n_questions": n_questions,
         "lm": rt.lm_config.summary(),
         "programs": {n: str(p) for n, p in programs.items()},
         "report": spec.report,
     }
-    with _maybe_run(
-        track, f"arena-{name}" + (f"-{spec.report}" if spec.report else ""), params=params, tags={"kind": "arena"}
-    ):
-        if spec.step:
-            _interleave(
-                spec,
-                names,
-                modules,
-                settings,
-                examples,
-                folder,
-                row_fn,
-                progress,
-                report_as=(title, baseline, track, out),
-            )
-        for system in names:
-            path = folder / "results" / f"{system}.jsonl"
-            if system not in modules:
-                module, _ = _NotRerun(system), reused.append(system)
-                log.info("%s: finished earlier (%s); not rerun", system, path)
-            else:
-                module, _ = modules[system], ran.append(system)
-                log.info("%s: %d questions; results in %s", system, len(examples), path)
-            with _maybe_run(track, system, params=settings[system], tags={"system": system}, nested=True):
-                result = _evaluate(module, examples, path, spec, settings[system], row_fn, progress)
-                if judge is not None:
-                    result.metrics.update({k: report.column_mean(result.rows, k) for k in report.JUDGE_KEYS})
-                if baseline and system != baseline:
-                    result.metrics.update(paired_metrics(result.rows, results[baseline].rows, spec.seed))
-                if track:
-                    tracking.log_eval(result)
-                    tracking.log_file(path, artifact_path="results")
-            results[system], paths[system] = result, path
-        md, summary = report.write_report(
-            out, {s: r.rows for s, r in results.items()}, baseline, title, spec.seed, skipped=skipped
-        )
-        if track:
-            _log_report(out)
-    return ArenaResult(out, md, summary, results, paths, ran, reused, skipped)
+
+
+def _add_metrics(result: EvalResult, spec: ArenaSpec, judged: bool, baseline_rows: list | None) -> None:
+    """Add the judge's means (when ``judged``) and the paired differences to the baseline's rows (when given)."""
+    if judged:
+        result.metrics.update({k: report.column_mean(result.rows, k) for k in report.JUDGE_KEYS})
+    if baseline_rows is not None:
+        result.metrics.update(paired_metrics(result.rows, baseline_rows, spec.seed))
 
 
 def _log_report(folder: Path) -> None:
@@ -355,41 +430,32 @@ def _evaluate(
         raise ResultsMismatchError(f"{exc}; or give this arena another --name") from None
 
 
-def _interleave(
-    spec: ArenaSpec,
-    names: Sequence[str],
-    modules: Mapping[str, Any],
-    settings: Mapping[str, dict],
-    examples: list,
-    folder: Path,
-    row_fn: Any,
-    progress: bool,
-    report_as: tuple[str, str | None, bool, Path],
-) -> None:
+def _interleave(p: _Passes, report_as: tuple[str, str | None, bool, Path]) -> None:
     """Bring every unfinished system to the first ``step`` questions, then to the first 2*step, ...
     (the last stage, all questions, is the arena's ordinary pass). The result files and their meta
     are the ones the full pass uses, so stages resume like it. After each stage the report is
     rebuilt from the files (and logged to the arena's MLflow run), so a long arena can be read
     while it runs."""
     title, baseline, track, out = report_as
+    spec, examples = p.spec, p.examples
     for stop in range(spec.step, len(examples), spec.step):
-        for system in names:
-            if system not in modules:
+        for system in p.names:
+            if system not in p.modules:
                 continue
             log.info("%s: stage of the first %d of %d questions", system, stop, len(examples))
             _evaluate(
-                modules[system],
+                p.modules[system],
                 examples[:stop],
-                folder / "results" / f"{system}.jsonl",
+                _results_file(p.folder, system),
                 spec,
-                settings[system],
-                row_fn,
-                progress,
+                p.settings[system],
+                p.row_fn,
+                p.progress,
                 label=f"{system} (stage: first {stop})",
             )
-        if any(system in modules for system in names):
+        if any(system in p.modules for system in p.names):
             report_from_files(
-                folder, names, examples, baseline, title, spec.seed, out=out, results_dir=spec.results_dir
+                p.folder, p.names, examples, baseline, title, spec.seed, out=out, results_dir=spec.results_dir
             )
             log.info("stage of %d done; report so far: %s", stop, out / "summary.md")
             if track:
@@ -420,8 +486,8 @@ def report_from_files(
     ids = [e.id for e in examples]
     rows, paths, pending = {}, {}, {}
     for system in names:
-        path = folder / "results" / f"{system}.jsonl"
-        got = finished_rows(path, ids, Path(results_dir) / f"{system}.jsonl" if results_dir else None)
+        path = _results_file(folder, system)
+        got = finished_rows(path, ids, _compact_in(results_dir, system))
         if got:
             rows[system], paths[system] = got, path
         else:
@@ -451,8 +517,8 @@ def _build_all(
     modules: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     for system in names:
-        compact = Path(results_dir) / f"{system}.jsonl" if results_dir else None
-        if is_finished(folder / "results" / f"{system}.jsonl", examples, compact):
+        compact = _compact_in(results_dir, system)
+        if is_finished(_results_file(folder, system), examples, compact):
             continue
         try:
             if system in programs:

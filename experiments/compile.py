@@ -474,39 +474,10 @@ def compile_from_runtime(
     if selects and n_sel < 1:
         raise ConfigError(f"{job.optimizer!r} selects candidates on held-out train questions: --n-select must be >= 1")
     skip = max(0, train_offset)
-    if val_split == "train":
-        trainset, selectset, valset = split_train_val(
-            runtime.examples("train", limit=skip + n_train + n_sel + n_val, seed=job.seed)[skip:],
-            train=n_train,
-            selection=n_sel,
-            validation=n_val,
-        )
-    else:
-        trainset, selectset = split_train_val(
-            runtime.examples("train", limit=skip + n_train + n_sel, seed=job.seed)[skip:],
-            train=n_train,
-            selection=n_sel,
-        )
-        valset = runtime.examples(val_split, limit=n_val, seed=job.seed)
-    if program_path:
-        student, saved = runtime.load_program(program_path, system_config)
-        if saved.system != job.system:
-            raise ConfigError(f"{program_path} holds a {saved.system!r} program, not {job.system!r}")
-        retriever_overrides = saved.retriever
-    else:
-        student = runtime.system(job.system, system_config)
-        retriever_overrides = system_retriever(student.config)  # vanilla-dense, vanilla-hop: their own retriever
+    trainset, selectset, valset = _sample(runtime, job.seed, skip, n_train, n_sel, n_val, val_split)
+    student, retriever_overrides = _student(runtime, job, program_path, system_config)
     if job.target == "critic":  # what the calibrator's features come from, recorded with it and checked on load
-        from experiments.runtime import ranker_id
-
-        job.calibrator_fitted_on = {
-            "dataset": str(runtime.dataset),
-            "corpus_sha256": runtime.index_manifest().get("corpus_sha256"),
-            "ranker": ranker_id(runtime.retriever_settings(retriever_overrides)),
-            "train_offset": skip,
-            "n_train": n_train,
-            "n_heldout": n_val,
-        }
+        job.calibrator_fitted_on = _fitted_on(runtime, retriever_overrides, skip, n_train, n_val)
     proposer = proposer_for(runtime, job.optimizer)
     params = {
         "dataset": runtime.dataset,
@@ -528,6 +499,54 @@ def compile_from_runtime(
         params=params,
         selectset=selectset if selects else None,
     )
+
+
+def _fitted_on(runtime: Runtime, retriever_overrides: dict | None, skip: int, n_train: int, n_val: int) -> dict:
+    """What a critic's calibrator is fitted on: dataset, corpus, ranker and the train questions used."""
+    from experiments.runtime import ranker_id
+
+    return {
+        "dataset": str(runtime.dataset),
+        "corpus_sha256": runtime.index_manifest().get("corpus_sha256"),
+        "ranker": ranker_id(runtime.retriever_settings(retriever_overrides)),
+        "train_offset": skip,
+        "n_train": n_train,
+        "n_heldout": n_val,
+    }
+
+
+def _sample(
+    runtime: Runtime, seed: int, skip: int, n_train: int, n_sel: int, n_val: int, val_split: str
+) -> tuple[list, list, list]:
+    """The train, selection and validation questions: disjoint seeded slices of train after the first
+    ``skip`` (validation from ``val_split`` when it is not train)."""
+    if val_split == "train":
+        return split_train_val(
+            runtime.examples("train", limit=skip + n_train + n_sel + n_val, seed=seed)[skip:],
+            train=n_train,
+            selection=n_sel,
+            validation=n_val,
+        )
+    trainset, selectset = split_train_val(
+        runtime.examples("train", limit=skip + n_train + n_sel, seed=seed)[skip:],
+        train=n_train,
+        selection=n_sel,
+    )
+    return trainset, selectset, runtime.examples(val_split, limit=n_val, seed=seed)
+
+
+def _student(
+    runtime: Runtime, job: CompileJob, program_path: str | Path | None, system_config: dict | None
+) -> tuple[Any, dict | None]:
+    """The program to compile (a saved one, which must be of ``job.system``, or a fresh one) and its
+    retriever overrides."""
+    if program_path:
+        student, saved = runtime.load_program(program_path, system_config)
+        if saved.system != job.system:
+            raise ConfigError(f"{program_path} holds a {saved.system!r} program, not {job.system!r}")
+        return student, saved.retriever
+    student = runtime.system(job.system, system_config)
+    return student, system_retriever(student.config)  # vanilla-dense, vanilla-hop: their own retriever
 
 
 def check_sizes_early(job: CompileJob, n_train: int, n_val: int) -> None:

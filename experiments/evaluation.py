@@ -35,6 +35,23 @@ def build(
     return rt.system(system, config), system
 
 
+def _program_settings(
+    out: dict, program: tuple[str, Path], config: Mapping[str, Any] | None, retriever: dict, workspace: Path, state: Any
+) -> Any:
+    """Put a saved program entrant's system, name, file, config and retriever overrides (read from its
+    file, as it runs) in ``out``; returns ``state``, or the program's where ``state`` is None."""
+    name, path = program
+    saved = as_run(read_program(path), config, retriever)
+    out.update(
+        system=saved.system,
+        program=name,
+        program_file=portable(path, workspace),
+        config=saved.config,
+        retriever={**retriever, "overrides": saved.retriever},
+    )
+    return saved.state if state is None else state
+
+
 def settings_of(
     rt: Runtime,
     system: str,
@@ -73,16 +90,7 @@ def settings_of(
         "judge": judge.config.model_dump(mode="json") if judge is not None else None,
     }
     if program is not None:
-        name, path = program
-        saved = as_run(read_program(path), config, retriever)
-        out.update(
-            system=saved.system,
-            program=name,
-            program_file=portable(path, rt.workspace),
-            config=saved.config,
-            retriever={**retriever, "overrides": saved.retriever},
-        )
-        state = saved.state if state is None else state
+        state = _program_settings(out, program, config, retriever, rt.workspace, state)
     if state is not None:
         out["program_state_hash"] = digest(state, 12)
     return out

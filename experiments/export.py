@@ -245,6 +245,67 @@ def program_artifact(run_id: str, dst: Path) -> Path:
     return Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=files[0], dst_path=str(dst)))
 
 
+def _artifacts(
+    saved: SavedProgram, program_file: Path, index_dir: str | Path | None, include_index: bool
+) -> tuple[Path | None, dict[str, str]]:
+    """The index the model will use (``index_dir``, else the one the program records) and the model's
+    artifacts (the program file, and the index with ``include_index``). The index, where found here,
+    must be the one the program was saved with."""
+    recorded = saved.meta.get("index_dir")
+    index = Path(index_dir) if index_dir else (Path(recorded) if recorded else None)
+    artifacts = {"program": str(program_file)}
+    if index is not None and index.is_dir():
+        check_manifest(saved, index)
+        if include_index:
+            artifacts["index"] = str(index)
+    elif include_index:
+        raise ExportError(f"--include-index: no index directory at {index}; pass --index-dir")
+    else:
+        log.warning("index directory %s not found here; the model will need SHARP_INDEX_DIR when loaded", index)
+    return index, artifacts
+
+
+def _log_model(
+    name: str,
+    code_file: Path,
+    artifacts: dict[str, str],
+    index: Path | None,
+    bundle_code: bool,
+    saved: SavedProgram,
+    run_id: str,
+) -> str:
+    """Log the pyfunc model (``code_file``'s model over ``artifacts``) in the active run, registered
+    as ``name``; returns the registered version."""
+    import mlflow
+
+    info = mlflow.pyfunc.log_model(
+        name="model",
+        python_model=str(code_file),
+        artifacts=artifacts,
+        model_config={"index_dir": str(index or "")},
+        signature=_signature(),
+        code_paths=[str(settings.PROJECT_ROOT / p) for p in PACKAGES] if bundle_code else None,
+        pip_requirements=_requirements(),
+        registered_model_name=name,
+        metadata={"system": saved.system, "code_version": read_code_version(), "source_run": run_id},
+    )
+    return str(info.registered_model_version)
+
+
+def _tag_version(name: str, version: str, run_id: str, saved: SavedProgram) -> None:
+    """Tag the registered model version with its source run, system, dataset and objective."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    for key, value in (
+        ("source_run", run_id),
+        ("system", saved.system),
+        ("dataset", str(saved.meta.get("dataset", ""))),
+        ("objective", str(saved.meta.get("objective", saved.meta.get("metric", "")))),
+    ):
+        client.set_model_version_tag(name, version, key, value)
+
+
 def export_run(
     run_id: str,
     name: str,
@@ -254,29 +315,15 @@ def export_run(
     bundle_code: bool = True,
 ) -> ExportOutcome:
     """Register the program of run ``run_id`` as MLflow model ``name`` (tracking must be configured)."""
-    import mlflow
-    from mlflow.tracking import MlflowClient
-
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         downloaded = program_artifact(run_id, tmp / "download")
         saved = read_program(downloaded)  # refuses a tampered file or another code version
         program_file = tmp / "program.json"
         shutil.copyfile(downloaded, program_file)
-        recorded = saved.meta.get("index_dir")
-        index = Path(index_dir) if index_dir else (Path(recorded) if recorded else None)
-        artifacts = {"program": str(program_file)}
-        if index is not None and index.is_dir():
-            check_manifest(saved, index)
-            if include_index:
-                artifacts["index"] = str(index)
-        elif include_index:
-            raise ExportError(f"--include-index: no index directory at {index}; pass --index-dir")
-        else:
-            log.warning("index directory %s not found here; the model will need SHARP_INDEX_DIR when loaded", index)
+        index, artifacts = _artifacts(saved, program_file, index_dir, include_index)
         code_file = tmp / "sharp_model.py"
         code_file.write_text(MODEL_CODE)
-        root = settings.PROJECT_ROOT
         params = {
             "source_run": run_id,
             "name": name,
@@ -288,26 +335,8 @@ def export_run(
         with tracking.run(
             f"export {name}", params=params, tags={"kind": "export", "source_run": run_id, "system": saved.system}
         ) as active:
-            info = mlflow.pyfunc.log_model(
-                name="model",
-                python_model=str(code_file),
-                artifacts=artifacts,
-                model_config={"index_dir": str(index or "")},
-                signature=_signature(),
-                code_paths=[str(root / p) for p in PACKAGES] if bundle_code else None,
-                pip_requirements=_requirements(),
-                registered_model_name=name,
-                metadata={"system": saved.system, "code_version": read_code_version(), "source_run": run_id},
-            )
-            version = str(info.registered_model_version)
-            client = MlflowClient()
-            for key, value in (
-                ("source_run", run_id),
-                ("system", saved.system),
-                ("dataset", str(saved.meta.get("dataset", ""))),
-                ("objective", str(saved.meta.get("objective", saved.meta.get("metric", "")))),
-            ):
-                client.set_model_version_tag(name, version, key, value)
+            version = _log_model(name, code_file, artifacts, index, bundle_code, saved, run_id)
+            _tag_version(name, version, run_id, saved)
             return ExportOutcome(
                 model_uri=f"models:/{name}/{version}",
                 name=name,

@@ -32,45 +32,7 @@ def prediction(pred: Any, question: str) -> None:
         console.print(
             "[bold]sub-questions[/bold]: " + (" | ".join(plan.get("sub_questions") or []) or "(planner gave nothing)")
         )
-    table = Table(title="trace", show_lines=False)
-    for col in ("#", "role", "k", "detail", "verdict", "P", "calls", "tokens", "s"):
-        table.add_column(col)
-    for s in steps:
-        role = s.get("role", "?")
-        if role == "retriever":
-            detail = "; ".join(s.get("queries", []))[:90] + f" -> {len(s.get('new_ids', []))} new"
-        elif role == "critic":
-            detail = f"draft {s.get('draft_answer')!r}"
-            if s.get("missing_information"):
-                detail += " missing: " + "; ".join(s["missing_information"])
-        elif role == "judgement":
-            detail = f"{s.get('action')} {s.get('answer')!r}: " + ("accepted" if s.get("accepted") else "not accepted")
-        else:
-            detail = str(
-                s.get("answer") or s.get("note") or s.get("route") or s.get("grade") or s.get("decision") or ""
-            )
-        if s.get("error"):
-            detail = f"[red]{s['error'][:80]}[/red] " + detail
-        tokens = (s.get("prompt_tokens") or 0) + (s.get("completion_tokens") or 0)
-        # the critic's P(supported) (marked by where it came from: token probabilities or the written words),
-        # a judgement's P(right)
-        p = (
-            _fmt(s.get("p_supported"), 2) + {"token": " tok", "verbal": " said"}.get(s.get("confidence_source"), "")
-            if s.get("p_supported") is not None
-            else _fmt(s.get("p_right"), 2)
-        )
-        table.add_row(
-            str(s.get("step", "")),
-            role,
-            _fmt(s.get("k")),
-            detail[:120],
-            _fmt(s.get("verdict")),
-            p,
-            _fmt(s.get("lm_calls")),
-            str(tokens or ""),
-            _fmt(s.get("seconds"), 1),
-        )
-    console.print(table)
+    console.print(_trace_table(steps))
     console.print(
         "[bold]evidence[/bold]: "
         + "; ".join(
@@ -156,6 +118,76 @@ def _p(step: Mapping[str, Any], key: str, name: str) -> str:
     return f"{name} -" if p is None else f"{name} {p:.2f}"
 
 
+def _trace_table(steps: list[dict]) -> Table:
+    """The trace as a table: one row per step (role, k, detail, verdict, P, calls, tokens, seconds)."""
+    table = Table(title="trace", show_lines=False)
+    for col in ("#", "role", "k", "detail", "verdict", "P", "calls", "tokens", "s"):
+        table.add_column(col)
+    for s in steps:
+        role = s.get("role", "?")
+        detail = _trace_detail(s)
+        tokens = (s.get("prompt_tokens") or 0) + (s.get("completion_tokens") or 0)
+        # the critic's P(supported) (marked by where it came from: token probabilities or the written words),
+        # a judgement's P(right)
+        p = (
+            _fmt(s.get("p_supported"), 2) + {"token": " tok", "verbal": " said"}.get(s.get("confidence_source"), "")
+            if s.get("p_supported") is not None
+            else _fmt(s.get("p_right"), 2)
+        )
+        table.add_row(
+            str(s.get("step", "")),
+            role,
+            _fmt(s.get("k")),
+            detail[:120],
+            _fmt(s.get("verdict")),
+            p,
+            _fmt(s.get("lm_calls")),
+            str(tokens or ""),
+            _fmt(s.get("seconds"), 1),
+        )
+    return table
+
+
+def _trace_detail(s: Mapping[str, Any]) -> str:
+    """A trace row's detail: a retrieval's queries, the critic's draft, a judgement, else the step's answer
+    or decision; an error first."""
+    role = s.get("role", "?")
+    if role == "retriever":
+        detail = "; ".join(s.get("queries", []))[:90] + f" -> {len(s.get('new_ids', []))} new"
+    elif role == "critic":
+        detail = f"draft {s.get('draft_answer')!r}"
+        if s.get("missing_information"):
+            detail += " missing: " + "; ".join(s["missing_information"])
+    elif role == "judgement":
+        detail = f"{s.get('action')} {s.get('answer')!r}: " + ("accepted" if s.get("accepted") else "not accepted")
+    else:
+        detail = str(s.get("answer") or s.get("note") or s.get("route") or s.get("grade") or s.get("decision") or "")
+    if s.get("error"):
+        detail = f"[red]{s['error'][:80]}[/red] " + detail
+    return detail
+
+
+def _retrieval_line(step: Mapping[str, Any], rnd: str) -> str:
+    """step_line of a retrieval: its k, how many queries, passages and new ones (and the queries, dimmed)."""
+    queries = step.get("queries") or []
+    hits = sum(len(ids) for ids in step.get("retrieved_ids") or [])
+    return (
+        f"[bold]retrieve[/bold]{rnd}, k={_fmt(step.get('k'))}: {len(queries)} "
+        f"quer{'y' if len(queries) == 1 else 'ies'} -> {hits} passages, {len(step.get('new_ids') or [])} new"
+        + (f" [dim]({escape('; '.join(queries))[:160]})[/dim]" if queries else "")
+    )
+
+
+def _critic_line(step: Mapping[str, Any], rnd: str) -> str:
+    """step_line of a critique: its verdict and P(supported), a discarded critique's problem, what is missing."""
+    text = f"[bold]critic[/bold]{rnd}: {escape(str(step.get('verdict') or '-'))}, {_p(step, 'p_supported', 'P(supported)')}"
+    if step.get("critic_problem"):
+        text += f" [yellow](discarded: {escape(str(step['critic_problem']))})[/yellow]"
+    if step.get("missing_information"):
+        text += "; missing: " + escape("; ".join(map(str, step["missing_information"])))[:160]
+    return text
+
+
 def step_line(step: Mapping[str, Any]) -> str:
     """One line (Rich markup) saying what a step did: the planner's sub-questions, a retrieval's k and how
     many passages were new, an answer, the critic's verdict and P(supported), the judgement of a round
@@ -168,19 +200,9 @@ def step_line(step: Mapping[str, Any]) -> str:
             " | ".join(escape(s) for s in subs) if subs else "(no sub-question: the direct read stands)"
         )
     elif role in ("retriever", "fallback"):
-        queries = step.get("queries") or []
-        hits = sum(len(ids) for ids in step.get("retrieved_ids") or [])
-        text = (
-            f"[bold]retrieve[/bold]{rnd}, k={_fmt(step.get('k'))}: {len(queries)} "
-            f"quer{'y' if len(queries) == 1 else 'ies'} -> {hits} passages, {len(step.get('new_ids') or [])} new"
-            + (f" [dim]({escape('; '.join(queries))[:160]})[/dim]" if queries else "")
-        )
+        text = _retrieval_line(step, rnd)
     elif role == "critic":
-        text = f"[bold]critic[/bold]{rnd}: {escape(str(step.get('verdict') or '-'))}, {_p(step, 'p_supported', 'P(supported)')}"
-        if step.get("critic_problem"):
-            text += f" [yellow](discarded: {escape(str(step['critic_problem']))})[/yellow]"
-        if step.get("missing_information"):
-            text += "; missing: " + escape("; ".join(map(str, step["missing_information"])))[:160]
+        text = _critic_line(step, rnd)
     elif role == "judgement":
         verdict = "accepted" if step.get("accepted") else "not accepted"
         text = (

@@ -142,6 +142,20 @@ def markdown(summary: dict, title: str) -> str:
         "baseline's plus its paired ΔF1).",
         "",
     ]
+    lines += _scores_table(summary)
+    lines += _table_notes(summary)
+    lines += _by_type_table(summary)
+    lines += _critic_section(summary)
+    lines += _decisions_section(summary)
+    if summary.get("skipped"):
+        lines += ["", "## Not run", ""] + [f"- **{name}**: {why}" for name, why in summary["skipped"].items()]
+    lines += ["", "Plots: scores.png, pareto.png, by_type.png, decisions.png", ""]
+    return "\n".join(lines)
+
+
+def _scores_table(summary: dict) -> list[str]:
+    """Markdown lines: the main table, one row per system (scores, paired differences, costs, Pareto marks)."""
+    base = summary["baseline"]
     judge = any(e["metrics"].get(k) is not None for e in summary["systems"].values() for k in JUDGE_KEYS)
     head = [
         "system",
@@ -159,7 +173,7 @@ def markdown(summary: dict, title: str) -> str:
         "errors",
         "Pareto (calls/tokens/s)",
     ] + (["judge acc", "faithfulness"] if judge else [])
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, e in summary["systems"].items():
         m = e["metrics"]
         marks = "/".join("*" if name in summary["pareto"][c] else "." for c in COSTS)
@@ -181,6 +195,12 @@ def markdown(summary: dict, title: str) -> str:
         ]
         cells += [_f(m.get(k)) for k in JUDGE_KEYS] if judge else []
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _table_notes(summary: dict) -> list[str]:
+    """Markdown lines: the notes the main table needs (unequal n; costs imputed for cached calls)."""
+    lines: list[str] = []
     if len({e["metrics"]["n"] for e in summary["systems"].values()}) > 1:
         lines += [
             "",
@@ -197,8 +217,13 @@ def markdown(summary: dict, title: str) -> str:
             "uncached). '-' means no system ran that step uncached, so the cost is unknown (run with "
             "`--no-cache` to measure it).",
         ]
+    return lines
+
+
+def _by_type_table(summary: dict) -> list[str]:
+    """Markdown lines: the section scoring each system by question type (EM / F1 / n)."""
     types = sorted({t for e in summary["systems"].values() for t in e["by_type"]})
-    lines += [
+    lines = [
         "",
         "## By question type (EM / F1 / n)",
         "",
@@ -211,33 +236,39 @@ def markdown(summary: dict, title: str) -> str:
             for t in types
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _critic_section(summary: dict) -> list[str]:
+    """Markdown lines: the critic calibration section (none where no system has critiques)."""
     table = critic_table(summary)
-    if table:
-        lines += (
-            [
-                "",
-                "## Critic calibration (every critique, against the gold label: is every gold paragraph in "
-                "the evidence?)",
-                "",
-            ]
-            + table
-            + [
-                "",
-                "Over-trigger: complete evidence sent back for another "
-                "search; under-trigger: incomplete evidence let through.",
-            ]
-        )
-    lines += ["", "## Grader decisions (share of steps; '(default)' = garbage or budget, safe default used)", ""]
+    if not table:
+        return []
+    return (
+        [
+            "",
+            "## Critic calibration (every critique, against the gold label: is every gold paragraph in the evidence?)",
+            "",
+        ]
+        + table
+        + [
+            "",
+            "Over-trigger: complete evidence sent back for another "
+            "search; under-trigger: incomplete evidence let through.",
+        ]
+    )
+
+
+def _decisions_section(summary: dict) -> list[str]:
+    """Markdown lines: each system's grader decision rates and stop reasons."""
+    lines = ["", "## Grader decisions (share of steps; '(default)' = garbage or budget, safe default used)", ""]
     for name, e in summary["systems"].items():
         rates = "; ".join(
             f"{label}: " + ", ".join(f"{v} {s:.0%}" for v, s in vals.items()) for label, vals in e["decisions"].items()
         )
         stops = ", ".join(f"{k} {v:.0%}" for k, v in e["stop_reasons"].items())
         lines.append(f"- **{name}**: {rates or 'no grader steps'}. Stop reasons: {stops or '-'}")
-    if summary.get("skipped"):
-        lines += ["", "## Not run", ""] + [f"- **{name}**: {why}" for name, why in summary["skipped"].items()]
-    lines += ["", "Plots: scores.png, pareto.png, by_type.png, decisions.png", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def critic_table(summary: dict) -> list[str]:

@@ -104,6 +104,52 @@ class CompileResult:
     seconds: float
 
 
+def _fresh_student(
+    student: dspy.Module, optimizer: str, single_lm: bool, task_lm: Any
+) -> tuple[dspy.Module, Any, dict[str, Any], list]:
+    """A copy of ``student`` to compile (sharing its retriever, marked not compiled), the task LM, the
+    LM of each of ``student``'s predictors, and the DSPy callbacks to compile with.
+
+    For a ``single_lm`` optimizer the copy's predictors lose their own LMs and the task LM is the one
+    they share; otherwise a RoleLMs callback gives each its role's LM."""
+    lms = {name: pred.lm for name, pred in student.named_predictors()}
+    callbacks = list(dspy.settings.get("callbacks") or [])
+    with shared_retriever(student):
+        student = student.deepcopy()
+    student._compiled = False  # a loaded or earlier-compiled program is compiled again from its state
+    if single_lm:
+        task_lm = _one_lm(optimizer, list(lms.values()), task_lm)
+        for _, pred in student.named_predictors():
+            pred.lm = None
+    else:
+        callbacks.append(RoleLMs(student))
+    return student, task_lm, lms, callbacks
+
+
+def _run_optimizer(
+    optimizer: Any, student: dspy.Module, kwargs: dict[str, Any], callbacks: list, task_lm: Any
+) -> tuple[dspy.Module, Any]:
+    """``optimizer.compile(student, **kwargs)`` in one thread, recording every LM call; returns the
+    compiled program (its retriever no longer shared) and the ledger of the calls."""
+    try:
+        dspy_settings = {"num_threads": 1, "callbacks": callbacks, **({"lm": task_lm} if task_lm is not None else {})}
+        with recording() as ledger, dspy.context(**dspy_settings):
+            compiled = optimizer.compile(student, **kwargs)
+    finally:
+        unshare(student)
+    return unshare(compiled), ledger
+
+
+def _restore(compiled: dspy.Module, frozen: dict[str, Any], lms: dict[str, Any]) -> None:
+    """Give the frozen predictors their states back and every predictor its LM (optimizers' copies
+    lose or change them)."""
+    for name, pred in compiled.named_predictors():
+        if name in frozen:
+            pred.load_state(frozen[name])
+        if name in lms:
+            pred.lm = lms[name]
+
+
 def compile_program(
     student: dspy.Module,
     optimizer: str,
@@ -145,30 +191,10 @@ def compile_program(
     if entry.uses_valset and valset:
         kwargs["valset"] = valset
     log.info("compiling with %s on %d train / %d val examples", optimizer, len(trainset), len(valset))
-    lms = {name: pred.lm for name, pred in student.named_predictors()}
-    callbacks = list(dspy.settings.get("callbacks") or [])
-    with shared_retriever(student):
-        student = student.deepcopy()
-    student._compiled = False  # a loaded or earlier-compiled program is compiled again from its state
-    if entry.single_lm:
-        task_lm = _one_lm(optimizer, list(lms.values()), task_lm)
-        for _, pred in student.named_predictors():
-            pred.lm = None
-    else:
-        callbacks.append(RoleLMs(student))
+    student, task_lm, lms, callbacks = _fresh_student(student, optimizer, entry.single_lm, task_lm)
     t0 = time.perf_counter()
-    try:
-        dspy_settings = {"num_threads": 1, "callbacks": callbacks, **({"lm": task_lm} if task_lm is not None else {})}
-        with recording() as ledger, dspy.context(**dspy_settings):
-            compiled = built.optimizer.compile(student, **kwargs)
-    finally:
-        unshare(student)
-    compiled = unshare(compiled)
-    for name, pred in compiled.named_predictors():  # optimizers' copies lost or changed LMs: restore
-        if name in frozen:
-            pred.load_state(frozen[name])
-        if name in lms:
-            pred.lm = lms[name]
+    compiled, ledger = _run_optimizer(built.optimizer, student, kwargs, callbacks, task_lm)
+    _restore(compiled, frozen, lms)
     seconds = time.perf_counter() - t0
     cost = ledger.summary()
     cost["seconds"] = round(seconds, 3)

@@ -188,6 +188,40 @@ def pick_threshold(probs: Sequence[float], labels: Sequence[bool], max_under_tri
     return 1.0
 
 
+def _fit_judge(
+    critiqued: Sequence[Mapping[str, Any]],
+    heldout: Sequence[Mapping[str, Any]],
+    features: Sequence[str],
+    c: float,
+    info: dict,
+    gate: AnswerCalibrator,
+    threshold: float,
+    seed: int,
+    rep: dict[str, Any],
+) -> AnswerCalibrator:
+    """The judge (the gate's features plus the critic's) fitted on the ``critiqued`` drafts; where held-out
+    drafts were critiqued, ``rep`` gets the judge's, the gate's and the critic's own reports on them."""
+    judge = fit_linear(
+        AnswerCalibrator,
+        rows_of(critiqued, True),
+        [x["label"] for x in critiqued],
+        tuple(features) + CRITIC_FEATURES,
+        c,
+        {**info, "role": "judge"},
+    )
+    held_c = [x for x in heldout if x["critic"] is not None]
+    if held_c:
+        rep["judge"] = report([judge.probability(r) for r in rows_of(held_c, True)], held_c, threshold, seed)
+        rep["judge_curves"] = curves(
+            [judge.probability(r) for r in rows_of(held_c, True)], [x["label"] for x in held_c]
+        )
+        rep["gate_on_critiqued"] = report(
+            [gate.probability(r) for r in rows_of(held_c, False)], held_c, threshold, seed
+        )
+        rep["critic_alone"] = report([x["critic"]["p_supported"] for x in held_c], held_c, threshold, seed)
+    return judge
+
+
 def fit_answer_critic(
     fit: Sequence[Mapping[str, Any]],
     heldout: Sequence[Mapping[str, Any]],
@@ -216,26 +250,7 @@ def fit_answer_critic(
         )
     critiqued = [x for x in fit if x["critic"] is not None]
     if len({x["label"] for x in critiqued}) == 2 and len(critiqued) >= 20:
-        jfeatures = tuple(features) + CRITIC_FEATURES
-        judge = fit_linear(
-            AnswerCalibrator,
-            rows_of(critiqued, True),
-            [x["label"] for x in critiqued],
-            jfeatures,
-            c,
-            {**info, "role": "judge"},
-        )
-        out["judge"] = judge
-        held_c = [x for x in heldout if x["critic"] is not None]
-        if held_c:
-            rep["judge"] = report([judge.probability(r) for r in rows_of(held_c, True)], held_c, threshold, seed)
-            rep["judge_curves"] = curves(
-                [judge.probability(r) for r in rows_of(held_c, True)], [x["label"] for x in held_c]
-            )
-            rep["gate_on_critiqued"] = report(
-                [gate.probability(r) for r in rows_of(held_c, False)], held_c, threshold, seed
-            )
-            rep["critic_alone"] = report([x["critic"]["p_supported"] for x in held_c], held_c, threshold, seed)
+        out["judge"] = _fit_judge(critiqued, heldout, features, c, info, gate, threshold, seed, rep)
     rep["critic_problems"] = sum(1 for x in [*fit, *heldout] if x["critic_problem"])
     out["report"] = rep
     return out

@@ -211,6 +211,39 @@ def step_sums(rows: Sequence[dict]) -> dict[str, list[float]]:
     return sums
 
 
+def _step_sums_pooled(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | None) -> dict:
+    """:func:`step_sums` of ``rows``, a kind of step they never ran uncached taken from ``pooled`` (or
+    its :data:`SAME_CALL` twin there)."""
+    sums = step_sums(rows)
+    pooled = dict(pooled or {})
+    for kind, twin in SAME_CALL.items():
+        if pooled.get(kind, [0.0])[0] <= 0 and pooled.get(twin, [0.0])[0] > 0:
+            pooled[kind] = pooled[twin]
+    for kind, acc in pooled.items():
+        if sums.get(kind, [0.0])[0] <= 0 and acc[0] > 0:
+            sums[kind] = list(acc)
+    return sums
+
+
+def _row_cost(r: dict, sums: Mapping[str, Sequence[float]]) -> tuple[list[float], int] | None:
+    """A timed row's [prompt tokens, completion tokens, seconds], each cached call costed at its kind of
+    step's mean in ``sums``, and how many calls were cached; None where that cannot be known (the trace
+    does not say which steps were cached, or a kind has no uncached mean)."""
+    q = [float(r.get("prompt_tokens") or 0), float(r.get("completion_tokens") or 0), float(r["seconds"])]
+    cached = 0
+    if r.get("cached_calls"):
+        steps = [t for t in _lm_steps(r) if t.get("cached_calls")]
+        if sum(t["cached_calls"] for t in steps) != r["cached_calls"]:
+            return None  # a row whose trace does not say which steps were cached
+        for t in steps:
+            n, acc = t["cached_calls"], sums.get(str(t.get("role")))
+            if not acc or acc[0] <= 0:
+                return None
+            q = [q[0] + n * acc[1] / acc[0], q[1] + n * acc[2] / acc[0], q[2] + n * acc[3] / acc[0]]
+            cached += n
+    return q, cached
+
+
 def imputed_cost(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | None = None) -> dict:
     """Seconds and tokens per question over *every* question, a call answered from DSPy's cache costed at
     the mean of this system's uncached calls of the same kind of step.
@@ -223,14 +256,7 @@ def imputed_cost(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | N
     an arena: a call shared through the cache was made, uncached, by one of them or an earlier
     run), or from its :data:`SAME_CALL` twin there; None where none has one. ``imputed_share`` is the
     share of calls costed this way."""
-    sums = step_sums(rows)
-    pooled = dict(pooled or {})
-    for kind, twin in SAME_CALL.items():
-        if pooled.get(kind, [0.0])[0] <= 0 and pooled.get(twin, [0.0])[0] > 0:
-            pooled[kind] = pooled[twin]
-    for kind, acc in pooled.items():
-        if sums.get(kind, [0.0])[0] <= 0 and acc[0] > 0:
-            sums[kind] = list(acc)
+    sums = _step_sums_pooled(rows, pooled)
     unknown = {
         "imputed_seconds_per_q": None,
         "imputed_prompt_tokens_per_q": None,
@@ -243,18 +269,12 @@ def imputed_cost(rows: Sequence[dict], pooled: Mapping[str, Sequence[float]] | N
     total = [0.0, 0.0, 0.0]
     calls = cached = 0
     for r in timed:
-        q = [float(r.get("prompt_tokens") or 0), float(r.get("completion_tokens") or 0), float(r["seconds"])]
         calls += r.get("lm_calls") or 0
-        if r.get("cached_calls"):
-            steps = [t for t in _lm_steps(r) if t.get("cached_calls")]
-            if sum(t["cached_calls"] for t in steps) != r["cached_calls"]:
-                return unknown  # a row whose trace does not say which steps were cached
-            for t in steps:
-                n, acc = t["cached_calls"], sums.get(str(t.get("role")))
-                if not acc or acc[0] <= 0:
-                    return unknown
-                q = [q[0] + n * acc[1] / acc[0], q[1] + n * acc[2] / acc[0], q[2] + n * acc[3] / acc[0]]
-                cached += n
+        costed = _row_cost(r, sums)
+        if costed is None:
+            return unknown
+        q, n_cached = costed
+        cached += n_cached
         total = [a + b for a, b in zip(total, q)]
     n = len(timed)
     return {
@@ -410,28 +430,10 @@ def _append(path: Path, line: str) -> None:
         os.close(fd)
 
 
-def evaluate(
-    system: Callable[..., Any],
-    examples: Iterable[Any],
-    results_path: str | Path | None = None,
-    threads: int = 1,
-    progress: bool = True,
-    meta: dict | None = None,
-    seed: int = 0,
-    row_fn: Callable[[Any, Any], dict] = question_row,
-    compact_path: str | Path | None = None,
-    max_failed_in_a_row: int | None = MAX_FAILED_IN_A_ROW,
-) -> EvalResult:
-    """Run ``system(question=...)`` on each example; keep each row as it finishes; aggregate.
-
-    ``compact_path``: also keep each row's :func:`compact_row` there (a file to commit), and count the
-    questions it holds as done when the full results file lacks them. Questions that failed in an earlier
-    run are asked again; ``max_failed_in_a_row`` failures one after another stop the run with
-    :class:`RunAbortedError` (None: never stop)."""
-    examples = list(examples)
+def _resume(path: Path | None, compact: Path | None, meta: dict | None, examples: list) -> dict[str, dict]:
+    """The rows already answered (not failed) by id, from the results and compact files (each checked
+    writable and of the same ``meta``, then rewritten whole from the rows they hold)."""
     done: dict[str, dict] = {}
-    path = Path(results_path) if results_path else None
-    compact = Path(compact_path) if compact_path else None
     for f in (path, compact):
         if f:
             _check_writable(f.parent)
@@ -452,6 +454,31 @@ def evaluate(
                 len(latest),
                 len(ids & (latest.keys() - done.keys())),
             )
+    return done
+
+
+def evaluate(
+    system: Callable[..., Any],
+    examples: Iterable[Any],
+    results_path: str | Path | None = None,
+    threads: int = 1,
+    progress: bool = True,
+    meta: dict | None = None,
+    seed: int = 0,
+    row_fn: Callable[[Any, Any], dict] = question_row,
+    compact_path: str | Path | None = None,
+    max_failed_in_a_row: int | None = MAX_FAILED_IN_A_ROW,
+) -> EvalResult:
+    """Run ``system(question=...)`` on each example; keep each row as it finishes; aggregate.
+
+    ``compact_path``: also keep each row's :func:`compact_row` there (a file to commit), and count the
+    questions it holds as done when the full results file lacks them. Questions that failed in an earlier
+    run are asked again; ``max_failed_in_a_row`` failures one after another stop the run with
+    :class:`RunAbortedError` (None: never stop)."""
+    examples = list(examples)
+    path = Path(results_path) if results_path else None
+    compact = Path(compact_path) if compact_path else None
+    done = _resume(path, compact, meta, examples)
     todo = [ex for ex in examples if getattr(ex, "id", None) not in done]
     lock = threading.Lock()
 

@@ -40,52 +40,68 @@ def diagnose(example: Any, prediction: Any, score: float) -> dict[str, list[str]
     queries = list(getattr(prediction, "queries", None) or getattr(prediction, "sub_queries", None) or [])
     answer = getattr(prediction, "answer", "") or ""
     golds = gold_answers(example)
-    notes: dict[str, list[str]] = {"planner": [], "critic": [], "generator": []}
+    return {
+        "planner": _planner_notes(example, gold_titles, missing, found, queries),
+        "critic": _critic_notes(example, prediction),
+        "generator": _generator_notes(answer, golds, score, gold_titles, missing),
+    }
 
+
+def _planner_notes(
+    example: Any, gold_titles: list[str], missing: list[str], found: list[str], queries: list[str]
+) -> list[str]:
+    """The planner's feedback: which gold paragraphs its searches missed and the entity to name."""
+    notes: list[str] = []
     if missing:
         asked = "; ".join(f"'{q}'" for q in queries) or "none"
-        notes["planner"].append(
+        notes.append(
             f"The searches ({asked}) never retrieved the gold paragraph(s) {', '.join(repr(t) for t in missing)}."
         )
         unnamed = [t for t in missing if not any(_norm(t) in _norm(q) for q in queries)]
         if getattr(example, "type", None) == "bridge" and found and unnamed:
-            notes["planner"].append(
+            notes.append(
                 f"Wrong bridge entity: the paragraph {found[0]!r} was found, but no query named "
                 f"{unnamed[0]!r}, the entity it leads to; the follow-up query must name that bridge entity."
             )
         elif unnamed:
-            notes["planner"].append(f"Name the entity explicitly in a query, e.g. {unnamed[0]!r}.")
+            notes.append(f"Name the entity explicitly in a query, e.g. {unnamed[0]!r}.")
     elif gold_titles:
-        notes["planner"].append("The searches found every gold paragraph.")
+        notes.append("The searches found every gold paragraph.")
+    return notes
 
+
+def _critic_notes(example: Any, prediction: Any) -> list[str]:
+    """The critic's feedback: each call that sent a right answer to a repair or accepted a wrong one."""
+    notes: list[str] = []
     for point in critic_points(example, prediction):
         conf = point["p"]
         if point["label"] and not point["stop_call"]:
-            notes["critic"].append(
+            notes.append(
                 f"Critic over-triggered: the {point['action']} answer was right, but P(right)={conf:.2f} sent it "
                 "to a repair."
             )
         elif not point["label"] and point["stop_call"]:
-            notes["critic"].append(
-                f"Critic under-triggered: it accepted a wrong {point['action']} answer (P(right)={conf:.2f})."
-            )
-    if not notes["critic"] and critic_points(example, prediction):
-        notes["critic"].append("The critic's calls matched the answers' correctness.")
-
-    if score >= 1.0:
-        notes["generator"].append(f"Correct answer {answer!r}.")
-    else:
-        wrong = f"The answer {answer!r} does not match the gold answer {golds[0]!r}" if golds else "Wrong answer"
-        if gold_titles and not missing:
-            notes["generator"].append(
-                f"{wrong} although the evidence held every gold paragraph; copy the exact short span from "
-                f"the passages ({', '.join(repr(t) for t in gold_titles)})."
-            )
-        elif normalize_answer(answer) in ("", "unknown"):
-            notes["generator"].append(f"{wrong}: no answer was given.")
-        else:
-            notes["generator"].append(f"{wrong}; the evidence was incomplete, so the answer was a guess.")
+            notes.append(f"Critic under-triggered: it accepted a wrong {point['action']} answer (P(right)={conf:.2f}).")
+    if not notes and critic_points(example, prediction):
+        notes.append("The critic's calls matched the answers' correctness.")
     return notes
+
+
+def _generator_notes(
+    answer: str, golds: list[str], score: float, gold_titles: list[str], missing: list[str]
+) -> list[str]:
+    """The generator's feedback: right, or why wrong (evidence complete, no answer, or a guess)."""
+    if score >= 1.0:
+        return [f"Correct answer {answer!r}."]
+    wrong = f"The answer {answer!r} does not match the gold answer {golds[0]!r}" if golds else "Wrong answer"
+    if gold_titles and not missing:
+        return [
+            f"{wrong} although the evidence held every gold paragraph; copy the exact short span from "
+            f"the passages ({', '.join(repr(t) for t in gold_titles)})."
+        ]
+    if normalize_answer(answer) in ("", "unknown"):
+        return [f"{wrong}: no answer was given."]
+    return [f"{wrong}; the evidence was incomplete, so the answer was a guess."]
 
 
 def answer_feedback_metric(metric: str = "f1") -> Callable[..., dspy.Prediction]:

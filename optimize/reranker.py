@@ -100,6 +100,79 @@ def _norm(title: str) -> str:
     return " ".join(str(title).lower().split())
 
 
+def _warmup_then_decay(optimizer: Any, total: int, warmup: int) -> Any:
+    """A learning-rate schedule rising linearly over ``warmup`` steps, then falling linearly to 0 at ``total``."""
+    import torch
+
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
+    )
+
+
+def _listwise_loss(model: Any, tokenizer: Any, batch: Sequence[Sequence[Pair]], max_length: int) -> Any:
+    """The mean over ``batch``'s groups of the cross-entropy of picking each group's gold passage (its first)."""
+    import torch
+
+    flat = [p for g in batch for p in g]
+    enc = tokenizer(
+        [p.query for p in flat],
+        [p.text for p in flat],
+        truncation=True,
+        max_length=max_length,
+        padding=True,
+        return_tensors="pt",
+    )
+    logits = model(**enc).logits.squeeze(-1)
+    loss, offset = logits.new_zeros(()), 0
+    for g in batch:  # the gold passage is each group's first
+        loss = loss + torch.nn.functional.cross_entropy(
+            logits[offset : offset + len(g)].unsqueeze(0), logits.new_zeros(1, dtype=torch.long)
+        )
+        offset += len(g)
+    return loss / len(batch)
+
+
+def _fit_listwise(
+    model: Any,
+    tokenizer: Any,
+    groups: list[list[Pair]],
+    settings: RerankerTraining,
+    progress: bool,
+    on_log: Callable[[dict], None] | None,
+) -> tuple[float, float]:
+    """Train ``model`` on ``groups`` (shuffled each epoch; AdamW, warm-up then linear decay, clipped
+    gradients). Returns the final running loss and the seconds the loop took."""
+    import torch
+    from tqdm.auto import tqdm
+
+    per_batch = max(1, settings.batch_size // (1 + settings.negatives))  # groups per step
+    steps_per_epoch = (len(groups) + per_batch - 1) // per_batch
+    total = steps_per_epoch * settings.epochs
+    warmup = max(1, int(total * settings.warmup_ratio))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.01)
+    schedule = _warmup_then_decay(optimizer, total, warmup)
+    rng = random.Random(settings.seed)
+    model.train()
+    t0, step, running = time.perf_counter(), 0, 0.0
+    with tqdm(total=total, desc="train-reranker", disable=not progress) as bar:
+        for epoch in range(settings.epochs):
+            rng.shuffle(groups)
+            for start in range(0, len(groups), per_batch):
+                loss = _listwise_loss(model, tokenizer, groups[start : start + per_batch], settings.max_length)
+                optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                schedule.step()
+                step += 1
+                running = 0.9 * running + 0.1 * loss.item() if step > 1 else loss.item()
+                bar.update(1)
+                bar.set_postfix(loss=f"{running:.3f}", epoch=epoch)
+                if on_log is not None and step % 20 == 0:
+                    on_log({"step": step, "loss": running, "learning_rate": schedule.get_last_lr()[0]})
+    return running, time.perf_counter() - t0
+
+
 def train_reranker(
     pairs: Sequence[Pair],
     base_model: str,
@@ -120,58 +193,13 @@ def train_reranker(
         raise ConfigError("no training pairs: the questions have no gold paragraph in the corpus")
     import torch
     from sentence_transformers.cross_encoder import CrossEncoder
-    from tqdm.auto import tqdm
 
     torch.manual_seed(settings.seed)
     encoder = CrossEncoder(base_model, num_labels=1, max_length=settings.max_length)
     model, tokenizer = encoder.model, encoder.tokenizer
     groups = listwise_groups(pairs)
     n_pos = sum(p.label > 0 for p in pairs)
-    per_batch = max(1, settings.batch_size // (1 + settings.negatives))  # groups per step
-    steps_per_epoch = (len(groups) + per_batch - 1) // per_batch
-    total = steps_per_epoch * settings.epochs
-    warmup = max(1, int(total * settings.warmup_ratio))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
-    )
-    rng = random.Random(settings.seed)
-    model.train()
-    t0, step, running = time.perf_counter(), 0, 0.0
-    with tqdm(total=total, desc="train-reranker", disable=not progress) as bar:
-        for epoch in range(settings.epochs):
-            rng.shuffle(groups)
-            for start in range(0, len(groups), per_batch):
-                batch = groups[start : start + per_batch]
-                flat = [p for g in batch for p in g]
-                enc = tokenizer(
-                    [p.query for p in flat],
-                    [p.text for p in flat],
-                    truncation=True,
-                    max_length=settings.max_length,
-                    padding=True,
-                    return_tensors="pt",
-                )
-                logits = model(**enc).logits.squeeze(-1)
-                loss, offset = logits.new_zeros(()), 0
-                for g in batch:  # the gold passage is each group's first
-                    loss = loss + torch.nn.functional.cross_entropy(
-                        logits[offset : offset + len(g)].unsqueeze(0), logits.new_zeros(1, dtype=torch.long)
-                    )
-                    offset += len(g)
-                loss = loss / len(batch)
-                optimizer.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                schedule.step()
-                step += 1
-                running = 0.9 * running + 0.1 * loss.item() if step > 1 else loss.item()
-                bar.update(1)
-                bar.set_postfix(loss=f"{running:.3f}", epoch=epoch)
-                if on_log is not None and step % 20 == 0:
-                    on_log({"step": step, "loss": running, "learning_rate": schedule.get_last_lr()[0]})
-    seconds = time.perf_counter() - t0
+    running, seconds = _fit_listwise(model, tokenizer, groups, settings, progress, on_log)
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder.save_pretrained(str(out_dir))

@@ -188,20 +188,13 @@ def fit_ranker(
     console.print(f"[green]ranker saved[/green] at {out}. Use it with --retriever-set ranker={name}")
 
 
-def _fit_ranker(rt: Runtime, out: Path, n_train: int | None, seed: int, c: float, pool: dict, track: bool) -> dict:
-    """Pool every train question, fit on the first ``n_train``, score the rest, save to ``out`` and, with
-    ``track``, log the run to MLflow."""
-    from experiments import rankers
-    from experiments.runtime import config_hash
-    from optimize.evidence_ranker import fit_ranker as fit
-    from optimize.evidence_ranker import hybrid_order, pool_scores, ranker_case
+def _pooled_cases(rt: Runtime, examples: list, pool: dict) -> tuple[list[dict], dict]:
+    """Each question's candidate pool as a ranker case (the hybrid retriever, no second hop, no ranker),
+    and the pool settings used."""
+    from optimize.evidence_ranker import ranker_case
     from program.errors import ConfigError
     from program.retrieval.ranked import POOL_DEFAULTS, CandidatePools
 
-    examples = rt.examples("train", limit=1 << 30, seed=seed)
-    n_train = int(round(len(examples) * 0.8)) if n_train is None else n_train
-    if not 1 <= n_train <= len(examples):
-        raise ConfigError(f"--n-train must be between 1 and {len(examples)} (the train split), got {n_train}")
     settings = rt.retriever_settings({"second_hop": False, "ranker": None})
     if settings.mode != "hybrid":
         raise ConfigError(f"the evidence ranker reads dense and BM25 ranks: it needs mode=hybrid, not {settings.mode}")
@@ -213,6 +206,23 @@ def _fit_ranker(rt: Runtime, out: Path, n_train: int | None, seed: int, c: float
         cases.append(ranker_case(ex, pools.pools([ex.question])[0]))
         if n % 100 == 0 or n == len(examples):
             log.info("pooled %d / %d train questions", n, len(examples))
+    return cases, pool_settings
+
+
+def _fit_ranker(rt: Runtime, out: Path, n_train: int | None, seed: int, c: float, pool: dict, track: bool) -> dict:
+    """Pool every train question, fit on the first ``n_train``, score the rest, save to ``out`` and, with
+    ``track``, log the run to MLflow."""
+    from experiments import rankers
+    from experiments.runtime import config_hash
+    from optimize.evidence_ranker import fit_ranker as fit
+    from optimize.evidence_ranker import hybrid_order, pool_scores
+    from program.errors import ConfigError
+
+    examples = rt.examples("train", limit=1 << 30, seed=seed)
+    n_train = int(round(len(examples) * 0.8)) if n_train is None else n_train
+    if not 1 <= n_train <= len(examples):
+        raise ConfigError(f"--n-train must be between 1 and {len(examples)} (the train split), got {n_train}")
+    cases, pool_settings = _pooled_cases(rt, examples, pool)
     train, held = cases[:n_train], cases[n_train:]
     fitted_on = {
         "dataset": str(rt.dataset),

@@ -265,18 +265,9 @@ class LocalSession:
         with self.lock:
             t0 = time.perf_counter()
             llm = self.llm
-            fmt = self.formatter(messages=messages)
-            tokens = llm.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special, special=True)
-            if len(tokens) + max_tokens > self.n_ctx:
-                raise ContextLengthError(
-                    f"the prompt has {len(tokens)} tokens and max_tokens is {max_tokens}: "
-                    f"{len(tokens) + max_tokens} > n_ctx {self.n_ctx}"
-                )
+            fmt, tokens = self._prompt(messages, max_tokens)
             stops = list(stop or []) + ([fmt.stop] if isinstance(fmt.stop, str) else list(fmt.stop or []))
-            mode = _reuse_mode(prefix_reuse)
-            if mode == "off":
-                llm.reset()
-            llm.set_cache(self.states if mode == "states" else None)
+            self._set_reuse(_reuse_mode(prefix_reuse))
             llm.evals = []
             recorder = TopLogprobs(logprobs) if logprobs is not None else None
             try:
@@ -297,20 +288,44 @@ class LocalSession:
                 evaluated = llm.evals[0] if llm.evals else len(tokens)
             finally:
                 llm.evals = None
-            choice = out["choices"][0]
-            usage = out["usage"]
-            token_logprobs = None
-            if recorder is not None:
-                token_logprobs = recorder.finish(usage["completion_tokens"], self._token_text)
-            return ChatResult(
-                text=choice["text"],
-                finish_reason=choice.get("finish_reason") or "stop",
-                prompt_tokens=usage["prompt_tokens"],
-                completion_tokens=usage["completion_tokens"],
-                reused_tokens=max(0, len(tokens) - evaluated),
-                seconds=time.perf_counter() - t0,
-                logprobs=token_logprobs,
+            return self._result(out, len(tokens), evaluated, t0, recorder)
+
+    def _prompt(self, messages: list[dict], max_tokens: int) -> tuple[Any, list[int]]:
+        """The chat format's rendering of ``messages`` and its tokens; ContextLengthError when they and
+        ``max_tokens`` do not fit in n_ctx."""
+        fmt = self.formatter(messages=messages)
+        tokens = self.llm.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special, special=True)
+        if len(tokens) + max_tokens > self.n_ctx:
+            raise ContextLengthError(
+                f"the prompt has {len(tokens)} tokens and max_tokens is {max_tokens}: "
+                f"{len(tokens) + max_tokens} > n_ctx {self.n_ctx}"
             )
+        return fmt, tokens
+
+    def _set_reuse(self, mode: str) -> None:
+        """Set up prefix reuse for the next completion: "off" forgets the live prefix; only "states" reads
+        and writes the cached states."""
+        if mode == "off":
+            self.llm.reset()
+        self.llm.set_cache(self.states if mode == "states" else None)
+
+    def _result(self, out: dict, n_prompt: int, evaluated: int, t0: float, recorder: TopLogprobs | None) -> ChatResult:
+        """The ChatResult of llama.cpp's completion ``out`` (``evaluated`` of the ``n_prompt`` prompt tokens
+        were computed, the rest reused), timed from ``t0``."""
+        choice = out["choices"][0]
+        usage = out["usage"]
+        token_logprobs = None
+        if recorder is not None:
+            token_logprobs = recorder.finish(usage["completion_tokens"], self._token_text)
+        return ChatResult(
+            text=choice["text"],
+            finish_reason=choice.get("finish_reason") or "stop",
+            prompt_tokens=usage["prompt_tokens"],
+            completion_tokens=usage["completion_tokens"],
+            reused_tokens=max(0, n_prompt - evaluated),
+            seconds=time.perf_counter() - t0,
+            logprobs=token_logprobs,
+        )
 
     def _token_text(self, token: int) -> str:
         return self.llm.detokenize([token], special=False).decode("utf-8", errors="replace")

@@ -116,37 +116,41 @@ class Slots:
             self._free.put(session)
 
 
+class _JSONHandler(BaseHTTPRequestHandler):
+    """An HTTP/1.1 handler answering in JSON (OpenAI-style error objects), logging requests at debug."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        log.debug("%s " + fmt, self.address_string(), *args)
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, code: str) -> None:
+        self._send(
+            status,
+            {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error" if status < 500 else "server_error",
+                    "code": code,
+                }
+            },
+        )
+
+
 def make_handler(
     sessions: LocalSession | Sequence[LocalSession], alias: str = SERVED_ALIAS
 ) -> type[BaseHTTPRequestHandler]:
     slots = Slots(sessions)
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            log.debug("%s " + fmt, self.address_string(), *args)
-
-        def _send(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _error(self, status: int, message: str, code: str) -> None:
-            self._send(
-                status,
-                {
-                    "error": {
-                        "message": message,
-                        "type": "invalid_request_error" if status < 500 else "server_error",
-                        "code": code,
-                    }
-                },
-            )
-
+    class Handler(_JSONHandler):
         def do_GET(self) -> None:
             path = self.path.rstrip("/")
             if path in ("/health", "/v1/health"):

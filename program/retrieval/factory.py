@@ -169,23 +169,23 @@ def open_retriever(
     index_dir = Path(index_dir)
     url = config.chroma_url
     manifest = load_manifest(index_dir, dataset, url)
-    settings = config.index_settings()
-    if config.mode != "bm25":  # queries must be embedded as the passages were
-        settings["embedding_method"] = method_of(embedder) if embedder is not None else config.embedding_method
-    problems = mismatches(manifest, settings, corpus_sha256)
-    if problems:
-        raise IndexMismatchError(
-            f"the index at {index_dir} does not match what was asked: "
-            + "; ".join(problems)
-            + f". Rebuild it with: {index_command(index_dir, dataset, True, url)}"
-            + (
-                ""
-                if "embedding_method" in settings and "embedding_method" not in manifest
-                else " (or use the settings it was built with)"
-            )
-        )
+    _refuse_mismatch(index_dir, manifest, config, embedder, corpus_sha256, dataset)
     parts = {"dense": ("dense",), "bm25": ("bm25",)}.get(config.mode, ("bm25", "dense"))
     check_index(index_dir, manifest, parts, dataset=dataset, chroma_url=url)
+    return _assemble(index_dir, manifest, config, embedder, dataset, rerankers_dir)
+
+
+def _assemble(
+    index_dir: Path,
+    manifest: dict,
+    config: RetrieverConfig,
+    embedder: Embedder | None,
+    dataset: str | DatasetRef | None,
+    rerankers_dir: str | os.PathLike | None,
+) -> Retriever:
+    """The retriever ``config`` asks for over the checked index: a learned ranker over hybrid pools, or a
+    dense, BM25 or hybrid one with its wrappers (see _wrapped)."""
+    url = config.chroma_url
 
     def dense() -> DenseRetriever:
         collection = open_dense(index_dir, manifest, url, dataset)  # before loading the model: fail fast
@@ -217,6 +217,43 @@ def open_retriever(
         base = HybridRetriever(
             dense(), bm25(), config.dense_weight, config.bm25_weight, config.rrf_k, config.candidate_depth
         )
+    return _wrapped(base, config, manifest, dataset, rerankers_dir)
+
+
+def _refuse_mismatch(
+    index_dir: Path,
+    manifest: dict,
+    config: RetrieverConfig,
+    embedder: Embedder | None,
+    corpus_sha256: str | None,
+    dataset: str | DatasetRef | None,
+) -> None:
+    """Raise IndexMismatchError where the index was built otherwise than ``config`` (and ``embedder``) asks."""
+    settings = config.index_settings()
+    if config.mode != "bm25":  # queries must be embedded as the passages were
+        settings["embedding_method"] = method_of(embedder) if embedder is not None else config.embedding_method
+    problems = mismatches(manifest, settings, corpus_sha256)
+    if problems:
+        raise IndexMismatchError(
+            f"the index at {index_dir} does not match what was asked: "
+            + "; ".join(problems)
+            + f". Rebuild it with: {index_command(index_dir, dataset, True, config.chroma_url)}"
+            + (
+                ""
+                if "embedding_method" in settings and "embedding_method" not in manifest
+                else " (or use the settings it was built with)"
+            )
+        )
+
+
+def _wrapped(
+    base: Retriever,
+    config: RetrieverConfig,
+    manifest: dict,
+    dataset: str | DatasetRef | None,
+    rerankers_dir: str | os.PathLike | None,
+) -> Retriever:
+    """``base`` wrapped in a second hop (``config.second_hop``), then in a cross-encoder reranker (``config.reranker``)."""
     if config.second_hop:
         base = HopRetriever(
             base,

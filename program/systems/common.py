@@ -104,3 +104,31 @@ def graded(
     step[key] = default if value is None else value
     step["problem"] = problem
     return step[key], step
+
+
+def graded_passage(
+    tr: Tracer,
+    role: str,
+    predictor: Callable[..., dspy.Prediction],
+    field: str,
+    parse: Callable[[Any], Any],
+    default: Any,
+    q: str,
+    p: Passage,
+    chars: int,
+    **summary: Any,
+) -> tuple[Any, dict]:
+    """A grader's verdict on passage ``p`` for question ``q`` (see graded): the step keeps the value
+    under ``field``, and summarizes the question's start, the passage id and ``summary``."""
+    return graded(
+        tr,
+        role,
+        predictor,
+        field,
+        parse,
+        default,
+        field,
+        {"question": q[:200], "passage_id": p.id, **summary},
+        question=q,
+        passage=passage_text(p, chars),
+    )

@@ -29,7 +29,7 @@ from program.systems.common import (
     as_score,
     as_text,
     graded,
-    passage_text,
+    graded_passage,
     retrieve,
     split_strips,
     unique_passages,
@@ -116,17 +116,8 @@ class CorrectiveRAG(dspy.Module):
     def _evaluate(self, q: str, passages: list[Passage], tr: Tracer) -> list[float | None]:
         scores = []
         for p in passages:
-            score, step = graded(
-                tr,
-                "retrieval_evaluator",
-                self.evaluator,
-                "score",
-                as_score,
-                None,
-                "score",
-                {"question": q[:200], "passage_id": p.id},
-                question=q,
-                passage=passage_text(p, self.config.passage_chars),
+            score, step = graded_passage(
+                tr, "retrieval_evaluator", self.evaluator, "score", as_score, None, q, p, self.config.passage_chars
             )
             step["passage_id"] = p.id
             scores.append(score)

@@ -23,7 +23,7 @@ from program.generation import answer_from_evidence
 from program.retrieval.base import Retriever
 from program.signatures import GenerateAnswer, ScoreRelevance
 from program.steps import Budget, Tracer, traced
-from program.systems.common import answered, as_score, graded, passage_text, retrieve
+from program.systems.common import answered, as_score, graded_passage, retrieve
 from program.systems.modes import RetrievalMode
 from program.types import Passage
 
@@ -177,17 +177,8 @@ class LMRerankRAG(_Reranked):
     def _score(self, q: str, candidates: list[Passage], tr: Tracer) -> list[float | None]:
         scores = []
         for rank, p in enumerate(candidates):
-            score, step = graded(
-                tr,
-                "lm_reranker",
-                self.scorer,
-                "score",
-                as_score,
-                None,
-                "score",
-                {"question": q[:200], "passage_id": p.id, "rank": rank},
-                question=q,
-                passage=passage_text(p, self.config.passage_chars),
+            score, step = graded_passage(
+                tr, "lm_reranker", self.scorer, "score", as_score, None, q, p, self.config.passage_chars, rank=rank
             )
             scores.append(score)
         return scores

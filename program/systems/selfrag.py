@@ -30,7 +30,7 @@ from program.signatures import (
 )
 from program.steps import Budget, Tracer, traced
 from program.systems.closed_book import closed_book_answer
-from program.systems.common import answered, as_bool, as_choice, as_text, finish, graded, passage_text, retrieve
+from program.systems.common import answered, as_bool, as_choice, as_text, finish, graded, graded_passage, retrieve
 from program.types import Passage
 
 SUPPORT = ("fully", "partially", "no")
@@ -108,17 +108,8 @@ class SelfRAG(dspy.Module):
         return kept, retrieved, queries
 
     def _relevant(self, q: str, p: Passage, tr: Tracer, round_no: int) -> bool:
-        relevant, step = graded(
-            tr,
-            "relevance_grader",
-            self.grader,
-            "relevant",
-            as_bool,
-            True,
-            "relevant",
-            {"question": q[:200], "passage_id": p.id},
-            question=q,
-            passage=passage_text(p, self.config.passage_chars),
+        relevant, step = graded_passage(
+            tr, "relevance_grader", self.grader, "relevant", as_bool, True, q, p, self.config.passage_chars
         )
         step.update(round=round_no, passage_id=p.id, passage_title=p.title)
         return relevant

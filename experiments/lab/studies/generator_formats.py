@@ -24,6 +24,7 @@ import json
 import logging
 import sys
 import time
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +69,82 @@ def _answer(variant: str, lm, session, question: str, evidence: str) -> tuple[st
     return text, ledger.summary()["prompt_tokens"]
 
 
-def main(argv: list[str] | None = None) -> None:
-    from experiments.runtime import Runtime
+def _run_variants(
+    variants: list[str], examples: list, retriever: Any, lm: Any, session: Any, k: int, chars: int
+) -> dict[str, dict[str, dict]]:
+    """Each variant's row (answer, EM, F1, prompt tokens, seconds) for each question, by variant and id;
+    every variant reads the same top-``k`` evidence."""
     from optimize.metrics import exact_match, f1_score, gold_answers
-    from optimize.stats import paired_bootstrap
     from program.answers import clean_answer
     from program.evidence import format_evidence
+
+    rows: dict[str, dict[str, dict]] = {v: {} for v in variants}
+    for i, ex in enumerate(examples, 1):
+        evidence = format_evidence(retriever.retrieve(ex.question, k), chars)
+        golds = gold_answers(ex)
+        for v in variants:
+            t0 = time.perf_counter()
+            text, tokens = _answer(v, lm, session, ex.question, evidence)
+            answer = clean_answer(text, ex.question)
+            rows[v][ex.id] = {
+                "answer": answer,
+                "em": exact_match(answer, golds),
+                "f1": f1_score(answer, golds),
+                "prompt_tokens": tokens,
+                "seconds": time.perf_counter() - t0,
+            }
+        log.info(
+            "%d/%d %s | gold %r | %s",
+            i,
+            len(examples),
+            ex.question[:60],
+            ex.answer,
+            " | ".join(f"{v}: {rows[v][ex.id]['answer']!r}" for v in variants),
+        )
+    return rows
+
+
+def _summary(rows: dict[str, dict[str, dict]], variants: list[str]) -> dict[str, dict]:
+    """Each variant's means (EM, F1, prompt tokens and seconds a question) and, but for the first (the
+    base), its paired bootstrap EM and F1 differences to the base."""
+    from optimize.stats import paired_bootstrap
+
+    base = variants[0]
+    summary = {}
+    for v in variants:
+        r = rows[v].values()
+        n = len(rows[v])
+        summary[v] = {
+            "em": sum(x["em"] for x in r) / n,
+            "f1": sum(x["f1"] for x in r) / n,
+            "prompt_tokens_per_q": sum(x["prompt_tokens"] for x in r) / n,
+            "seconds_per_q": sum(x["seconds"] for x in r) / n,
+        }
+        if v != base:
+            for m in ("em", "f1"):
+                summary[v][f"d_{m}"] = paired_bootstrap(
+                    {i: x[m] for i, x in rows[v].items()}, {i: x[m] for i, x in rows[base].items()}
+                )
+    return summary
+
+
+def _write_table(summary: dict[str, dict], base: str, n: int, k: int, chars: int) -> None:
+    """The summary as a Markdown table on stdout."""
+    sys.stdout.write(f"{n} seeded HotpotQA dev questions, hybrid top-{k}, {chars} chars\n\n")
+    sys.stdout.write(
+        f"| variant | EM | F1 | prompt tok/q | s/q | dEM vs {base} [95% CI] |\n|---|---|---|---|---|---|\n"
+    )
+    for v, s in summary.items():
+        d = s.get("d_em")
+        dtxt = f"{d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" if d else "-"
+        sys.stdout.write(
+            f"| {v} | {s['em']:.3f} | {s['f1']:.3f} | {s['prompt_tokens_per_q']:.0f} | "
+            f"{s['seconds_per_q']:.1f} | {dtxt} |\n"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    from experiments.runtime import Runtime
     from program.lm import LMConfig
     from program.lm.factory import build_lm
     from program.lm.local import get_session
@@ -95,60 +166,12 @@ def main(argv: list[str] | None = None) -> None:
     session = get_session(spec.model)
     retriever = rt.retriever()
     examples = rt.examples("dev", args.n, 0)
-    rows: dict[str, dict[str, dict]] = {v: {} for v in variants}
-    for i, ex in enumerate(examples, 1):
-        evidence = format_evidence(retriever.retrieve(ex.question, args.k), args.chars)
-        golds = gold_answers(ex)
-        for v in variants:
-            t0 = time.perf_counter()
-            text, tokens = _answer(v, lm, session, ex.question, evidence)
-            answer = clean_answer(text, ex.question)
-            rows[v][ex.id] = {
-                "answer": answer,
-                "em": exact_match(answer, golds),
-                "f1": f1_score(answer, golds),
-                "prompt_tokens": tokens,
-                "seconds": time.perf_counter() - t0,
-            }
-        log.info(
-            "%d/%d %s | gold %r | %s",
-            i,
-            len(examples),
-            ex.question[:60],
-            ex.answer,
-            " | ".join(f"{v}: {rows[v][ex.id]['answer']!r}" for v in variants),
-        )
-
-    base = variants[0]
-    summary = {}
-    for v in variants:
-        r = rows[v].values()
-        n = len(rows[v])
-        summary[v] = {
-            "em": sum(x["em"] for x in r) / n,
-            "f1": sum(x["f1"] for x in r) / n,
-            "prompt_tokens_per_q": sum(x["prompt_tokens"] for x in r) / n,
-            "seconds_per_q": sum(x["seconds"] for x in r) / n,
-        }
-        if v != base:
-            for m in ("em", "f1"):
-                summary[v][f"d_{m}"] = paired_bootstrap(
-                    {i: x[m] for i, x in rows[v].items()}, {i: x[m] for i, x in rows[base].items()}
-                )
+    rows = _run_variants(variants, examples, retriever, lm, session, args.k, args.chars)
+    summary = _summary(rows, variants)
     if args.json:
         sys.stdout.write(json.dumps({"n": len(examples), "summary": summary}, default=str) + "\n")
         return
-    sys.stdout.write(f"{len(examples)} seeded HotpotQA dev questions, hybrid top-{args.k}, {args.chars} chars\n\n")
-    sys.stdout.write(
-        f"| variant | EM | F1 | prompt tok/q | s/q | dEM vs {base} [95% CI] |\n|---|---|---|---|---|---|\n"
-    )
-    for v, s in summary.items():
-        d = s.get("d_em")
-        dtxt = f"{d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]" if d else "-"
-        sys.stdout.write(
-            f"| {v} | {s['em']:.3f} | {s['f1']:.3f} | {s['prompt_tokens_per_q']:.0f} | "
-            f"{s['seconds_per_q']:.1f} | {dtxt} |\n"
-        )
+    _write_table(summary, variants[0], len(examples), args.k, args.chars)
 
 
 if __name__ == "__main__":
