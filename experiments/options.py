@@ -201,12 +201,13 @@ def shared(*groups: Shared | Sequence[Shared]) -> Callable[[F], F]:
 
 # ---- the one error exit -------------------------------------------------------------------------------
 def fail(message: object) -> NoReturn:
-    """Print ``error: MESSAGE`` on stderr, the message literally (no markup, no emoji codes), and exit 2."""
+    """Print ``error: MESSAGE`` on stderr, the message literally (no markup, no emoji codes) on one line (the
+    terminal wraps it; a log reader or a script gets it whole), and exit 2."""
     from rich.text import Text
 
     from experiments.terminal import err_console
 
-    err_console.print(Text.assemble(("error:", "red"), " ", str(message)))
+    err_console.print(Text.assemble(("error:", "red"), " ", str(message)), soft_wrap=True)
     raise typer.Exit(2)
 
 

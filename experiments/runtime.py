@@ -67,8 +67,30 @@ class Runtime:
         overrides = dict(overrides or {})
         if overrides.get("ranker") == DATASET_RANKER and self.retriever_config.get("ranker") is not None:
             del overrides["ranker"]  # a system's default ranker never replaces the one the user set
-        merged = rankers.resolve({**self.retriever_config, **overrides}, Path(self.workspace), self.dataset)
-        return RetrieverConfig.from_mapping(merged)
+        merged = {**self.retriever_config, **overrides}
+        if merged.get("ranker") == DATASET_RANKER and self.retriever_config.get("ranker") is None:
+            merged = self._dataset_ranker(merged)
+        return RetrieverConfig.from_mapping(rankers.resolve(merged, Path(self.workspace), self.dataset))
+
+    def _dataset_ranker(self, merged: dict[str, Any]) -> dict[str, Any]:
+        """A system's default ranker, "dataset" (the dataset's own evidence ranker), resolved; where none is
+        fitted for this dataset, or the one found was fitted on another corpus than this index's, plain hybrid
+        search, with a warning that says how to fit one. A ranker the user names (``--retriever-set
+        ranker=NAME``) is never dropped: it fits or the command fails."""
+        from experiments import rankers
+        from program.retrieval.ranked import EvidenceRanker
+
+        try:
+            resolved = rankers.resolve(merged, Path(self.workspace), self.dataset)
+        except rankers.RankerNotFoundError as exc:
+            problem = str(exc)
+        else:
+            corpus = self.index_manifest().get("corpus_sha256")
+            problem = EvidenceRanker.from_mapping(resolved["ranker"]).corpus_problem(corpus, self.source.name)
+            if not problem:
+                return resolved
+        log.warning("no evidence ranker fits this corpus, so plain hybrid search: %s", problem)
+        return {**merged, "ranker": None}
 
     def retriever(self, overrides: Mapping[str, Any] | None = None) -> Any:
         from program.retrieval import open_retriever

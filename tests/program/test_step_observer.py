@@ -128,7 +128,7 @@ def test_a_failing_question_still_delivers_its_steps():
 
 def test_a_system_inside_another_is_seen_once_in_order():
     """Adaptive-RAG routes to the SHARP loop, whose steps it copies into its own trace."""
-    prog = build_system("adaptive", KeywordRetriever(), {"max_repairs": 0})
+    prog = build_system("adaptive", KeywordRetriever(), {"max_repairs": 0, "critic": "always"})
     lms = {
         "router": ScriptedLM("planner", [{"complexity": "multi_step"}]),
         "planner": ScriptedLM("planner", []),

@@ -150,7 +150,10 @@ def test_open_retriever_ranks_the_pool_and_refuses_another_corpus(tiny_index, fa
     assert plain[0] == "Beethoven" and plain.index("Bonn") >= 3
     assert [p.title for p in got[:2]] == ["Beethoven", "Bonn"] and got[0].score >= got[1].score
     other = _ranker({"linked": 1.0}, corpus_sha256="f" * 64, dataset="hotpotqa")
-    with pytest.raises(RankerError, match="fitted on corpus ffffffffffff.*'hotpotqa'.*sharp fit-ranker --dataset tiny"):
+    with pytest.raises(
+        RankerError,
+        match=r"fitted on dataset 'hotpotqa' \(corpus ffffffffffff\).*dataset 'tiny'.*sharp fit-ranker --dataset tiny",
+    ):
         open_retriever(idx, cfg.replace(ranker=other), embedder=fake_embedder, dataset="tiny")
 
 
