@@ -247,14 +247,16 @@ def _critic_section(summary: dict) -> list[str]:
     return (
         [
             "",
-            "## Critic calibration (every critique, against the gold label: is every gold paragraph in the evidence?)",
+            "## Critic calibration (every judged round: its P(right) against the label 'the round's answer is an"
+            " exact match'; runs of the evidence critic: P(sufficient) against 'every gold paragraph is in the"
+            " evidence')",
             "",
         ]
         + table
         + [
             "",
-            "Over-trigger: complete evidence sent back for another "
-            "search; under-trigger: incomplete evidence let through.",
+            "Over-trigger: a right answer (complete evidence) sent to a repair; under-trigger: a wrong answer"
+            " (incomplete evidence) accepted.",
         ]
     )
 

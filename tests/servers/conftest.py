@@ -79,11 +79,9 @@ def toy(tmp_path_factory, rule_lm) -> Toy:
 
 @pytest.fixture(scope="session")
 def toy_space(tmp_path_factory) -> Path:
-    """A search space of 4 retrieval settings over the toy index (BM25 only: no embedder to load)."""
+    """A small policy search space (the answer critic's thresholds and repairs; no critic LM)."""
     path = tmp_path_factory.mktemp("space") / "space.yaml"
     path.write_text(
-        json.dumps(
-            {"max_retries": [0, 1, 2], "k_start": [1, 2], "k_step": [0, 1], "evidence_cap": [4], "mode": ["bm25"]}
-        )
+        json.dumps({"threshold_low": 0.2, "threshold_high": 0.9, "max_repairs": [0, 1, 2], "critic": ["off"]})
     )
     return path
