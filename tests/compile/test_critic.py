@@ -15,14 +15,7 @@ from optimize import replay
 from program.errors import ConfigError
 from program.saved import read_program
 from program.sharp import SharpConfig
-
-
-def artifacts(run_id, path=""):
-    client = mlflow.tracking.MlflowClient()
-    out = []
-    for a in client.list_artifacts(run_id, path):
-        out += artifacts(run_id, a.path) if a.is_dir else [a.path]
-    return out
+from tests.compile.test_compile_runs import artifacts
 
 
 def splits(world):

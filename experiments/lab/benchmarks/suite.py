@@ -205,37 +205,30 @@ class Bench:
         )
 
     def open_retriever(self, overrides: dict | None = None, index_dir: Path | None = None) -> Any:
+        """The bench index's retriever with ``overrides``, settled by the runtime as every command settles them
+        (a system's default ranker where none fits the corpus: plain hybrid search, with a warning); another
+        ``index_dir`` (a freshly built one) takes the overrides as they are."""
         from experiments import rankers, settings
         from program.retrieval import RetrieverConfig, open_retriever
 
+        if index_dir is None:
+            config = self.rt.retriever_settings(overrides)
+        else:
+            config = RetrieverConfig.from_mapping(rankers.resolve(dict(overrides or {}), self.workspace))
         return open_retriever(
             index_dir or self.rt.index_dir(),
-            RetrieverConfig.from_mapping(rankers.resolve(dict(overrides or {}), self.workspace, self.rt.source.name)),
+            config,
             embedder=self.query_embedder,
             dataset=self.rt.source.ref() if index_dir is None else None,
             rerankers_dir=settings.rerankers_dir(self.workspace),
         )
 
-    def system(self, name: str, rt: Any = None, notes: list[str] | None = None) -> Any:
-        """The registry's system ``name`` over the bench's retriever. A system that asks for the dataset's own
-        evidence ranker runs without one where none is fitted, and says so in ``notes``."""
-        from experiments import rankers
+    def system(self, name: str, rt: Any = None) -> Any:
         from program.registry import config_for
-        from program.retrieval.ranked import RankerError
         from program.systems.modes import retriever_overrides
 
         rt = rt or self.rt
-        overrides, config = retriever_overrides(config_for(name)), None
-        try:
-            retriever = self.open_retriever(overrides)
-        except (rankers.RankerNotFoundError, RankerError) as exc:
-            if (overrides or {}).get("ranker") != rankers.DATASET_RANKER:
-                raise
-            overrides, config = {k: v for k, v in overrides.items() if k != "ranker"} or None, {"ranker": None}
-            retriever = self.open_retriever(overrides)
-            if notes is not None:
-                notes.append(f"{name} runs without the dataset's evidence ranker: {exc}")
-        return rt.system(name, config, retriever=retriever)
+        return rt.system(name, retriever=self.open_retriever(retriever_overrides(config_for(name))))
 
     def queries(self) -> list[str]:
         return [q.question for q in self.dev[: self.sizes.queries]]
@@ -333,7 +326,7 @@ def systems(b: Bench, s: Section) -> None:
 
     examples = b.dev[: b.sizes.questions]
     for name in ("vanilla", "vanilla-hop", "sharp"):
-        module = b.system(name, notes=s.notes)
+        module = b.system(name)
         b.backend.reset()  # no system starts with another's prompts cached
         res = evaluate(module, examples, threads=1, progress=False, max_failed_in_a_row=None)
         m = res.metrics

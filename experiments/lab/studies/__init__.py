@@ -5,6 +5,7 @@ commands. Left out of the installed package (pyproject.toml); nothing in the pro
 (tests/test_product_boundary.py).
 """
 
+import argparse
 from pathlib import Path
 
 
@@ -18,3 +19,43 @@ def show(out: object, path: "Path | None" = None) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")
+
+
+def add_recording_arguments(ap: "argparse.ArgumentParser", split: str) -> None:
+    """The options of a study that replays a saved program over a recording of its rounds: the dataset and
+    split, the seeded questions' offset and seed, the program, the recording, where to write, the workspace."""
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--split", default=split)
+    ap.add_argument("--offset", type=int, default=0, help="skip the first N seeded questions (held-out train)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--program", type=Path, required=True)
+    ap.add_argument("--recording", type=Path, required=True)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
+
+
+def program_and_records(args: "argparse.Namespace", n: int, critique: "bool | None" = None) -> tuple:
+    """(program, examples, records, positions) for ``n`` seeded questions after ``args.offset``. ``critique``
+    None reads the recording only (a missing question is an error); True/False records what it lacks, with or
+    without critiques. The records must come from a program that reads like this one."""
+    import logging
+
+    from experiments.runtime import Runtime
+    from optimize import replay
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    rt = Runtime(dataset=args.dataset, workspace=args.workspace)
+    program, _ = rt.load_program(args.program)
+    examples = rt.examples(args.split, limit=args.offset + n, seed=args.seed)[args.offset :]
+    if critique is None:
+        records = replay.read_records(args.recording, examples)
+    else:
+        records = replay.record(program, examples, args.recording, critique=critique)
+    replay.check_reading(records.values(), program)
+    positions = f"{args.split} {args.offset}:{args.offset + len(examples)} (seed {args.seed})"
+    return program, examples, records, positions
+
+
+def rounded_diff(diff: "dict | None") -> "list[float] | None":
+    """A paired bootstrap's difference and 95% CI, rounded to 3 places (None: too few questions)."""
+    return [round(diff["diff"], 3), round(diff["ci"][0], 3), round(diff["ci"][1], 3)] if diff else None

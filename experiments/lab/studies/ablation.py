@@ -15,12 +15,9 @@ question, and its EM difference against the draft alone with a paired bootstrap 
 from __future__ import annotations
 
 import argparse
-import logging
-from pathlib import Path
 from typing import Any
 
-from experiments.lab.studies import show
-from experiments.runtime import Runtime
+from experiments.lab.studies import add_recording_arguments, program_and_records, rounded_diff, show
 from optimize import replay
 from optimize.stats import paired_bootstrap
 
@@ -89,9 +86,7 @@ def ablate(program: Any, records: dict, examples: list, critic: bool, seed: int 
                 "f1": round(m["f1"], 3),
                 "lm_calls_per_q": round(m["lm_calls_per_q"], 2),
                 "seconds_per_q": round(m["live_seconds_per_q"], 1),
-                "delta_em": [round(diff["diff"], 3), round(diff["ci"][0], 3), round(diff["ci"][1], 3)]
-                if diff
-                else None,
+                "delta_em": rounded_diff(diff),
                 "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in over.items()},
             }
         )
@@ -100,27 +95,15 @@ def ablate(program: Any, records: dict, examples: list, critic: bool, seed: int 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--split", default="dev")
+    add_recording_arguments(ap, split="dev")
     ap.add_argument("--limit", type=int, default=100, help="questions (after --offset)")
-    ap.add_argument("--offset", type=int, default=0, help="skip the first N seeded questions (held-out train)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--program", type=Path, required=True)
-    ap.add_argument("--recording", type=Path, required=True)
     ap.add_argument("--critic", action="store_true", help="record (and ablate) the critic on every round too")
-    ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    rt = Runtime(dataset=args.dataset, workspace=args.workspace)
-    program, _ = rt.load_program(args.program)
-    examples = rt.examples(args.split, limit=args.offset + args.limit, seed=args.seed)[args.offset :]
-    records = replay.record(program, examples, args.recording, critique=args.critic)
-    replay.check_reading(records.values(), program)
+    program, examples, records, positions = program_and_records(args, args.limit, critique=args.critic)
     show(
         {
             "questions": len(examples),
-            "positions": f"{args.split} {args.offset}:{args.offset + len(examples)} (seed {args.seed})",
+            "positions": positions,
             "program": str(args.program),
             "rows": ablate(program, records, examples, args.critic),
         },

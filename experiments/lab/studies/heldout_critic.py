@@ -17,12 +17,9 @@ Read from the recording only (no LM call; a question the recording lacks is an e
 from __future__ import annotations
 
 import argparse
-import logging
-from pathlib import Path
 from typing import Any
 
-from experiments.lab.studies import show
-from experiments.runtime import Runtime
+from experiments.lab.studies import add_recording_arguments, program_and_records, rounded_diff, show
 from optimize import replay
 from optimize.critic import draft_cases, report
 from optimize.stats import paired_bootstrap
@@ -72,7 +69,7 @@ def policy_report(program: Any, records: dict, examples: list, seed: int = 0) ->
         out[form] = {
             "questions": len(ids),
             **{f"em {name}": round(sum(v.values()) / len(ids), 3) for name, v in em.items()},
-            "delta_em": [round(diff["diff"], 3), round(diff["ci"][0], 3), round(diff["ci"][1], 3)] if diff else None,
+            "delta_em": rounded_diff(diff),
         }
     out["lm_calls_per_q"] = {name: round(res.metrics["lm_calls_per_q"], 2) for name, res in runs.items()}
     out["recorded_seconds_per_q"] = {name: round(res.metrics["live_seconds_per_q"], 1) for name, res in runs.items()}
@@ -81,26 +78,14 @@ def policy_report(program: Any, records: dict, examples: list, seed: int = 0) ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--split", default="train")
-    ap.add_argument("--offset", type=int, default=0, help="skip the first N seeded questions")
+    add_recording_arguments(ap, split="train")
     ap.add_argument("--n", type=int, required=True, help="questions after the offset")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--program", type=Path, required=True)
-    ap.add_argument("--recording", type=Path, required=True)
-    ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    rt = Runtime(dataset=args.dataset, workspace=args.workspace)
-    program, _ = rt.load_program(args.program)
-    examples = rt.examples(args.split, limit=args.offset + args.n, seed=args.seed)[args.offset :]
-    records = replay.read_records(args.recording, examples)
-    replay.check_reading(records.values(), program)
+    program, examples, records, positions = program_and_records(args, args.n)
     show(
         {
             "questions": len(examples),
-            "positions": f"{args.split} {args.offset}:{args.offset + len(examples)} (seed {args.seed})",
+            "positions": positions,
             "program": str(args.program),
             "critic": critic_report(program, records, examples, args.seed),
             "policy": policy_report(program, records, examples, args.seed),
