@@ -102,6 +102,20 @@ class Runtime:
             rerankers_dir=settings.rerankers_dir(self.workspace),
         )
 
+    def passages(self) -> Any:
+        """The index's passages by id, as a lookup that gives recorded passages their text back (a replay's,
+        and a recording's that grows from the rounds it holds): program.rounds.PassageLookup."""
+        import json
+
+        from program.retrieval.bm25 import PASSAGES_FILE
+        from program.retrieval.manifest import BM25_DIR
+        from program.rounds import lookup_in
+        from program.types import Passage
+
+        with open(self.index_dir() / BM25_DIR / PASSAGES_FILE, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
+        return lookup_in({str(r["id"]): Passage(str(r["id"]), r["title"], r["text"]) for r in rows})
+
     def build_index(self, progress: bool = True, rebuild: bool = False, batch_size: int | None = None) -> dict:
         """Build (or resume, repair, or with ``rebuild`` build anew) this dataset's index with the runtime's
         retriever settings."""

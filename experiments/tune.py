@@ -124,7 +124,7 @@ class ReplayScorer:
     def records(self) -> dict[str, dict]:
         if self.recording is None:
             t0 = time.perf_counter()
-            live = bool(replay.pending(self.examples, self.record_path))
+            live = bool(replay.pending(self.examples, self.record_path, self.base))
             recs = replay.record(self.base, self.examples, self.record_path, self.threads, critique=self.needs_critic)
             replay.check_reading(recs.values(), self.base)
             if self.needs_critic and not all(r.get("critiqued", True) for r in recs.values() if not r.get("error")):

@@ -1,18 +1,19 @@
 """Record a question's every round once; score any SHARP policy from the record.
 
-A policy (the accept threshold, when the critic is asked, which repairs a form gets and how many, how the
-answer is selected, the gate and judge calibrators, the budget) only decides *which recorded rounds a live
-run would reach and which answer it would return*: it never changes what a round retrieves or reads. So
-:func:`record` runs the program's own loop (:meth:`program.sharp.SharpRAG.run`) in explore mode (every
-repair for the question's form, every round critiqued) and :func:`replay` walks the recorded rounds with
-the loop's own decisions (:func:`program.sharp.wants_critic`, :func:`~program.sharp.p_right`,
-:func:`~program.sharp.next_step`, :func:`~program.sharp.select`) to the prediction a live run with that
-policy returns: its answer, evidence, trace, stop reason and LM cost (the calls of the rounds it reached,
-the critic's only where the policy asks for it), without calling the model. Settings that change what a
-round reads (k schedule, evidence cap, sub-question k, the prompts) need a new recording.
+A policy (the accept thresholds, when the critic is asked, which repairs a form gets and how many, the yes/no
+thresholds, how a comparison is decided and an answer written, how the answer is selected, the gate and
+judge calibrators, the budget) only decides *which recorded rounds a live run would reach and what it
+answers from their reads*: it never changes what a round retrieves or reads. So :func:`record` runs the
+program's own loop (:func:`program.sharp.play` over the live program) in explore mode (every repair for the
+question's form, every comparison composed too) and :func:`replay` runs the same loop over the recorded
+rounds (:class:`program.rounds.RecordedRounds`) to the prediction a live run with that policy returns: its
+answer, evidence, trace, stop reason and LM cost (the calls of the rounds it reached, the critic's only
+where the policy asks for it), without calling the model. Settings that change what a round reads (k
+schedule, evidence cap, sub-question k, the prompts) need a new recording.
 
-A record is a plain JSON dict; recordings are kept as JSONL, one line per question, and an interrupted
-recording resumes where it stopped.
+A record is a plain JSON dict of reads (passages as ids, titles and scores; their text is looked up in the
+index at replay time, so new rules over the text cost no model call either); recordings are kept as JSONL,
+one line per question, and an interrupted recording resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -32,80 +33,145 @@ from optimize.evaluate import MAX_FAILED_IN_A_ROW, EvalResult, FailureStreak, ag
 from optimize.metrics import question_row
 from optimize.parallel import run_each
 from program.digest import digest
-from program.errors import ConfigError, SharpError
-from program.lm.accounting import recording, summarize
-from program.sharp import (
-    POLICY_FIELDS,
-    SharpConfig,
-    SharpRAG,
-    gate_probability,
-    next_step,
-    p_right,
-    select,
-    wants_critic,
-)
-from program.steps import Budget, Tracer, check_question, prediction
-from program.types import Passage
+from program.errors import ConfigError
+from program.forms import question_form
+from program.lm.accounting import Ledger, recording
+from program.rounds import FORMAT, REPAIRS_FOR, PassageLookup, RecordedRounds, ReplayError, titles_only
+from program.sharp import Explore, SharpConfig, SharpRAG, conclude, play
+from program.steps import Budget, Tracer, check_question
 
 log = logging.getLogger(__name__)
 
-FORMAT = 3  # 3: answer-critic rounds (draft, retrieve, decompose), each critiqued
-
-
-class ReplayError(SharpError):
-    """A record cannot answer the policy asked of it (a repair it did not record, an older format)."""
+__all__ = ["FORMAT", "ReplayError", "check_reading", "reading", "reading_key", "record", "replay", "score"]
 
 
 # ---- recording ---------------------------------------------------------------------------------
-def reading(program: SharpRAG) -> str:
-    """A digest of what decides what SHARP's rounds read and answer: the config less its policy fields, and
-    the predictors' prompts (instructions, demos). A recording is replayable by a program with the same."""
+# what each action's reads depend on: the predictors it calls and the config fields it reads. A repair that
+# starts from the draft's answer (a retrieval repair's search, a focused read's entity) depends on the draft too
+READS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "draft": (("generator",), ("ranker", "k_schedule", "passage_chars", "generator_adapter", "max_question_chars")),
+    "retrieve": (("generator",), ("evidence_cap",)),
+    "focus": (("focuser",), ("sub_k", "evidence_cap")),
+    "compare": (
+        ("planner", "generator", "composer"),
+        (
+            "ranker",
+            "sub_k",
+            "max_sub_questions",
+            "passage_chars",
+            "generator_adapter",
+            "structured_adapter",
+            "planner_max_tokens",
+            "compose_max_tokens",
+            "max_question_chars",
+        ),
+    ),  # fmt: skip
+    "critic": (("critic",), ("passage_chars", "structured_adapter", "critic_max_tokens")),
+}
+AFTER_DRAFT = ("retrieve", "focus")
+
+
+def reading(program: SharpRAG, action: str = "draft") -> str:
+    """A digest of what decides what ``action``'s reads are: the predictors it calls (their instructions and
+    demos) and the config fields it reads. A recorded round is replayable by a program with the same."""
     from program.saved import without_lms
 
-    config = program.config.model_dump(mode="json", exclude=set(POLICY_FIELDS))
-    return digest({"config": config, "state": without_lms(program.dump_state())}, 16)
+    predictors, fields = READS[action]
+    config = program.config.model_dump(mode="json", include=set(fields))
+    state = {name: without_lms(getattr(program, name).dump_state()) for name in predictors}
+    parts = {"action": action, "config": config, "state": state}
+    if action in AFTER_DRAFT:
+        parts["draft"] = reading(program, "draft")
+    return digest(parts, 16)
+
+
+def readings(program: SharpRAG) -> dict[str, str]:
+    """Every action's reading digest (what a recording's rounds are stamped with)."""
+    return {action: reading(program, action) for action in READS}
 
 
 def reading_key(program: SharpRAG, examples: Sequence[Any], extra: Any = None) -> str:
     """The name of a recording: what the rounds read, of which questions, with what (LM, retriever)."""
-    return digest({"reading": reading(program), "ids": [getattr(e, "id", None) for e in examples], "extra": extra}, 16)
+    ids = [getattr(e, "id", None) for e in examples]
+    return digest({"reading": readings(program), "ids": ids, "extra": extra}, 16)
 
 
 def check_reading(records: Iterable[dict], program: SharpRAG) -> None:
-    """Refuse records made by a program that reads otherwise (other prompts or reading settings)."""
-    mine = reading(program)
-    other = {r.get("reading") for r in records if not r.get("error")} - {mine}
+    """Refuse records holding a round made by a program that reads otherwise (other prompts or reading
+    settings for that round's action)."""
+    mine = readings(program)
+    other = sorted(
+        {
+            f"{rnd['action']} {rnd.get('reading')}"
+            for rec in records
+            if not rec.get("error")
+            for rnd in rec.get("rounds") or []
+            if rnd.get("reading") != mine[rnd["action"]]
+        }
+    )
     if other:
         raise ConfigError(
-            f"the recording was made by a program that reads otherwise (reading {sorted(map(str, other))}, this "
-            f"program {mine}: other prompts, demos or reading settings); record again with this program"
+            f"the recording holds rounds made by a program that reads otherwise ({', '.join(other[:4])}; this "
+            f"program: {', '.join(f'{a} {d}' for a, d in mine.items())}: other prompts, demos or reading "
+            "settings); record again with this program"
         )
 
 
-def _plain(rnd: dict) -> dict:
-    """A round as JSON: its evidence as ids, titles and scores."""
-    out = dict(rnd)
-    out["evidence"] = [{"id": p.id, "title": p.title, "score": round(float(p.score), 6)} for p in rnd["evidence"]]
-    return out
+class _Resumed:
+    """The rounds a record already holds for this program's reading, else the program answering live: an
+    interrupted or narrower recording (the draft alone) grows without reading a round twice. ``passages``
+    gives recorded passages their text back (a repair re-reads the draft's evidence)."""
+
+    def __init__(self, program: SharpRAG, known: dict | None, passages: PassageLookup):
+        self.program, mine = program, readings(program)
+        kept = [r for r in (known or {}).get("rounds") or [] if r.get("reading") == mine[r["action"]]]
+        self.known = RecordedRounds({**known, "rounds": kept}, passages) if known and kept else None
+
+    def read(self, run: Any, action: str, policy: Any, tr: Tracer) -> Any:
+        if self.known is not None and action in self.known.by_action:
+            return self.known.read(run, action, policy, tr)
+        return self.program.read(run, action, policy, tr)
+
+    def critique(self, run: Any, rnd: Any, tr: Tracer) -> dict | None:
+        if rnd.critique is not None:
+            return rnd.critique
+        return self.program.critique(run, rnd, tr)
+
+    def spent(self, policy: Any, tr: Tracer) -> str | None:
+        return None
 
 
-def record_question(program: SharpRAG, question: str, critique: bool = True) -> dict:
-    """Run ``program``'s loop in explore mode: the draft and every repair for the question's form, each
-    round judged and (with ``critique``) critiqued."""
+def record_question(
+    program: SharpRAG,
+    question: str,
+    critique: bool = True,
+    known: dict | None = None,
+    actions: Sequence[str] | None = None,
+    passages: PassageLookup = titles_only,
+) -> dict:
+    """Run ``program``'s loop in explore mode: the draft and every repair for the question's form (those in
+    ``actions`` only, when given), and with ``critique`` the critic on each round. Rounds ``known`` (an
+    earlier record of the question) holds for this program's reading are kept, not read again."""
     cfg = program.config
     q, truncated = check_question(question, cfg.max_question_chars)
+    source = _Resumed(program, known, passages)
     with recording() as ledger:
         tr = Tracer(Budget(max_lm_calls=None), ledger)
-        run = program.run(q, tr, explore=True, critique=critique)
+        run = play(q, question_form(q), source, Explore(critique, actions), tr)
+    mine = readings(program)
+    rounds = []
+    for rnd in run.rounds:
+        out = rnd.to_record()
+        out["reading"] = mine[rnd.action]
+        rounds.append(out)
     return {
         "format": FORMAT,
         "question": q,
         "truncated": truncated,
         "form": run.form,
-        "queries": list(run.pool.by_query),
-        "rounds": [_plain(r) for r in run.rounds],
+        "queries": list(run.queries),
+        "rounds": rounds,
         "critiqued": critique,
-        "reading": reading(program),
         "error": None,
     }
 
@@ -156,10 +222,24 @@ def _torn(path: Path) -> bool:
         return fh.read(1) != b"\n"
 
 
-def pending(examples: Sequence[Any], path: str | Path | None) -> list[Any]:
-    """The examples a recording at ``path`` still lacks (or holds as failed, or in an older format)."""
+def complete(rec: dict | None, program: SharpRAG, actions: Sequence[str] | None = None, critique: bool = False) -> bool:
+    """Whether ``rec`` holds, for ``program``'s reading, the draft and every repair of its form (those in
+    ``actions``), critiqued where ``critique`` asks it."""
+    if not rec or not usable(rec) or (critique and not rec.get("critiqued")):
+        return False
+    mine = readings(program)
+    have = {r["action"] for r in rec["rounds"] if r.get("reading") == mine.get(r["action"])}
+    want = {"draft", *(a for a in REPAIRS_FOR[rec["form"]] if actions is None or a in actions)}
+    return want <= have
+
+
+def pending(
+    examples: Sequence[Any], path: str | Path | None, program: SharpRAG, actions: Sequence[str] | None = None
+) -> list[Any]:
+    """The examples a recording at ``path`` still lacks, holds as failed, or holds without a round ``program``
+    would record for them."""
     done = _read(Path(path)) if path else {}
-    return [ex for ex in examples if not (ex.id in done and usable(done[ex.id]))]
+    return [ex for ex in examples if not complete(done.get(ex.id), program, actions)]
 
 
 def record(
@@ -169,9 +249,13 @@ def record(
     threads: int = 1,
     max_failed_in_a_row: int | None = MAX_FAILED_IN_A_ROW,
     critique: bool | Callable[[Any], bool] = True,
+    actions: Sequence[str] | None = None,
+    passages: PassageLookup = titles_only,
 ) -> dict[str, dict]:
     """Record every example (resuming from ``path``); return id -> record. ``critique``: whether the critic
-    reads every round (or a function of the example saying so).
+    reads every round (or a function of the example saying so); ``actions``: the repairs to record (None:
+    every repair of each question's form). A question whose record lacks a round is recorded again from
+    the rounds it has (``passages`` gives their passages their text back: the index's, for a live program).
 
     A question that raised (a failure of the LM service among others: program/steps.py) is kept as a record
     with ``error`` set, scored as a failed row, and recorded again by a resumed run; ``max_failed_in_a_row``
@@ -180,7 +264,11 @@ def record(
         raise ConfigError(f"replay records SHARP trajectories; {type(program).__name__} has no repair loop")
     path = Path(path) if path else None
     done = {k: v for k, v in (_read(path) if path else {}).items() if usable(v)}
-    todo = [ex for ex in examples if ex.id not in done]
+
+    def crit(ex: Any) -> bool:
+        return bool(critique(ex)) if callable(critique) else bool(critique)
+
+    todo = [ex for ex in examples if not complete(done.get(ex.id), program, actions, crit(ex))]
     lock = threading.Lock()
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +280,7 @@ def record(
     def one(ex: Any) -> dict:
         t0 = time.perf_counter()
         try:
-            rec = record_question(program, ex.question, critique(ex) if callable(critique) else critique)
+            rec = record_question(program, ex.question, crit(ex), done.get(ex.id), actions, passages)
         except Exception as exc:
             log.warning("recording question %s failed: %s", ex.id, exc)
             rec = {"format": FORMAT, "error": f"{type(exc).__name__}: {exc}"[:1000]}
@@ -213,91 +301,16 @@ def record(
 
 
 # ---- replay ------------------------------------------------------------------------------------
-def _seconds(steps: Iterable[dict]) -> float:
-    return sum(float(s.get("seconds") or 0) for s in steps)
-
-
-def judge_recorded(rnd: dict, policy: SharpConfig, form: str = "bridge", critiqued: bool = True) -> dict:
-    """A recorded round judged as ``policy`` judges it live: its gate probability under the policy's gate,
-    the critique only where the policy would have asked for it, its P(right)."""
-    out = dict(rnd)
-    if rnd.get("answer") is None:
-        out.update(p_gate=None, critique=None, p_right=None, source=None, critic_used=False)
-        return out
-    p_gate = round(gate_probability(rnd["features"], policy), 4)
-    used = wants_critic(p_gate, policy, form)
-    if used and not critiqued:
-        raise ReplayError("the policy asks the critic about a round the recording did not critique")
-    critique = rnd.get("critique") if used else None
-    p, source = p_right(rnd["features"], p_gate, critique, policy)
-    out.update(p_gate=p_gate, critique=critique, p_right=round(p, 4), source=source, critic_used=used)
-    return out
-
-
-def replay(rec: dict, policy: SharpConfig) -> dspy.Prediction:
-    """The prediction a live run with ``policy`` would have returned, built from ``rec``: the recorded rounds
-    walked with the loop's own decisions."""
-    if rec.get("error"):
-        raise ReplayError(rec["error"])
-    if rec.get("format") != FORMAT:
-        raise ReplayError(f"the record is format {rec.get('format')}, this code replays format {FORMAT}; record again")
-    by_action = {r["action"]: r for r in rec["rounds"]}
-    # a question cut to max_question_chars: the note a live trace opens with (program.steps.traced)
-    cut = {"role": "input", "note": f"question truncated to {policy.max_question_chars} characters"}
-    steps: list[dict] = [cut] if rec.get("truncated") else []
-    calls: list[dict] = []
-    seconds = 0.0
-    rounds: list[dict] = []
-    action: str | None = "draft"
-    stop = ""
-    while action is not None:
-        if action not in by_action:
-            raise ReplayError(f"the policy runs the {action!r} repair, which the recording did not record")
-        rnd = judge_recorded(by_action[action], policy, rec["form"], rec.get("critiqued", True))
-        rnd["round"] = len(rounds)
-        steps += [_in_round(s, rnd["round"]) for s in rnd["steps"]]
-        calls += rnd["calls"]
-        seconds += float(rnd["seconds"])
-        if rnd["critic_used"]:
-            steps += [_in_round(s, rnd["round"]) for s in rnd["critic_steps"]]
-            calls += rnd["critic_calls"]
-            seconds += _seconds(rnd["critic_steps"])
-        steps.append(_judgement(rnd, policy, rec["form"]))
-        rounds.append(rnd)
-        action, stop = next_step(rounds, rec["form"], policy, policy.budget.spent(summarize(calls), seconds))
-    best = select(rounds, policy)
-    steps.append({"role": "select", "round": best["round"], "action": best["action"], "answer": best["answer"],
-                  "p_right": best["p_right"]})  # fmt: skip
-    for n, step in enumerate(steps):
-        step["step"] = n
-    return prediction(
-        SharpRAG.SYSTEM,
-        steps,
-        calls,
-        answer=best["answer"],
-        stop_reason=stop,
-        passages=[Passage(p["id"], p["title"], "", p.get("score", 0.0)) for p in best["evidence"]],
-        cited=best["cited_ids"],
-        sub_queries=best.get("sub_questions") or [],
-        queries=rec.get("queries") or [],
-        retries=len(rounds) - 1,
-        recorded_seconds=round(seconds, 4),
-    )
-
-
-def _in_round(step: dict, round_no: int) -> dict:
-    """A recorded step as the round a live run reaches it in (another order than the recording's)."""
-    return {**step, "round": round_no} if "round" in step else dict(step)
-
-
-def _judgement(rnd: dict, policy: SharpConfig, form: str) -> dict:
-    accepted = rnd["p_right"] is not None and rnd["p_right"] >= policy.accept_for(form)
-    step = {"role": "judgement", "round": rnd["round"], "action": rnd["action"], "answer": rnd["answer"],
-            "p_gate": rnd["p_gate"], "verdict": (rnd["critique"] or {}).get("verdict"), "p_right": rnd["p_right"],
-            "source": rnd["source"], "accepted": accepted}  # fmt: skip
-    if rnd.get("fallback"):
-        step["fallback"] = rnd["fallback"]
-    return step
+def replay(rec: dict, policy: SharpConfig, passages: PassageLookup = titles_only) -> dspy.Prediction:
+    """The prediction a live run with ``policy`` would have returned, built from ``rec``: the loop
+    (program.sharp.play) over the recorded rounds. ``passages`` gives recorded passages their text (rules
+    that read it: spans, answer features); without it they have titles only."""
+    source = RecordedRounds(rec, passages)
+    tr = Tracer(Budget(max_lm_calls=None), Ledger(), observer=None)
+    if rec.get("truncated"):  # the note a live trace opens with (program.steps.traced)
+        tr.add("input", note=f"question truncated to {policy.max_question_chars} characters")
+    run = play(rec["question"], rec["form"], source, policy, tr)
+    return conclude(run, policy, tr, recorded_seconds=round(source.seconds, 4))
 
 
 def live_seconds(prediction: Any) -> float:
@@ -305,7 +318,13 @@ def live_seconds(prediction: Any) -> float:
     return float(getattr(prediction, "recorded_seconds", 0.0) or 0.0)
 
 
-def score(records: dict[str, dict], examples: Iterable[Any], policy: SharpConfig, seed: int = 0) -> EvalResult:
+def score(
+    records: dict[str, dict],
+    examples: Iterable[Any],
+    policy: SharpConfig,
+    seed: int = 0,
+    passages: PassageLookup = titles_only,
+) -> EvalResult:
     """Rows and aggregate metrics of ``policy`` over ``examples``, as :func:`optimize.evaluate.evaluate`
     would report them for a live run (plus ``live_seconds``: the recorded seconds of the steps used)."""
     rows = []
@@ -317,7 +336,7 @@ def score(records: dict[str, dict], examples: Iterable[Any], policy: SharpConfig
             row = error_row(ex, RuntimeError(rec["error"]))
             row["live_seconds"] = 0.0
         else:
-            pred = replay(rec, policy)
+            pred = replay(rec, policy, passages)
             row = question_row(ex, pred)
             row["live_seconds"] = round(live_seconds(pred), 4)
         rows.append(row)

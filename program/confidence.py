@@ -42,14 +42,12 @@ def _value_start(text: str, field: str) -> int | None:
     return None
 
 
-def choice_probabilities(logprobs: Any, field: str, choices: Sequence[str]) -> dict[str, float] | None:
-    """P(choice) for the value of ``field``, renormalised over ``choices``, or None.
-
-    The token covering the value's first character carries the alternatives. An alternative
-    counts for a choice when, after the text the token shares with what came before the value,
-    it is a prefix of the choice (or the choice a prefix of it). Choices that share a first token
-    split its mass evenly.
-    """
+def first_alternatives(logprobs: Any, field: str) -> list[tuple[str, float]] | None:
+    """The alternatives the model weighed for the first token of ``field``'s value, as (the text each
+    would have written of the value, log-probability), most likely first; None when the logprobs are
+    missing or the value cannot be found. The token covering the value's first character may also carry
+    text before the value (an opening quote): that lead is cut from each alternative, and an alternative
+    that does not start with it wrote no value."""
     tokens = _tokens(logprobs)
     if not tokens:
         return None
@@ -65,18 +63,37 @@ def choice_probabilities(logprobs: Any, field: str, choices: Sequence[str]) -> d
     else:
         return None
     lead = text[: start - offset]  # the part of this token that comes before the value
-    mass = dict.fromkeys(choices, 0.0)
+    out = []
     for alt in tok.get("top_logprobs") or []:
         alt = alt if isinstance(alt, dict) else dict(alt)
         alt_text = str(alt.get("token", ""))
-        if not alt_text.startswith(lead):
-            continue
-        rest = alt_text[len(lead) :].strip().strip('"').lower()
+        if alt_text.startswith(lead):
+            out.append((alt_text[len(lead) :], float(alt["logprob"])))
+    return sorted(out, key=lambda a: -a[1])
+
+
+def choice_probabilities(logprobs: Any, field: str, choices: Sequence[str]) -> dict[str, float] | None:
+    """P(choice) for the value of ``field``, renormalised over ``choices``, or None.
+
+    The token covering the value's first character carries the alternatives (:func:`first_alternatives`).
+    An alternative counts for a choice when it is a prefix of the choice (or the choice a prefix of it).
+    Choices that share a first token split its mass evenly.
+    """
+    alternatives = first_alternatives(logprobs, field)
+    return None if alternatives is None else choice_mass(alternatives, choices)
+
+
+def choice_mass(alternatives: Sequence[Sequence[Any]], choices: Sequence[str]) -> dict[str, float] | None:
+    """P(choice) renormalised over ``choices`` from a value's first-token ``alternatives`` ((text,
+    log-probability) pairs), or None when no alternative starts a choice."""
+    mass = dict.fromkeys(choices, 0.0)
+    for text, logprob in alternatives:
+        rest = str(text).strip().strip('"').lower()
         if not rest:
             continue
         hits = [c for c in choices if c.lower().startswith(rest) or rest.startswith(c.lower())]
         for c in hits:
-            mass[c] += math.exp(float(alt["logprob"])) / len(hits)
+            mass[c] += math.exp(float(logprob)) / len(hits)
     total = sum(mass.values())
     if total <= 1e-6:
         return None

@@ -24,6 +24,7 @@ FORMS: tuple[Form, ...] = ("bridge", "comparison", "yesno")
 # "..., A or B?" / "... A or B?" : the last clause holds the two options; the first option starts after
 # the last comma before the "or" (or after a colon), else after a verb-like lead-in word.
 _OR = re.compile(r"\bor\b", re.I)
+_AND = re.compile(r"\band\b", re.I)
 _CHOICE_LEAD = re.compile(
     r"^(which|who|whom|whose|what|where|when)\b", re.I
 )  # questions that pick one of their named options
@@ -34,12 +35,31 @@ _LEAD_IN = re.compile(
 )
 
 
+# "Between A and B, who ...", "In between A and B which ...", "Who was born first out of A and B?"
+_BETWEEN = re.compile(r"^(?:in\s+)?between\s+(.+?)\s+and\s+(.+?)\s*,?\s+(?:which|who|whose|what)\b", re.I)
+_OUT_OF = re.compile(r"\b(?:out of|among|amongst)\s+(.+?)\s+and\s+(.+)$", re.I)
+# "Was A or B born first?": a choice written as a yes/no question
+_WAS_OR = re.compile(r"^(?:was|is|were|are|did|does)\s+(.+?)\s+or\s+(.+?)\s+(?:born|founded|released|formed|"
+                     r"established|published|created|made|older|younger)\b", re.I)  # fmt: skip
+
+
 def options(question: str) -> list[str]:
     """The two named options of a choice question ("Who was born first, A or B?" -> [A, B]), or []."""
     q = re.sub(r"^q:\s*", "", " ".join(question.split()), flags=re.I).rstrip(" ?.!")
-    if not _CHOICE_LEAD.match(q) or is_yes_no_question(q):
+    for pattern in (_BETWEEN, _WAS_OR):
+        m = pattern.match(q)
+        if m:
+            return _pair(m.group(1), m.group(2))
+    if not _CHOICE_LEAD.match(q):
+        return []
+    m = _OUT_OF.search(q)
+    if m:
+        return _pair(m.group(1), m.group(2))
+    if is_yes_no_question(q):
         return []
     parts = list(_OR.finditer(q))
+    if not parts and _COMPARE_WORDS.search(q):  # "Which genus has more species, A and B?"
+        parts = [m for m in _AND.finditer(q) if "," in q[: m.start()]][-1:]
     if not parts:
         return []
     cut = parts[-1]
@@ -53,7 +73,11 @@ def options(question: str) -> list[str]:
         if not m:
             return []
         first = before[m.end() :]
-    first, second = _strip(first), _strip(after)
+    return _pair(first, after)
+
+
+def _pair(first: str, second: str) -> list[str]:
+    first, second = _strip(first), _strip(second)
     if not first or not second or len(first.split()) > 12 or len(second.split()) > 12:
         return []
     return [first, second]
@@ -77,9 +101,10 @@ _COMPARE_WORDS = re.compile(
 
 def question_form(question: str) -> Form:
     """``yesno``, ``comparison`` or ``bridge`` (see the module docstring)."""
-    if is_yes_no_question(question):
+    opts = options(question)
+    if is_yes_no_question(question) and not opts:
         return "yesno"
-    if options(question) or (_OR.search(question) and _COMPARE_WORDS.search(question)):
+    if opts or (_OR.search(question) and _COMPARE_WORDS.search(question)):
         return "comparison"
     return "bridge"
 

@@ -7,7 +7,7 @@ from typing import Any
 import dspy
 
 from program.answers import clean_answer
-from program.confidence import answer_confidence, has_logprobs
+from program.confidence import TOP_LOGPROBS, answer_confidence, first_alternatives, has_logprobs
 from program.evidence import format_evidence
 from program.parsing import salvage_json
 from program.steps import Tracer
@@ -30,17 +30,20 @@ def answer_from_evidence(
     adapter: str | None = GENERATOR_ADAPTER,
     max_tokens: int = GENERATOR_MAX_TOKENS,
     confidence: bool = False,
+    inputs: dict | None = None,
 ) -> tuple[str, list[str]]:
     """Run ``generator`` (a GenerateAnswer predictor); return the cleaned answer and cited ids.
 
     An unparseable output is salvaged from the raw text when possible, else the answer is
     "unknown"; the step records which fallback ran. With ``confidence`` the call asks for token
     log-probabilities and the step records the answer's (``answer_confidence``: mean and lowest token
-    log-probability, first-token probability), or None with ``confidence_problem`` saying why.
+    log-probability, first-token probability; ``answer_top``: the alternatives weighed for its first token,
+    which give P("yes") against P("no")), or None with ``confidence_problem`` saying why. ``inputs``: the
+    predictor's other input fields (a focused read's intermediate entity).
     """
     config: dict = {"max_tokens": max_tokens}
     if confidence:
-        config.update(logprobs=True, top_logprobs=1)
+        config.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
     pred, step = tr.call(
         role,
         generator,
@@ -49,6 +52,7 @@ def answer_from_evidence(
         config=config,
         question=q,
         evidence=format_evidence(evidence, passage_chars),
+        **(inputs or {}),
     )
     if confidence:
         record_confidence(step, pred)
@@ -70,6 +74,8 @@ def record_confidence(step: dict, pred: Any, field: str = "answer") -> None:
     logprobs = getattr(pred, "logprobs", None) if pred is not None else None
     found = answer_confidence(logprobs, field) if logprobs is not None else None
     step["answer_confidence"] = {k: round(v, 4) for k, v in found.items()} if found else None
+    top = first_alternatives(logprobs, field) if found else None
+    step["answer_top"] = [[text, round(lp, 4)] for text, lp in top] if top else None
     if found is None:
         step["confidence_problem"] = (
             "no parsed reply"

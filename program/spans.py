@@ -1,0 +1,99 @@
+"""Answers written as the passage writes them (no LM call).
+
+A third of the reader's misses with complete evidence are the right entity in another surface form: the
+gold answer is the passage's own span, often the full name its first sentence gives ("Norman Alfred
+William Lindsay (22 February 1879 - 21 November 1969) was ..." for the reader's "Norman Lindsay"). Two
+rules, each a policy choice that `sharp tune` keeps only where it pays on train:
+
+* :func:`passage_name`: an answer that names an evidence passage's subject is written as that passage's
+  first sentence names it.
+* :func:`closest_span`: an answer that is not a span of the evidence becomes the evidence span closest to
+  it (token F1), when one is close enough.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from program.types import Passage
+
+_SUBJECT = re.compile(r"^\s*(.{2,90}?)\s*(?:\(|,| is | was | are | were | has | had | became )")
+_CLEAN = re.compile(r"^[\w .'\-]+$")
+
+
+def words(text: str) -> list[str]:
+    """Lowercase words, punctuation and articles aside (the words exact match compares)."""
+    return [w for w in re.sub(r"[^\w\s]", " ", str(text).lower()).split() if w not in ("a", "an", "the")]
+
+
+def lead_name(passage: Passage) -> str | None:
+    """The name a passage's first sentence gives its subject (the text before "(", ",", " is ", " was "),
+    when it is a clean name of at most eight words that shares a word with the title; else None."""
+    m = _SUBJECT.match(passage.text or "")
+    if not m:
+        return None
+    name = m.group(1).strip()
+    if not _CLEAN.match(name) or len(name.split()) > 8:
+        return None
+    if not set(words(name)) & set(words(re.sub(r"\(.*?\)", "", passage.title))):
+        return None
+    return name
+
+
+def names_title(answer: str, passage: Passage) -> bool:
+    """Whether ``answer`` names ``passage``'s subject: its title, a parenthesised qualifier aside."""
+    a, t = words(answer), words(re.sub(r"\(.*?\)", "", passage.title))
+    return bool(a) and a == t
+
+
+def passage_name(answer: str, evidence: Sequence[Passage]) -> str | None:
+    """``answer`` as the first sentence of the evidence passage it names writes it, when that is longer
+    and holds every word of the answer in order (a full name for a short one); else None."""
+    for p in evidence:
+        if not names_title(answer, p):
+            continue
+        name = lead_name(p)
+        if name and _in_order(words(answer), words(name)) and len(words(name)) > len(words(answer)):
+            return name
+    return None
+
+
+def _in_order(needle: list[str], hay: list[str]) -> bool:
+    it = iter(hay)
+    return all(w in it for w in needle)
+
+
+def is_span(answer: str, evidence: Sequence[Passage]) -> bool:
+    """Whether ``answer``'s words occur together in one evidence passage (title or text)."""
+    a = " ".join(words(answer))
+    return bool(a) and any(f" {a} " in f" {' '.join(words(p.title + ' ' + p.text))} " for p in evidence)
+
+
+def _f1(pred: list[str], gold: list[str]) -> float:
+    common = sum((Counter(pred) & Counter(gold)).values())
+    if not common:
+        return 0.0
+    precision, recall = common / len(pred), common / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def closest_span(answer: str, evidence: Sequence[Passage], min_f1: float = 0.5) -> str | None:
+    """The evidence span (as the passage writes it) closest to ``answer`` by token F1, when ``answer`` is not
+    a span already and the closest reaches ``min_f1``; else None. Spans run within a sentence, from one word
+    shorter to two words longer than the answer."""
+    target = words(answer)
+    if not target or is_span(answer, evidence) or len(target) > 12:
+        return None
+    best: tuple[float, int, str] | None = None
+    for p in evidence:
+        for sentence in re.split(r"(?<=[.!?])\s+", f"{p.title}. {p.text}"):
+            tokens = sentence.split()
+            for n in range(max(1, len(target) - 1), len(target) + 3):
+                for i in range(0, max(0, len(tokens) - n) + 1):
+                    span = " ".join(tokens[i : i + n]).strip(" ,.;:()\"'")
+                    score = _f1(words(span), target)
+                    if score >= min_f1 and (best is None or (score, -len(span)) > (best[0], -best[1])):
+                        best = (score, len(span), span)
+    return best[2] if best else None
