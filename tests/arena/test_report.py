@@ -245,6 +245,7 @@ def test_the_same_call_twins_do_run_the_same_signature():
         "retrieval_evaluator": (crag.CorrectiveRAG(None).evaluator, crag, "self.evaluator"),
         "lm_reranker": (rerank.LMRerankRAG(None).scorer, rerank, "self.scorer"),
     }
+    assert SAME_CALL and set(SAME_CALL) | set(SAME_CALL.values()) <= set(predictors), SAME_CALL
     for kind, twin in SAME_CALL.items():
         (mine, module, attr), (theirs, _, _) = predictors[kind], predictors[twin]
         assert mine.signature.__name__ == theirs.signature.__name__, (kind, twin)

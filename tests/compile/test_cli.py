@@ -17,11 +17,6 @@ def cli():
     return lambda *args: runner.invoke(app, list(args))
 
 
-def test_commands_are_registered(cli):
-    for command in ("compile", "tune", "export"):
-        assert cli(command, "--help").exit_code == 0
-
-
 @pytest.mark.parametrize(
     "args,message",
     [
