@@ -156,8 +156,6 @@ def _trace_detail(s: Mapping[str, Any]) -> str:
         detail = "; ".join(s.get("queries", []))[:90] + f" -> {len(s.get('new_ids', []))} new"
     elif role == "critic":
         detail = f"draft {s.get('draft_answer')!r}"
-        if s.get("missing_information"):
-            detail += " missing: " + "; ".join(s["missing_information"])
     elif role == "judgement":
         detail = f"{s.get('action')} {s.get('answer')!r}: " + ("accepted" if s.get("accepted") else "not accepted")
     else:
@@ -179,12 +177,10 @@ def _retrieval_line(step: Mapping[str, Any], rnd: str) -> str:
 
 
 def _critic_line(step: Mapping[str, Any], rnd: str) -> str:
-    """step_line of a critique: its verdict and P(supported), a discarded critique's problem, what is missing."""
+    """step_line of a critique: its verdict and P(supported), and a discarded critique's problem."""
     text = f"[bold]critic[/bold]{rnd}: {escape(str(step.get('verdict') or '-'))}, {_p(step, 'p_supported', 'P(supported)')}"
     if step.get("critic_problem"):
         text += f" [yellow](discarded: {escape(str(step['critic_problem']))})[/yellow]"
-    if step.get("missing_information"):
-        text += "; missing: " + escape("; ".join(map(str, step["missing_information"])))[:160]
     return text
 
 

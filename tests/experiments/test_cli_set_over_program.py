@@ -52,9 +52,7 @@ class World:
     def assign(self, module, lm_config) -> None:
         lms = {role: ScriptedLM(role, []) for role in ("planner", "critic", "generator")}
         lms["planner"].answers = itertools.repeat({"sub_queries": ["film director"]})
-        lms["critic"].answers = itertools.repeat(
-            {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
-        )
+        lms["critic"].answers = itertools.repeat({"verdict": "sufficient", "confidence": 0.9})
         lms["generator"].answers = itertools.repeat({"answer": "American", "supporting_passages": [1]})
         self.lms = getattr(self, "lms", []) + list(lms.values())
         self.modules.append(module)

@@ -49,9 +49,7 @@ ROWS = [
 def give(module, lm_config):
     planner, critic, generator = (ScriptedLM(r, []) for r in ("planner", "critic", "generator"))
     planner.answers = itertools.repeat({"sub_questions": ["Who directed the film?", "Where is the director from?"]})
-    critic.answers = itertools.repeat(
-        {"verdict": "supported", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
-    )
+    critic.answers = itertools.repeat({"verdict": "supported", "confidence": 0.9})
     generator.answers = itertools.repeat({"answer": "American", "supporting_passages": [1]})
     assign(module, {"planner": planner, "critic": critic, "generator": generator})
 
