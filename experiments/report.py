@@ -279,7 +279,7 @@ def critic_table(summary: dict) -> list[str]:
     if not critics:
         return []
     lines = [
-        "| system | critiques | right calls | Brier | AUROC | over-trigger | under-trigger | asks for more |",
+        "| system | critiques | right calls | Brier | AUROC | over-trigger | under-trigger | sent to a repair |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, m in critics.items():
@@ -287,7 +287,7 @@ def critic_table(summary: dict) -> list[str]:
             f"| {name} | {m['critic_n_critiques']} | {_pct(m.get('critic_verdict_accuracy'))} | "
             f"{_f(m.get('critic_brier'))} | {_f(m.get('critic_auroc'), 2)} | "
             f"{_pct(m.get('critic_over_trigger'))} | {_pct(m.get('critic_under_trigger'))} | "
-            f"{_pct(m.get('critic_insufficient_rate'))} |"
+            f"{_pct(m.get('critic_repair_rate'))} |"
         )
     return lines
 

@@ -202,7 +202,7 @@ def test_critic_calibration_table_for_systems_with_critiques(tmp_path):
     md, summary = write_report(tmp_path, {"vanilla": rows([1, 0], calls=1), "sharp": sharp}, baseline="vanilla")
     text = md.read_text()
     line = next(x for x in text.splitlines() if x.startswith("| sharp | 4 |"))
-    assert "| 75% |" in line and "| 50% | 0% | 75% |" in line  # right calls; over / under-trigger; asks for more
+    assert "| 75% |" in line and "| 50% | 0% | 75% |" in line  # right calls; over / under-trigger; sent to a repair
     assert "## Critic calibration" in text and not any(x.startswith("| vanilla | 0 |") for x in text.splitlines())
     assert summary["systems"]["sharp"]["metrics"]["critic_brier"] == pytest.approx((0.01 + 0.04 + 0.36 + 0.01) / 4)
 
