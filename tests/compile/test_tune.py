@@ -289,7 +289,7 @@ def test_a_space_that_asks_the_critic_refuses_a_recording_without_critiques(worl
 
 
 def test_only_sharp_can_be_tuned(world, tmp_path):
-    from program.baselines import VanillaRAG
+    from program.systems.vanilla import VanillaRAG
 
     with pytest.raises(ConfigError, match="tuning replays SHARP's repair loop"):
         ReplayScorer(VanillaRAG(world.retriever()), world.examples(), tmp_path / "rec.jsonl")
