@@ -6,13 +6,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from experiments.commands.compile import register
+from experiments.commands import compile as compile_commands
+from experiments.commands import tune as tune_commands
 
 
 @pytest.fixture
 def cli():
     app = typer.Typer()
-    register(app)
+    compile_commands.register(app)
+    tune_commands.register(app)
     runner = CliRunner()
     return lambda *args: runner.invoke(app, list(args))
 
@@ -28,6 +30,9 @@ def cli():
         (("tune", "--objective", "bleu"), "unknown objective 'bleu'"),
         (("tune", "--system", "vanilla"), "has none"),
         (("tune", "--fix", "treshold=0.5"), "unknown parameter"),
+        (("tune", "--objective", "f1", "--max-calls", "3"), "the f1 objective prices no LM call"),
+        (("tune", "--objective", "f1-cost", "--cost-weight", "0.1"), "the f1-cost objective prices no LM call"),
+        (("tune", "--max-calls", "0.5"), "max_calls"),
     ],
 )
 def test_bad_input_fails_fast_with_a_message(cli, args, message):

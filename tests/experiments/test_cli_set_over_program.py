@@ -206,6 +206,28 @@ def test_tune_applies_set_over_a_program(world, monkeypatch):
     assert seen[-1].accept_threshold == 0.5
 
 
+def test_tune_applies_the_users_call_cost_or_the_objective_s_own(world, monkeypatch):
+    from experiments import tune
+    from program.errors import ConfigError
+
+    seen = []
+
+    def run_tune(job, *a, **kw):
+        seen.append(job.cost)
+        raise ConfigError("stopped by the test")
+
+    monkeypatch.setattr(tune, "run_tune", run_tune)
+    uri = f"sqlite:///{world.tmp_path / 'ml.db'}"
+    args = ("tune", "--program", str(world.program), "--split", "dev", "--n", "1", "--tracking-uri", uri)
+    res = invoke(*args, "--max-calls", "3", *world.base())
+    assert "stopped by the test" in said(res), res.output
+    assert (seen[-1].weight, seen[-1].max_calls) == (0.02, 3.0)  # what is left out keeps em-cost's default
+    invoke(*args, "--cost-weight", "0.1", *world.base())
+    assert (seen[-1].weight, seen[-1].max_calls) == (0.1, 2.0)
+    invoke(*args, *world.base())
+    assert seen[-1] is None  # neither given: the objective's own
+
+
 def test_where_the_vectors_live_is_the_runtime_s_not_the_one_a_program_recorded(world):
     from experiments.runtime import as_run
     from program.saved import read_program
