@@ -57,4 +57,3 @@ def make_example(
         gold_sentences=[(str(t), None if s is None else int(s)) for t, s in gold_sentences],
         dataset=dataset,
     ).with_inputs("question")
-

@@ -149,4 +149,3 @@ def load_examples(
     data/sources.py.
     """
     return load_examples_report(dataset, split, data_dir, limit, seed, balanced, skip_malformed)[0]
-

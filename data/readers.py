@@ -122,4 +122,3 @@ def load_hf_from_disk(path: Path, split: str | None = None) -> Any:
     except (FileNotFoundError, ValueError, OSError) as exc:
         raise DatasetError(f"{path}: cannot load the saved Hugging Face dataset ({exc})") from None
     return pick_split(loaded, split, str(path))
-
