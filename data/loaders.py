@@ -124,7 +124,14 @@ def load_examples_report(
     balanced: bool = False,
     skip_malformed: bool = False,
 ) -> tuple[list[dspy.Example], LoadReport]:
-    """:func:`load_examples`, also returning the :class:`LoadReport` (counts before sampling)."""
+    """Questions of a benchmark split as examples, optionally a seeded (balanced) sample, and the
+    :class:`LoadReport` of the load (counts before sampling).
+
+    ``dataset``: 'hotpotqa', '2wikimultihopqa', 'musique' (read from ``data_dir/NAME/SPLIT.json``),
+    a folder holding ``SPLIT.json``, or a path to a JSON / JSONL file or saved Hugging Face dataset
+    (layout auto-detected; ``split`` then only picks a split of a saved DatasetDict). See
+    data/sources.py.
+    """
     path, name = resolve_source(dataset, split, data_dir)
     split_hint = split if is_hf_saved(path) else None
     examples, report = examples_from_rows(read_rows(path, split_hint), str(path), name, skip_malformed)
@@ -132,20 +139,6 @@ def load_examples_report(
     return sample(examples, limit, seed, balanced), report
 
 
-def load_examples(
-    dataset: str | Path | DatasetSource,
-    split: str,
-    data_dir: str | Path | None = None,
-    limit: int | None = None,
-    seed: int = 0,
-    balanced: bool = False,
-    skip_malformed: bool = False,
-) -> list[dspy.Example]:
-    """Questions of a benchmark split as examples, optionally a seeded (balanced) sample.
-
-    ``dataset``: 'hotpotqa', '2wikimultihopqa', 'musique' (read from ``data_dir/NAME/SPLIT.json``),
-    a folder holding ``SPLIT.json``, or a path to a JSON / JSONL file or saved Hugging Face dataset
-    (layout auto-detected; ``split`` then only picks a split of a saved DatasetDict). See
-    data/sources.py.
-    """
-    return load_examples_report(dataset, split, data_dir, limit, seed, balanced, skip_malformed)[0]
+def load_examples(dataset: str | Path | DatasetSource, split: str, *args: Any, **kwargs: Any) -> list[dspy.Example]:
+    """The examples of :func:`load_examples_report` (the same arguments), without the report."""
+    return load_examples_report(dataset, split, *args, **kwargs)[0]
