@@ -16,8 +16,8 @@ from optimize.evaluate import aggregate, by_type, cold_figures, imputed_cost, st
 from optimize.stats import paired_bootstrap
 
 # Trace-step keys that hold a grader's decision (SHARP critic, CRAG, Self-RAG, Adaptive routes).
-# "action" is what a loop did after a grader (SHARP: stop or retry, on P(sufficient) rather than on the
-# written verdict; Self-RAG: regenerate or stop).
+# "action" is what a loop did (SHARP: the round's draft or repair, "accepted" its call on the round's P(right);
+# Self-RAG: regenerate or stop).
 DECISION_KEYS = ("verdict", "action", "grade", "route", "decision", "relevant", "support", "accepted")
 COSTS = {
     "lm_calls_per_q": "LM calls / question",
