@@ -25,12 +25,12 @@ Objective = typer.Option(
 )
 # left out: the em-cost objective's own (optimize.tune.CallCost; the help says its defaults, a test checks them)
 CostWeight = typer.Option(
-    None, "--cost-weight", help="em-cost only: EM given up for one more LM call a question [default: 0.02]."
+    None, "--cost-weight", help="em-cost only: EM given up for one more LM call a question (default: 0.02)."
 )
 MaxCalls = typer.Option(
     None,
     "--max-calls",
-    help="em-cost only: the LM calls a question a policy may spend on average (over it: a penalty of 1) [default: 2].",
+    help="em-cost only: the LM calls a question a policy may spend on average (over it: a penalty of 1; default: 2).",
 )
 Storage = typer.Option(
     None,

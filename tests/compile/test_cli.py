@@ -46,3 +46,11 @@ def test_export_of_a_missing_run_and_a_down_tracking_server(cli, tmp_path, mlflo
     assert result.exit_code == 2 and "no run 'nope'" in result.output
     result = cli("export", "nope", "--name", "x", "--workspace", str(tmp_path), "--tracking-uri", "http://127.0.0.1:9")
     assert result.exit_code == 2 and "not reachable" in result.output
+
+
+def test_tune_help_states_the_em_cost_objective_s_own_call_cost(cli):
+    from optimize.tune import CallCost
+
+    said = " ".join(cli("tune", "--help").output.split())
+    cost = CallCost()
+    assert f"(default: {cost.weight:g})" in said and f"; default: {cost.max_calls:g})" in said
