@@ -54,3 +54,11 @@ def test_tune_help_states_the_em_cost_objective_s_own_call_cost(cli):
     said = " ".join(cli("tune", "--help").output.split())
     cost = CallCost()
     assert f"(default: {cost.weight:g})" in said and f"; default: {cost.max_calls:g})" in said
+
+
+def test_the_call_cost_of_the_command_line():
+    from experiments.commands.tune import call_cost
+
+    assert call_cost(None, None) is None  # neither given: the objective's own
+    assert call_cost(0.1, None).model_dump() == {"weight": 0.1, "max_calls": 2.0}  # the other keeps its default
+    assert call_cost(None, 3.0).model_dump() == {"weight": 0.02, "max_calls": 3.0}

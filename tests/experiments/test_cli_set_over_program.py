@@ -206,7 +206,7 @@ def test_tune_applies_set_over_a_program(world, monkeypatch):
     assert seen[-1].accept_threshold == 0.5
 
 
-def test_tune_applies_the_users_call_cost_or_the_objective_s_own(world, monkeypatch):
+def test_tune_applies_the_users_call_cost(world, monkeypatch):
     from experiments import tune
     from program.errors import ConfigError
 
@@ -222,10 +222,6 @@ def test_tune_applies_the_users_call_cost_or_the_objective_s_own(world, monkeypa
     res = invoke(*args, "--max-calls", "3", *world.base())
     assert "stopped by the test" in said(res), res.output
     assert (seen[-1].weight, seen[-1].max_calls) == (0.02, 3.0)  # what is left out keeps em-cost's default
-    invoke(*args, "--cost-weight", "0.1", *world.base())
-    assert (seen[-1].weight, seen[-1].max_calls) == (0.1, 2.0)
-    invoke(*args, *world.base())
-    assert seen[-1] is None  # neither given: the objective's own
 
 
 def test_where_the_vectors_live_is_the_runtime_s_not_the_one_a_program_recorded(world):
