@@ -42,14 +42,17 @@ run: setup
 index: setup
 	$(BIN)/sharp index --dataset hotpotqa
 
+# every test, the real local-model and live-server ones included; the 10 slowest are listed at the end, so a
+# slow newcomer shows when it lands (keep the whole suite under 8 min on a quiet machine)
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=10
 
 # lint and format check (CI runs it before the tests)
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# only the tests that run the real local model (make test runs them too)
 test-local: setup
 	$(BIN)/python -m pytest -q -m local_lm
 

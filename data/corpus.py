@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from data.errors import DatasetError
-from data.formats import FORMATS, FieldError, detect_format, join_sentences
+from data.formats import FieldError, detect_format, join_sentences
 from data.readers import BadRow, read_rows
 from program.types import Passage
 
@@ -23,17 +23,6 @@ def passage_id(title: str, text: str | None = None) -> str:
     """A stable id from the title (and the text, to tell apart paragraphs sharing a title)."""
     key = title if text is None else f"{title}\x00{text}"
     return "p" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
-
-
-def corpus_path(dataset: str, data_dir: str | Path) -> Path:
-    """``DATA_DIR/DATASET/corpus.jsonl`` (a DatasetError if it does not exist)."""
-    path = Path(data_dir) / dataset / CORPUS_FILE
-    if not path.is_file():
-        raise DatasetError(
-            f"{path}: no corpus file; point --data-dir (or SHARP_DATA) at the datasets folder, "
-            f"which holds {dataset}/{CORPUS_FILE}"
-        )
-    return path
 
 
 class _IdMaker:
@@ -122,38 +111,23 @@ def load_corpus(path: str | Path, dedup: Dedup = "passage") -> list[Passage]:
     return passages
 
 
-def _build(located_rows: Iterable[tuple[str, Any]], dedup: Dedup, fmt: str | None, source: str) -> list[Passage]:
-    row_format = FORMATS[fmt] if fmt else None
+def corpus_from_file(path: str | Path, dedup: Dedup = "passage", split: str | None = None) -> list[Passage]:
+    """A corpus from the paragraphs (``context`` / ``paragraphs``) of a question file (JSON, JSONL or saved HF
+    dataset), of any supported layout (detected from the first row). Ids come from the title; a later
+    paragraph with the same title but other text gets an id from title and text."""
     make_id = _IdMaker()
     passages: list[Passage] = []
-    for location, row in located_rows:
+    row_format = None
+    for location, row in read_rows(path, split):
         try:
             if isinstance(row, BadRow):
                 raise row
             row_format = row_format or detect_format(row)
             pairs = list(row_format.paragraphs(row))
         except DatasetError as exc:
-            raise DatasetError(f"{source}: {location}: {exc}") from None
+            raise DatasetError(f"{path}: {location}: {exc}") from None
         for title, text in pairs:
             title = title.strip()
             if title and text:
                 passages.append(Passage(id=make_id(title, text), title=title, text=text))
-    return dedupe(passages, dedup, f"corpus built from {source}")
-
-
-def corpus_from_examples(
-    rows: Iterable[Mapping[str, Any]], dedup: Dedup = "passage", fmt: str | None = None
-) -> list[Passage]:
-    """A corpus from the paragraphs (``context`` / ``paragraphs``) of raw question rows.
-
-    Rows are raw dicts of any supported layout (detected from the first row unless ``fmt``
-    names one of ``FORMATS``). Ids come from the title; a later paragraph with the same title
-    but other text gets an id from title and text.
-    """
-    located = ((f"row {n}", row) for n, row in enumerate(rows, start=1))
-    return _build(located, dedup, fmt, "question rows")
-
-
-def corpus_from_file(path: str | Path, dedup: Dedup = "passage", split: str | None = None) -> list[Passage]:
-    """:func:`corpus_from_examples` over a question file (JSON, JSONL or saved HF dataset)."""
-    return _build(read_rows(path, split), dedup, None, str(path))
+    return dedupe(passages, dedup, f"corpus built from {path}")

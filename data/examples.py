@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import dspy
-
-from data.errors import DatasetError
 
 EXAMPLE_FIELDS = (
     "id",
@@ -59,25 +57,3 @@ def make_example(
         gold_sentences=[(str(t), None if s is None else int(s)) for t, s in gold_sentences],
         dataset=dataset,
     ).with_inputs("question")
-
-
-def example_to_dict(example: dspy.Example) -> dict[str, Any]:
-    """A JSON-ready dict of the example's fields (gold sentences as ``[title, sent_id]`` lists)."""
-    data = {name: example.get(name) for name in EXAMPLE_FIELDS}
-    data["answer_aliases"] = list(data["answer_aliases"] or [])
-    data["gold_titles"] = list(data["gold_titles"] or [])
-    data["gold_sentences"] = [[t, s] for t, s in data["gold_sentences"] or []]
-    return data
-
-
-def example_from_dict(data: Mapping[str, Any]) -> dspy.Example:
-    """Inverse of :func:`example_to_dict`; unknown or missing keys are a DatasetError."""
-    unknown = sorted(set(data) - set(EXAMPLE_FIELDS))
-    missing = [k for k in ("id", "question", "answer", "dataset") if k not in data]
-    if unknown or missing:
-        raise DatasetError(
-            f"not a saved example: unknown keys {unknown}, missing keys {missing} "
-            f"(expected keys: {', '.join(EXAMPLE_FIELDS)})"
-        )
-    optional = {k: data[k] for k in EXAMPLE_FIELDS if k in data and data[k] is not None}
-    return make_example(**optional)

@@ -1,4 +1,4 @@
-"""Question loaders: the bundled benchmarks by name, any supported file, Hugging Face datasets."""
+"""Question loaders: the bundled benchmarks by name, any supported file, saved Hugging Face datasets."""
 
 from __future__ import annotations
 
@@ -16,11 +16,7 @@ from data.examples import make_example
 from data.formats import RowFormat, detect_format
 from data.readers import (
     BadRow,
-    hf_rows,
     is_hf_saved,
-    load_hf_from_disk,
-    load_hf_hub,
-    pick_split,
     read_rows,
 )
 from data.sampling import sample
@@ -29,7 +25,6 @@ from data.sources import DatasetSource, resolve_dataset
 
 logger = logging.getLogger(__name__)
 
-HF_HOTPOTQA = "hotpotqa/hotpot_qa"  # the hub id of what used to be "hotpot_qa"
 MAX_LOGGED_PROBLEMS = 5
 
 
@@ -111,11 +106,6 @@ def _check_loaded(examples: list[dspy.Example], report: LoadReport) -> None:
         logger.warning("%s: %d question ids occur more than once, e.g. %s", report.source, len(repeated), repeated[0])
 
 
-def dataset_file(dataset: str, split: str, data_dir: str | Path | None) -> Path:
-    """``DATA_DIR/DATASET/SPLIT.json`` (or ``.jsonl``, or a saved HF dataset folder ``SPLIT``)."""
-    return resolve_dataset(dataset, data_dir).split_file(split)
-
-
 def resolve_source(
     dataset: str | Path | DatasetSource, split: str, data_dir: str | Path | None
 ) -> tuple[Path, str | None]:
@@ -134,7 +124,14 @@ def load_examples_report(
     balanced: bool = False,
     skip_malformed: bool = False,
 ) -> tuple[list[dspy.Example], LoadReport]:
-    """:func:`load_examples`, also returning the :class:`LoadReport` (counts before sampling)."""
+    """Questions of a benchmark split as examples, optionally a seeded (balanced) sample, and the
+    :class:`LoadReport` of the load (counts before sampling).
+
+    ``dataset``: 'hotpotqa', '2wikimultihopqa', 'musique' (read from ``data_dir/NAME/SPLIT.json``),
+    a folder holding ``SPLIT.json``, or a path to a JSON / JSONL file or saved Hugging Face dataset
+    (layout auto-detected; ``split`` then only picks a split of a saved DatasetDict). See
+    data/sources.py.
+    """
     path, name = resolve_source(dataset, split, data_dir)
     split_hint = split if is_hf_saved(path) else None
     examples, report = examples_from_rows(read_rows(path, split_hint), str(path), name, skip_malformed)
@@ -142,42 +139,6 @@ def load_examples_report(
     return sample(examples, limit, seed, balanced), report
 
 
-def load_examples(
-    dataset: str | Path | DatasetSource,
-    split: str,
-    data_dir: str | Path | None = None,
-    limit: int | None = None,
-    seed: int = 0,
-    balanced: bool = False,
-    skip_malformed: bool = False,
-) -> list[dspy.Example]:
-    """Questions of a benchmark split as examples, optionally a seeded (balanced) sample.
-
-    ``dataset``: 'hotpotqa', '2wikimultihopqa', 'musique' (read from ``data_dir/NAME/SPLIT.json``),
-    a folder holding ``SPLIT.json``, or a path to a JSON / JSONL file or saved Hugging Face dataset
-    (layout auto-detected; ``split`` then only picks a split of a saved DatasetDict). See
-    data/sources.py.
-    """
-    return load_examples_report(dataset, split, data_dir, limit, seed, balanced, skip_malformed)[0]
-
-
-def load_hotpotqa_hf(
-    split: str = "validation",
-    source: Any = None,
-    config: str = "distractor",
-    skip_malformed: bool = False,
-) -> tuple[list[dspy.Example], LoadReport]:
-    """HotpotQA in the Hugging Face layout.
-
-    ``source``: None (download from the hub: needs network), a folder written by
-    ``save_to_disk``, or a ``Dataset`` / ``DatasetDict`` object. 'dev' means 'validation'.
-    """
-    if source is None:
-        rows, label = load_hf_hub(HF_HOTPOTQA, config, split), f"hf:{HF_HOTPOTQA}/{config}/{split}"
-    elif isinstance(source, (str, Path)):
-        rows, label = load_hf_from_disk(Path(source), split), str(source)
-    else:
-        rows, label = pick_split(source, split, "Hugging Face dataset"), f"hf:{split}"
-    examples, report = examples_from_rows(hf_rows(rows), label, "hotpotqa", skip_malformed)
-    report.log()
-    return examples, report
+def load_examples(dataset: str | Path | DatasetSource, split: str, *args: Any, **kwargs: Any) -> list[dspy.Example]:
+    """The examples of :func:`load_examples_report` (the same arguments), without the report."""
+    return load_examples_report(dataset, split, *args, **kwargs)[0]

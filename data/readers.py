@@ -122,18 +122,3 @@ def load_hf_from_disk(path: Path, split: str | None = None) -> Any:
     except (FileNotFoundError, ValueError, OSError) as exc:
         raise DatasetError(f"{path}: cannot load the saved Hugging Face dataset ({exc})") from None
     return pick_split(loaded, split, str(path))
-
-
-def load_hf_hub(name: str, config: str | None, split: str) -> Any:
-    """A split from the Hugging Face hub (needs network, or a filled local datasets cache)."""
-    import datasets
-
-    hub_split = "validation" if split in ("dev", "val") else split
-    try:
-        return datasets.load_dataset(name, config, split=hub_split)
-    except (ConnectionError, OSError, ValueError) as exc:
-        raise DatasetError(
-            f"cannot load {name!r} ({config}, split {hub_split!r}) from the Hugging Face hub: {exc}. "
-            "Without network, save it once elsewhere with `Dataset.save_to_disk(DIR)` and load DIR, "
-            "or use the official JSON files"
-        ) from None

@@ -86,7 +86,7 @@ class Tally:
         if not self.remaining:
             return 0.0
         if self.new:
-            return self.remaining * self.elapsed / self.new
+            return self.remaining * self.seconds_per_item
         if self.prior_seconds is None:
             return None
         return max(self.remaining * self.prior_seconds - self.elapsed, 0.0)  # the estimate counts down

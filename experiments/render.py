@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -118,53 +119,89 @@ def _p(step: Mapping[str, Any], key: str, name: str) -> str:
     return f"{name} -" if p is None else f"{name} {p:.2f}"
 
 
+# the trace table's columns: (header, right-aligned). A column blank on every row is left out, and the detail
+# takes the width the others leave (they never wrap): a trace reads in an 80-column terminal
+TRACE_COLUMNS = (
+    ("#", True),
+    ("role", False),
+    ("k", True),
+    ("detail", False),
+    ("verdict", False),
+    ("P", True),
+    ("calls", True),
+    ("tok", True),
+    ("s", True),
+)
+
+
 def _trace_table(steps: list[dict]) -> Table:
-    """The trace as a table: one row per step (role, k, detail, verdict, P, calls, tokens, seconds)."""
-    table = Table(title="trace", show_lines=False)
-    for col in ("#", "role", "k", "detail", "verdict", "P", "calls", "tokens", "s"):
-        table.add_column(col)
-    for s in steps:
-        role = s.get("role", "?")
-        detail = _trace_detail(s)
-        tokens = (s.get("prompt_tokens") or 0) + (s.get("completion_tokens") or 0)
-        # the critic's P(supported) (marked by where it came from: token probabilities or the written words),
-        # a judgement's P(right)
-        p = (
-            _fmt(s.get("p_supported"), 2) + {"token": " tok", "verbal": " said"}.get(s.get("confidence_source"), "")
-            if s.get("p_supported") is not None
-            else _fmt(s.get("p_right"), 2)
-        )
-        table.add_row(
-            str(s.get("step", "")),
-            role,
-            _fmt(s.get("k")),
-            detail[:120],
-            _fmt(s.get("verdict")),
-            p,
-            _fmt(s.get("lm_calls")),
-            str(tokens or ""),
-            _fmt(s.get("seconds"), 1),
-        )
+    """The trace as a table: one row per step (#, role, k, detail, verdict, P, calls, tokens, seconds)."""
+    rows = [_trace_row(s) for s in steps]
+    keep = [i for i, (head, _) in enumerate(TRACE_COLUMNS) if head == "detail" or any(row[i] for row in rows)]
+    table = Table(title="trace", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for i in keep:
+        head, right = TRACE_COLUMNS[i]
+        if head == "detail":
+            table.add_column(head, ratio=1, overflow="fold")
+        else:
+            table.add_column(head, justify="right" if right else "left", no_wrap=True)
+    for row in rows:
+        table.add_row(*(row[i] for i in keep))
     return table
 
 
+def _trace_row(s: Mapping[str, Any]) -> tuple[str, ...]:
+    """A step's cells, in the order of :data:`TRACE_COLUMNS` (blank where the step has no such value)."""
+
+    def cell(key: str, digits: int = 3) -> str:
+        return "" if s.get(key) is None else _fmt(s[key], digits)
+
+    tokens = (s.get("prompt_tokens") or 0) + (s.get("completion_tokens") or 0)
+    return (
+        cell("step"),
+        str(s.get("role", "?")),
+        cell("k"),
+        _trace_detail(s),
+        cell("verdict"),
+        cell("p_supported", 2) or cell("p_right", 2),  # the critic's P(supported), a judgement's P(right)
+        cell("lm_calls"),
+        str(tokens or ""),
+        cell("seconds", 1),
+    )
+
+
+# where the critic's P(supported) came from (program.critique.read_critique)
+CRITIC_SOURCES = {"token": "P(supported), its tokens", "verbal": "P(supported), as written"}
+
+
 def _trace_detail(s: Mapping[str, Any]) -> str:
-    """A trace row's detail: a retrieval's queries, the critic's draft, a judgement, else the step's answer
-    or decision; an error first."""
+    """A trace row's detail (Rich markup): a retrieval's queries, the planner's sub-questions, where the
+    critic's P came from, a judgement's call, else the step's answer or decision; an error first."""
     role = s.get("role", "?")
     if role == "retriever":
-        detail = "; ".join(s.get("queries", []))[:90] + f" -> {len(s.get('new_ids', []))} new"
-    elif role == "critic":
-        detail = f"draft {s.get('draft_answer')!r}"
-        if s.get("missing_information"):
-            detail += " missing: " + "; ".join(s["missing_information"])
-    elif role == "judgement":
-        detail = f"{s.get('action')} {s.get('answer')!r}: " + ("accepted" if s.get("accepted") else "not accepted")
+        detail = escape(_cut("; ".join(s.get("queries", [])), 160)) + f" -> {len(s.get('new_ids', []))} new"
+    elif role == "planner":
+        detail = escape(_cut(" | ".join(s.get("sub_questions") or []), 160)) or "(no sub-question)"
+    elif role == "critic":  # the draft it read is the round's answer, on the rows above
+        detail = CRITIC_SOURCES.get(s.get("confidence_source"), "")
+        if s.get("critic_problem"):
+            detail = f"[yellow]discarded: {escape(str(s['critic_problem']))}[/yellow]"
+    elif role == "judgement":  # its answer is the round's, on the row above
+        detail = f"{s.get('action')}: " + ("accepted" if s.get("accepted") else "not accepted")
+        if s.get("fallback"):
+            detail += f" [yellow]({escape(str(s['fallback']))})[/yellow]"
     else:
-        detail = str(s.get("answer") or s.get("note") or s.get("route") or s.get("grade") or s.get("decision") or "")
+        detail = escape(
+            str(s.get("answer") or s.get("note") or s.get("route") or s.get("grade") or s.get("decision") or "")
+        )
     if s.get("error"):
-        detail = f"[red]{s['error'][:80]}[/red] " + detail
+        detail = f"[red]{escape(s['error'][:80])}[/red] " + detail
     return detail
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, at a word, marked with an ellipsis."""
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def _retrieval_line(step: Mapping[str, Any], rnd: str) -> str:
@@ -179,12 +216,10 @@ def _retrieval_line(step: Mapping[str, Any], rnd: str) -> str:
 
 
 def _critic_line(step: Mapping[str, Any], rnd: str) -> str:
-    """step_line of a critique: its verdict and P(supported), a discarded critique's problem, what is missing."""
+    """step_line of a critique: its verdict and P(supported), and a discarded critique's problem."""
     text = f"[bold]critic[/bold]{rnd}: {escape(str(step.get('verdict') or '-'))}, {_p(step, 'p_supported', 'P(supported)')}"
     if step.get("critic_problem"):
         text += f" [yellow](discarded: {escape(str(step['critic_problem']))})[/yellow]"
-    if step.get("missing_information"):
-        text += "; missing: " + escape("; ".join(map(str, step["missing_information"])))[:160]
     return text
 
 

@@ -16,8 +16,8 @@ from optimize.evaluate import aggregate, by_type, cold_figures, imputed_cost, st
 from optimize.stats import paired_bootstrap
 
 # Trace-step keys that hold a grader's decision (SHARP critic, CRAG, Self-RAG, Adaptive routes).
-# "action" is what a loop did after a grader (SHARP: stop or retry, on P(sufficient) rather than on the
-# written verdict; Self-RAG: regenerate or stop).
+# "action" is what a loop did (SHARP: the round's draft or repair, "accepted" its call on the round's P(right);
+# Self-RAG: regenerate or stop).
 DECISION_KEYS = ("verdict", "action", "grade", "route", "decision", "relevant", "support", "accepted")
 COSTS = {
     "lm_calls_per_q": "LM calls / question",
@@ -279,7 +279,7 @@ def critic_table(summary: dict) -> list[str]:
     if not critics:
         return []
     lines = [
-        "| system | critiques | right calls | Brier | AUROC | over-trigger | under-trigger | asks for more |",
+        "| system | critiques | right calls | Brier | AUROC | over-trigger | under-trigger | sent to a repair |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, m in critics.items():
@@ -287,7 +287,7 @@ def critic_table(summary: dict) -> list[str]:
             f"| {name} | {m['critic_n_critiques']} | {_pct(m.get('critic_verdict_accuracy'))} | "
             f"{_f(m.get('critic_brier'))} | {_f(m.get('critic_auroc'), 2)} | "
             f"{_pct(m.get('critic_over_trigger'))} | {_pct(m.get('critic_under_trigger'))} | "
-            f"{_pct(m.get('critic_insufficient_rate'))} |"
+            f"{_pct(m.get('critic_repair_rate'))} |"
         )
     return lines
 

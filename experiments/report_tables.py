@@ -112,7 +112,7 @@ COMPARED_KEYS = [
     "critic_auroc",
     "critic_over_trigger",
     "critic_under_trigger",
-    "critic_insufficient_rate",
+    "critic_repair_rate",
     "critic_n_critiques",
 ]
 

@@ -270,11 +270,6 @@ def index_name(dataset: str) -> str:
     return dataset_source(dataset).name
 
 
-def resolve_index_dir(dataset: str, workspace: Path | None, index_dir: Path | None) -> Path:
-    """--index-dir, else WORKSPACE/indexes/<the dataset's index name> (as :meth:`Runtime.index_dir`)."""
-    return Path(index_dir) if index_dir else settings.index_dir(index_name(dataset), settings.workspace(workspace))
-
-
 def load_questions(dataset: str, split: str, data_dir: Path | None, limit: int | None = None, seed: int = 0) -> list:
     """Questions of a split: a named dataset, a folder holding SPLIT.json(l), or a question file."""
     from data.loaders import load_examples

@@ -350,23 +350,6 @@ def dspy_traces(enabled: bool = True) -> Iterator[None]:
         disable_dspy_traces()
 
 
-def run_traces(run_id: str) -> list[Any]:
-    """The traces recorded under one run (what the MLflow UI lists in that run's Traces tab)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient()
-    experiment = client.get_run(run_id).info.experiment_id
-    out, token = [], None
-    while True:
-        page = client.search_traces(
-            locations=[experiment], run_id=run_id, include_spans=False, page_token=token, flush=True
-        )
-        out += list(page)
-        token = getattr(page, "token", None)
-        if not token:
-            return out
-
-
 def log_params(values: Mapping[str, Any]) -> None:
     """``values`` (nested keys dotted, long values cut) as params of the active run."""
     import mlflow

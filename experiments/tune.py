@@ -1,12 +1,12 @@
-"""``sharp tune``: an Optuna study over SHARP's thresholds and schedule, tracked in MLflow.
+"""``sharp tune``, tracked in MLflow: an Optuna study over SHARP's policy (optimize/tune.py).
 
 One parent MLflow run per invocation (tagged with the study name), one nested run per trial,
 then the best parameters, Optuna's plots, the replay speed-up and the tuned program (saved in
 the workspace and logged as an artifact, ready for ``sharp export``).
 
-Scoring goes through :class:`ReplayScorer`: a retrieval setting (k schedule, evidence cap,
-retrieval mode) is recorded live once, on disk under ``workspace/replay``; every threshold and
-retry policy is then replayed from it without calling the model.
+The study, its objective (the em-cost objective's call cost included) and the scoring are
+optimize/tune.py's: the base program's rounds are recorded live once (``--recording``, or under
+``workspace/replay``) and every policy a trial proposes is replayed from them without calling the model.
 """
 
 from __future__ import annotations
@@ -22,17 +22,16 @@ from typing import TYPE_CHECKING, Any
 from experiments import tracking
 from experiments.compile import SaveInfo, data_hash
 from optimize import replay
-from optimize.compile import shared_retriever
 from optimize.evaluate import evaluate
 from optimize.storage import redact_url
 from optimize.tune import (
+    CallCost,
     Objective,
+    ReplayScorer,
     SearchSpace,
     Tuner,
-    apply_params,
     baseline_trial,
     best_trial,
-    em_cost,
     enqueue_baseline,
     finished_trials,
     full_params,
@@ -59,8 +58,7 @@ def default_storage(ws: Path) -> str:
 class TuneJob:
     objective: str = "em-cost"
     n_trials: int = 20
-    cost_weight: float = 0.02  # em-cost: EM points given up for one more LM call a question
-    max_calls: float | None = 2.0  # em-cost: the LM calls a question a policy may spend on average
+    cost: CallCost | None = None  # em-cost: what an LM call costs (None: the objective's default)
     recording: Path | None = None  # the recording to replay (made, or extended, where it lacks questions)
     storage: str | None = None
     study: str | None = None
@@ -70,7 +68,7 @@ class TuneJob:
     verify: bool = False
 
     def __post_init__(self) -> None:
-        get_objective(self.objective)
+        get_objective(self.objective, self.cost)  # an unknown objective, or a call cost it would not use
         if self.n_trials < 1:
             raise ConfigError(f"--trials must be at least 1, got {self.n_trials}")
 
@@ -88,79 +86,7 @@ class TuneOutcome:
     verify: dict = field(default_factory=dict)
     baseline: dict = field(default_factory=dict)
     best_metrics: dict = field(default_factory=dict)
-
-
-class ReplayScorer:
-    """Parameters -> metrics: one live recording of the base program (kept on disk, resumable), replayed
-    per policy. With ``needs_critic`` the recording critiques every round."""
-
-    def __init__(
-        self,
-        base: SharpRAG,
-        examples: Sequence[Any],
-        record_path: Path,
-        threads: int = 1,
-        needs_critic: bool = True,
-        cost_weight: float = 0.0,
-        max_calls: float | None = None,
-    ):
-        if not isinstance(base, SharpRAG):
-            raise ConfigError(
-                f"tuning replays SHARP's repair loop; {type(base).__name__} has none (use --system sharp)"
-            )
-        self.base, self.examples, self.record_path, self.threads = base, list(examples), record_path, threads
-        self.needs_critic, self.cost_weight, self.max_calls = needs_critic, cost_weight, max_calls
-        self.recording: dict[str, dict] | None = None
-        self.record_seconds = self.replay_seconds = self.live_estimate = 0.0
-        self.recordings_made = 0
-
-    def program_for(self, params: dict) -> SharpRAG:
-        with shared_retriever(self.base):
-            program = self.base.deepcopy()
-        program.retriever = self.base.retriever
-        program.config = apply_params(self.base.config, params)
-        return program
-
-    def records(self) -> dict[str, dict]:
-        if self.recording is None:
-            t0 = time.perf_counter()
-            live = bool(replay.pending(self.examples, self.record_path, self.base))
-            recs = replay.record(self.base, self.examples, self.record_path, self.threads, critique=self.needs_critic)
-            replay.check_reading(recs.values(), self.base)
-            if self.needs_critic and not all(r.get("critiqued", True) for r in recs.values() if not r.get("error")):
-                raise ConfigError(
-                    f"{self.record_path} holds rounds the critic did not read, and the search space asks the "
-                    "critic: record again with the critic, or fix critic=off in the space"
-                )
-            self.record_seconds += time.perf_counter() - t0
-            self.recordings_made += int(live)
-            self.recording = recs
-        return self.recording
-
-    def __call__(self, params: dict) -> tuple[dict, bool]:
-        recorded = self.recording is None
-        recs = self.records()
-        t0 = time.perf_counter()
-        result = replay.score(recs, self.examples, apply_params(self.base.config, params))
-        seconds = time.perf_counter() - t0
-        self.replay_seconds += seconds
-        live = result.metrics["live_seconds_per_q"] * len(self.examples)
-        self.live_estimate += live
-        metrics = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        metrics.update(replay_seconds=seconds, live_seconds_estimate=live)
-        metrics["em_cost"] = em_cost(metrics, self.cost_weight, self.max_calls)
-        return metrics, recorded
-
-    def speedup(self) -> dict:
-        spent = self.record_seconds + self.replay_seconds
-        return {
-            "recordings": self.recordings_made,
-            "record_seconds": round(self.record_seconds, 3),
-            "replay_seconds": round(self.replay_seconds, 4),
-            "live_seconds_estimate": round(self.live_estimate, 3),
-            "speedup_total": self.live_estimate / spent if spent > 0 else None,
-            "speedup_replay_only": self.live_estimate / self.replay_seconds if self.replay_seconds > 0 else None,
-        }
+    call_cost: CallCost | None = None  # what the em-cost objective charged an LM call
 
 
 def _trial_logger(space: SearchSpace) -> Callable[[Any, Any], None]:
@@ -240,15 +166,13 @@ def run_tune(
     key_extra: Any = None,
 ) -> TuneOutcome:
     """Run (or resume) the study to ``job.n_trials`` finished trials; track it; save the best program."""
-    objective = get_objective(job.objective)
+    objective = get_objective(job.objective, job.cost)
     storage = job.storage or default_storage(workspace)
     study = open_study(storage, study_name, objective, seed=job.seed)
     enqueue_baseline(study, job.space, params_of(base.config))
     record_path = job.recording or workspace / "replay" / f"{replay.reading_key(base, examples, key_extra)}.jsonl"
-    scorer = ReplayScorer(
-        base, examples, record_path, job.threads, job.space.needs_critic, job.cost_weight, job.max_calls
-    )
-    run_params = _run_params(job, base, examples, study_name, storage, record_path, params)
+    scorer = ReplayScorer(base, examples, record_path, job.threads, job.space.needs_critic)
+    run_params = _run_params(job, objective, base, examples, study_name, storage, record_path, params)
     tags = {"kind": "tune", "study": study_name, "objective": job.objective}
     with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:
         ran = run_study(study, Tuner(job.space, objective, scorer), job.n_trials, callbacks=[_trial_logger(job.space)])
@@ -258,6 +182,7 @@ def run_tune(
             "study": study_name,
             "storage": redact_url(storage),
             "objective": job.objective,
+            **({"call_cost": objective.cost.model_dump()} if objective.cost else {}),
             **_study_report(study, objective, job.space, ran, best),
         }
         found = report["best"]
@@ -277,11 +202,13 @@ def run_tune(
             verify=report["verify"],
             baseline=report["baseline"],
             best_metrics=found["metrics"],
+            call_cost=objective.cost,
         )
 
 
 def _run_params(
     job: TuneJob,
+    objective: Objective,
     base: SharpRAG,
     examples: Sequence[Any],
     study_name: str,
@@ -301,8 +228,7 @@ def _run_params(
         "space": job.space.model_dump(mode="json"),
         "base_config": base.config.model_dump(mode="json"),
         "recording": str(record_path),
-        "cost_weight": job.cost_weight,
-        "max_calls": job.max_calls,
+        **({"cost_weight": objective.cost.weight, "max_calls": objective.cost.max_calls} if objective.cost else {}),
         **(params or {}),
     }
 

@@ -83,11 +83,6 @@ def retrieval_scores(example: Any, prediction: Any) -> dict[str, float | None]:
     }
 
 
-# the stop threshold of the evidence critic that runs before the answer critic used (their compact rows'
-# points carry no call of their own)
-EVIDENCE_CRITIC_THRESHOLD = 0.35
-
-
 def critic_points(example: Any, prediction: Any) -> list[dict]:
     """One point per judged round of SHARP: the answer critic's P(right), the label (the round's answer is an
     exact match), and its call (``stop_call``: the draft was accepted)."""
@@ -109,30 +104,19 @@ def critic_points(example: Any, prediction: Any) -> list[dict]:
 
 
 def point_p(point: dict) -> float:
-    """A point's probability: P(right) of an answer critic's point, P(sufficient) of an evidence critic's
-    (compact rows of runs before the answer critic)."""
+    """A critic point's probability: P(right) of the answer critic's points; the committed result files of the
+    runs before it (experiments/results/hotpotqa-dev-200/sharp*.jsonl) hold the evidence critic's
+    P(sufficient) under ``p_sufficient``, read alike so their reports stay as they were."""
     return float(point["p"] if "p" in point else point["p_sufficient"])
 
 
-def stop_call(point: dict) -> bool:
-    """The critic's own call on a point: accept the draft (stop) or repair, as the program made it. Evidence
-    critic points recorded before the call was stored: P(sufficient) at that critic's default threshold when
-    it came from token probabilities, else the written verdict."""
-    if point.get("stop_call") is not None:
-        return bool(point["stop_call"])
-    if point.get("source") == "token":
-        return point_p(point) >= EVIDENCE_CRITIC_THRESHOLD
-    return point.get("verdict") == "sufficient"
-
-
 def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
-    """The critic's calls and probabilities against the gold labels (the answer critic: the draft is right;
-    the evidence critic of older runs: the evidence is complete).
+    """The critic's calls (``stop_call``: the draft was accepted) and probabilities against the gold labels
+    (the draft is right).
 
-    ``verdict_accuracy``: share of right calls (stop exactly on a positive, see :func:`stop_call`);
-    ``over_trigger``: share of positives the critic sent to a repair (a right draft, complete evidence);
-    ``under_trigger``: share of negatives it let through; ``insufficient_rate``: share of points sent to a
-    repair; Brier, ECE and AUROC of the probability.
+    ``verdict_accuracy``: share of right calls (stop exactly on a positive); ``over_trigger``: share of
+    positives the critic sent to a repair; ``under_trigger``: share of negatives it let through;
+    ``repair_rate``: share of points sent to a repair; Brier, ECE and AUROC of the probability.
     """
     if not points:
         return {
@@ -144,12 +128,12 @@ def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
                 "auroc",
                 "over_trigger",
                 "under_trigger",
-                "insufficient_rate",
+                "repair_rate",
                 "n_critiques",
             )
         }
     n = len(points)
-    correct = sum(stop_call(p) == p["label"] for p in points)
+    correct = sum(p["stop_call"] == p["label"] for p in points)
     brier = sum((point_p(p) - float(p["label"])) ** 2 for p in points) / n
     ece = 0.0
     for b in range(bins):
@@ -159,16 +143,16 @@ def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
             conf = sum(point_p(p) for p in members) / len(members)
             acc = sum(p["label"] for p in members) / len(members)
             ece += len(members) / n * abs(conf - acc)
-    complete = [p for p in points if p["label"]]
-    incomplete = [p for p in points if not p["label"]]
+    right = [p for p in points if p["label"]]
+    wrong = [p for p in points if not p["label"]]
     return {
         "verdict_accuracy": correct / n,
         "brier": brier,
         "ece": ece,
-        "auroc": auroc([point_p(p) for p in complete], [point_p(p) for p in incomplete]),
-        "over_trigger": (sum(not stop_call(p) for p in complete) / len(complete)) if complete else None,
-        "under_trigger": (sum(stop_call(p) for p in incomplete) / len(incomplete)) if incomplete else None,
-        "insufficient_rate": sum(not stop_call(p) for p in points) / n,
+        "auroc": auroc([point_p(p) for p in right], [point_p(p) for p in wrong]),
+        "over_trigger": (sum(not p["stop_call"] for p in right) / len(right)) if right else None,
+        "under_trigger": (sum(p["stop_call"] for p in wrong) / len(wrong)) if wrong else None,
+        "repair_rate": sum(not p["stop_call"] for p in points) / n,
         "n_critiques": n,
     }
 
@@ -176,8 +160,8 @@ def calibration(points: list[dict], bins: int = 10) -> dict[str, float | None]:
 def auroc(positives: list[float], negatives: list[float]) -> float | None:
     """P(a random positive scores above a random negative), ties counting half; None without both.
 
-    For the critic: whether *any* threshold on P(sufficient) can separate complete from incomplete
-    evidence (0.5: no threshold can), which accuracy, Brier and ECE do not say.
+    For the critic: whether *any* threshold on P(right) can separate right drafts from wrong ones (0.5: no
+    threshold can), which accuracy, Brier and ECE do not say.
     """
     if not positives or not negatives:
         return None

@@ -231,10 +231,6 @@ OPTIMIZERS: dict[str, Optimizer] = {
 }
 
 
-def optimizer_names() -> list[str]:
-    return list(OPTIMIZERS)
-
-
 def get_optimizer(name: str) -> Optimizer:
     if name not in OPTIMIZERS:
         raise UnknownOptimizerError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}")

@@ -6,9 +6,11 @@ answer is selected. Every one is a *policy* parameter: it decides which recorded
 never what a round reads, so each trial is scored from one recording (:mod:`optimize.replay`) without
 calling the model.
 
-Objectives: ``f1`` or ``em`` (maximize), ``em-cost`` (EM less a cost weight per LM call beyond one, with a
-cap on calls a question), or ``f1-cost`` (maximize F1, minimize LM calls per question: a Pareto front). Studies live in any Optuna RDB storage or a journal file
-(:mod:`optimize.storage`); a study of the same name resumes. Several worker processes may share one
+Objectives: ``f1`` or ``em`` (maximize), ``em-cost`` (EM less what the LM calls cost: :class:`CallCost`, the
+one home of its weight and cap), or ``f1-cost`` (maximize F1, minimize LM calls per question: a Pareto
+front). :class:`ReplayScorer` scores a policy from one recording. Studies live in any Optuna RDB storage or a
+journal file (:mod:`optimize.storage`); a study of the same name resumes, with the objective it was scored
+by (another call cost is refused). Several worker processes may share one
 study: together they finish exactly the trials asked for, never draw the same random point, and a
 trial that a killed worker left running is failed and queued again (at once on the same host, after a
 missed heartbeat elsewhere).
@@ -19,8 +21,9 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import optuna
@@ -30,15 +33,16 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 from pydantic import Field, model_validator
 
+from optimize import replay
+from optimize.compile import shared_retriever
 from optimize.storage import open_storage
 from optimize.workers import identity, is_gone
 from program.config import StrictConfig
 from program.errors import ConfigError
-from program.sharp import TUNED_FIELDS, SharpConfig
+from program.sharp import TUNED_FIELDS, SharpConfig, SharpRAG
 
 log = logging.getLogger(__name__)
 
-POLICY_PARAMS = TUNED_FIELDS
 # a form's repairs, written as a search choice: the actions in order, comma-separated; "none" for no repair
 REPAIR_ORDERS = ("decompose,retrieve", "retrieve,decompose", "decompose", "retrieve", "none")
 
@@ -83,9 +87,9 @@ class SearchSpace(StrictConfig):
             raise ValueError("max_repairs choices must lie in 0..2")
         if self.fixed.get("critic") is False:  # YAML reads a bare `off` (critic=off) as false
             self.fixed["critic"] = "off"
-        unknown = set(self.fixed) - set(POLICY_PARAMS)
+        unknown = set(self.fixed) - set(TUNED_FIELDS)
         if unknown:
-            raise ValueError(f"fixed: unknown parameter(s) {sorted(unknown)}; valid: {', '.join(POLICY_PARAMS)}")
+            raise ValueError(f"fixed: unknown parameter(s) {sorted(unknown)}; valid: {', '.join(TUNED_FIELDS)}")
         return self
 
     @property
@@ -104,7 +108,7 @@ def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
         for name in ("accept_threshold", "accept_comparison", "accept_yesno")
     }
     floats["critic_floor"] = (space.floor_low, space.floor_high)
-    for name in POLICY_PARAMS:
+    for name in TUNED_FIELDS:
         if name in fixed:
             params[name] = fixed[name]
         elif name in floats:
@@ -118,8 +122,8 @@ def apply_params(base: SharpConfig, params: Mapping[str, Any]) -> SharpConfig:
     """The program config a parameter point stands for."""
     values = base.model_dump()
     for name, value in params.items():
-        if name not in POLICY_PARAMS:
-            raise ConfigError(f"unknown policy parameter {name!r}; valid: {', '.join(POLICY_PARAMS)}")
+        if name not in TUNED_FIELDS:
+            raise ConfigError(f"unknown policy parameter {name!r}; valid: {', '.join(TUNED_FIELDS)}")
         if name.startswith("repair_") and isinstance(value, str):
             value = repairs_of(value)
         values[name] = value
@@ -128,7 +132,7 @@ def apply_params(base: SharpConfig, params: Mapping[str, Any]) -> SharpConfig:
 
 def params_of(config: SharpConfig) -> dict[str, Any]:
     """The search-space point that stands for ``config``."""
-    out = {name: getattr(config, name) for name in POLICY_PARAMS}
+    out = {name: getattr(config, name) for name in TUNED_FIELDS}
     out.update(accept_comparison=config.accept_for("comparison"), accept_yesno=config.accept_for("yesno"))
     for name in ("repair_bridge", "repair_comparison", "repair_yesno"):
         out[name] = choice_of(out[name])
@@ -176,11 +180,31 @@ def baseline_trial(study: Any) -> Any | None:
 
 
 # ---- objectives ----------------------------------------------------------------------------------
+class CallCost(StrictConfig):
+    """What the ``em-cost`` objective charges a policy for its LM calls (`sharp tune --cost-weight
+    --max-calls`): ``weight`` EM points for each call a question beyond the one a single pass makes, and a
+    penalty of 1 when the calls a question exceed ``max_calls`` on average (None: no cap)."""
+
+    weight: float = Field(0.02, ge=0.0)
+    max_calls: float | None = Field(2.0, ge=1.0)  # every question spends one call on its draft
+
+    def em_cost(self, metrics: Mapping[str, Any]) -> float:
+        """EM less what the calls cost."""
+        calls = float(metrics.get("lm_calls_per_q") or 0.0)
+        over = self.max_calls is not None and calls > self.max_calls
+        return float(metrics.get("em") or 0.0) - self.weight * max(0.0, calls - 1.0) - (1.0 if over else 0.0)
+
+
 @dataclass(frozen=True)
 class Objective:
     name: str
     directions: tuple[str, ...]
     keys: tuple[str, ...]
+    cost: CallCost | None = None  # em-cost: what an LM call costs (the objective's own key, ``em_cost``)
+
+    def scored(self, metrics: Mapping[str, Any]) -> dict:
+        """A policy's metrics with what this objective derives from them (em-cost: ``em_cost``)."""
+        return {**metrics, "em_cost": self.cost.em_cost(metrics)} if self.cost is not None else dict(metrics)
 
     def values(self, metrics: Mapping[str, Any]) -> float | tuple[float, ...]:
         vals = tuple(float(metrics[k] or 0.0) for k in self.keys)
@@ -194,24 +218,25 @@ class Objective:
 OBJECTIVES: dict[str, Objective] = {
     "f1": Objective("f1", ("maximize",), ("f1",)),
     "em": Objective("em", ("maximize",), ("em",)),
-    # EM less the cost weight times the LM calls a question beyond the one a single pass makes, and less a
-    # penalty of 1 when the calls exceed the cap (the scorer computes it: experiments/tune.py)
-    "em-cost": Objective("em-cost", ("maximize",), ("em_cost",)),
+    "em-cost": Objective("em-cost", ("maximize",), ("em_cost",), CallCost()),
     "f1-cost": Objective("f1-cost", ("maximize", "minimize"), ("f1", "lm_calls_per_q")),
 }
 
 
-def em_cost(metrics: Mapping[str, Any], cost_weight: float, max_calls: float | None) -> float:
-    """The "em-cost" objective of a policy's metrics."""
-    calls = float(metrics.get("lm_calls_per_q") or 0.0)
-    over = max_calls is not None and calls > max_calls
-    return float(metrics.get("em") or 0.0) - cost_weight * max(0.0, calls - 1.0) - (1.0 if over else 0.0)
-
-
-def get_objective(name: str) -> Objective:
+def get_objective(name: str, cost: CallCost | None = None) -> Objective:
+    """The objective ``name``; ``cost`` replaces em-cost's default call cost, and is refused by an objective
+    that prices no call."""
     if name not in OBJECTIVES:
         raise ConfigError(f"unknown objective {name!r}; choose one of {', '.join(OBJECTIVES)}")
-    return OBJECTIVES[name]
+    objective = OBJECTIVES[name]
+    if cost is None:
+        return objective
+    if objective.cost is None:
+        raise ConfigError(
+            f"the {name} objective prices no LM call, so --cost-weight and --max-calls would change nothing: "
+            f"leave them out, or choose --objective em-cost"
+        )
+    return replace(objective, cost=cost)
 
 
 # ---- studies -------------------------------------------------------------------------------------
@@ -287,8 +312,29 @@ def open_study(storage: str, name: str, objective: Objective, seed: int = 0, hea
             f"study {name!r} optimizes {stored}, not {objective.directions} ({objective.name}); "
             f"choose another --study name"
         )
+    _check_call_cost(study, objective)
     reap_dead_trials(study)
     return study
+
+
+COST_ATTR = "call_cost"
+
+
+def _check_call_cost(study: Any, objective: Objective) -> None:
+    """A study keeps the call cost its trials were scored with: resuming it with another is refused (its
+    trials' values would mix two objectives). A study from before this record takes the one given now."""
+    mine = objective.cost.model_dump() if objective.cost is not None else None
+    if COST_ATTR not in study.user_attrs:
+        if mine is not None and study.get_trials(deepcopy=False):
+            log.warning("study %s does not record the call cost of its trials; taken as %s", study.study_name, mine)
+        study.set_user_attr(COST_ATTR, mine)
+        return
+    stored = study.user_attrs[COST_ATTR]
+    if stored != mine:
+        raise ConfigError(
+            f"study {study.study_name!r} scored its trials with the call cost {stored}, not {mine} (--cost-weight, "
+            f"--max-calls); give the same, or choose another --study name"
+        )
 
 
 def finished_trials(study: Any) -> int:
@@ -337,8 +383,9 @@ class TrialOutcome:
 class Tuner:
     """An Optuna objective: parameters -> (recording, replay) -> objective values.
 
-    ``score(params)`` returns ``(metrics, recorded)``: the metrics of the policy and whether a new
-    live recording was needed. Each trial's metrics and timing go to the trial's user attributes.
+    ``score(params)`` returns ``(metrics, recorded)``: the metrics of the policy (a :class:`ReplayScorer`'s) and
+    whether a new live recording was needed; the objective adds what it derives (``em_cost``). Each trial's
+    metrics and timing go to the trial's user attributes.
 
     With ``n_trials`` set (run_study does), a trial first checks that it is needed: trials are
     numbered in the order workers reserve them, so trial ``i`` runs only while the finished trials
@@ -386,6 +433,7 @@ class Tuner:
         params = suggest(trial, self.space)
         t0 = time.perf_counter()
         metrics, recorded = self.score(params)
+        metrics = self.objective.scored(metrics)
         seconds = time.perf_counter() - t0
         trial.set_user_attr("metrics", {k: v for k, v in metrics.items() if isinstance(v, (int, float))})
         trial.set_user_attr("params", params)
@@ -451,3 +499,69 @@ def best_trial(study: Any, objective: Objective) -> Any:
 def full_params(trial: Any, space: SearchSpace) -> dict[str, Any]:
     """All parameters of a trial, fixed ones included."""
     return dict(trial.user_attrs.get("params") or {**space.fixed, **trial.params})
+
+
+# ---- scoring a policy by replay ----------------------------------------------------------------------------
+class ReplayScorer:
+    """Parameters -> metrics: one live recording of the base program (kept on disk, resumable), replayed
+    per policy. With ``needs_critic`` the recording critiques every round."""
+
+    def __init__(
+        self, base: SharpRAG, examples: Sequence[Any], record_path: Path, threads: int = 1, needs_critic: bool = True
+    ):
+        if not isinstance(base, SharpRAG):
+            raise ConfigError(
+                f"tuning replays SHARP's repair loop; {type(base).__name__} has none (use --system sharp)"
+            )
+        self.base, self.examples, self.record_path, self.threads = base, list(examples), record_path, threads
+        self.needs_critic = needs_critic
+        self.recording: dict[str, dict] | None = None
+        self.record_seconds = self.replay_seconds = self.live_estimate = 0.0
+        self.recordings_made = 0
+
+    def program_for(self, params: dict) -> SharpRAG:
+        with shared_retriever(self.base):
+            program = self.base.deepcopy()
+        program.retriever = self.base.retriever
+        program.config = apply_params(self.base.config, params)
+        return program
+
+    def records(self) -> dict[str, dict]:
+        if self.recording is None:
+            t0 = time.perf_counter()
+            live = bool(replay.pending(self.examples, self.record_path, self.base))
+            recs = replay.record(self.base, self.examples, self.record_path, self.threads, critique=self.needs_critic)
+            replay.check_reading(recs.values(), self.base)
+            if self.needs_critic and not all(r.get("critiqued", True) for r in recs.values() if not r.get("error")):
+                raise ConfigError(
+                    f"{self.record_path} holds rounds the critic did not read, and the search space asks the "
+                    "critic: record again with the critic, or fix critic=off in the space"
+                )
+            self.record_seconds += time.perf_counter() - t0
+            self.recordings_made += int(live)
+            self.recording = recs
+        return self.recording
+
+    def __call__(self, params: dict) -> tuple[dict, bool]:
+        recorded = self.recording is None
+        recs = self.records()
+        t0 = time.perf_counter()
+        result = replay.score(recs, self.examples, apply_params(self.base.config, params))
+        seconds = time.perf_counter() - t0
+        self.replay_seconds += seconds
+        live = result.metrics["live_seconds_per_q"] * len(self.examples)
+        self.live_estimate += live
+        metrics = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        metrics.update(replay_seconds=seconds, live_seconds_estimate=live)
+        return metrics, recorded
+
+    def speedup(self) -> dict:
+        spent = self.record_seconds + self.replay_seconds
+        return {
+            "recordings": self.recordings_made,
+            "record_seconds": round(self.record_seconds, 3),
+            "replay_seconds": round(self.replay_seconds, 4),
+            "live_seconds_estimate": round(self.live_estimate, 3),
+            "speedup_total": self.live_estimate / spent if spent > 0 else None,
+            "speedup_replay_only": self.live_estimate / self.replay_seconds if self.replay_seconds > 0 else None,
+        }

@@ -2,19 +2,20 @@
 
 A critique is the critic's output fields (program.signatures.CritiqueAnswer) plus, where the LM returned
 them, the verdict's token probabilities. :func:`read_critique` turns it into what the loop acts on: the
-verdict, P(supported) and where it came from, the missing facts and the suggested queries. A reply the
+verdict, and P(supported) and where it came from. A reply the
 loop cannot trust (no verdict, an unknown one, no 0-1 confidence) is *discarded*: the draft stands as the
 gate judged it, and the critique is traced and counted with its ``critic_problem``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from program.confidence import TOP_LOGPROBS, choice_probabilities
-from program.parsing import as_score, items, salvage_json
+from program.parsing import as_score, salvage_json
+from program.signatures import Verdict
 
-VERDICTS = ("supported", "unsupported", "incomplete")
+VERDICTS: tuple[str, ...] = get_args(Verdict)
 
 
 def critic_lm_config(max_tokens: int) -> dict:
@@ -58,8 +59,6 @@ def read_critique(fields: dict, parsed: bool = True, logprobs: Any = None) -> di
         "p_supported": None if p_supported is None else round(float(p_supported), 4),
         "confidence_source": source,
         "verdict_probabilities": probs and {k: round(v, 4) for k, v in probs.items()},
-        "missing_information": items(fields.get("missing_information"))[:5],
-        "suggested_queries": items(fields.get("suggested_queries"))[:5],
         "critic_problem": problem,
     }
 

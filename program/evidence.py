@@ -12,8 +12,9 @@ class EvidencePool:
     """Passages grouped by the query that found them, in the order queries were asked.
 
     ``select(cap)`` takes passages round-robin by rank across queries (rank 1 of every query,
-    then rank 2, ...), skipping duplicates, so a retry's targeted query is represented even
-    when the first round already filled much of the cap.
+    then rank 2, ...), skipping duplicates, so a later search is represented even when the first
+    one already filled much of the cap (ReAct); ``select(cap, "score")`` ranks the whole pool
+    (SHARP's retrieval repair re-reads it so).
     """
 
     by_query: dict[str, list[Passage]] = field(default_factory=dict)
@@ -28,17 +29,6 @@ class EvidencePool:
 
     def ids(self) -> set[str]:
         return {p.id for ps in self.by_query.values() for p in ps}
-
-    def asked(self, query: str) -> bool:
-        return _norm(query) in {_norm(q) for q in self.by_query}
-
-    def sources(self) -> dict[str, str]:
-        """Passage id -> the first query that found it."""
-        out: dict[str, str] = {}
-        for query, ps in self.by_query.items():
-            for p in ps:
-                out.setdefault(p.id, query)
-        return out
 
     def select(self, cap: int, order: str = "round_robin") -> list[Passage]:
         """At most ``cap`` passages: ``round_robin`` by rank across queries, or ``score``: the whole
@@ -62,10 +52,6 @@ class EvidencePool:
                     if len(chosen) >= cap:
                         return chosen
         return chosen
-
-
-def _norm(q: str) -> str:
-    return " ".join(q.lower().split())
 
 
 def format_evidence(passages: list[Passage], max_chars: int) -> str:

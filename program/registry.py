@@ -7,7 +7,6 @@ from typing import Any
 
 import dspy
 
-from program.baselines import VanillaConfig, VanillaRAG
 from program.config import StrictConfig
 from program.errors import ConfigError
 from program.retrieval.base import Retriever
@@ -28,6 +27,7 @@ from program.systems.modes import (
 from program.systems.react import ReActConfig, ReActRAG
 from program.systems.rerank import LMRerankConfig, LMRerankRAG, RerankConfig, RerankRAG
 from program.systems.selfrag import SelfRAG, SelfRAGConfig
+from program.systems.vanilla import VanillaConfig, VanillaRAG
 
 SYSTEMS: dict[str, tuple[type[dspy.Module], type[StrictConfig]]] = {
     "sharp": (SharpRAG, SharpConfig),

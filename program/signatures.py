@@ -9,6 +9,7 @@ from typing import Literal
 
 import dspy
 
+# the answer critic's verdicts: the one list of them (program/critique.py reads it as VERDICTS)
 Verdict = Literal["supported", "unsupported", "incomplete"]
 
 
@@ -51,18 +52,13 @@ class CritiqueAnswer(dspy.Signature):
     every part of the question; "unsupported" when the passages point to another answer or
     do not back the draft (a wrong entity, the wrong one of two options, a flipped yes/no, a
     span that is too long or too short); "incomplete" when a fact the question needs is absent
-    from the passages (list what is missing and one search query for each, naming the entity).
-    Confidence is your probability, from 0.0 to 1.0, that the verdict is right."""
+    from the passages. Confidence is your probability, from 0.0 to 1.0, that the verdict is right."""
 
     evidence: str = dspy.InputField(desc="numbered passages: [n] Title: text")
     question: str = dspy.InputField()
     draft_answer: str = dspy.InputField()
     verdict: Verdict = dspy.OutputField()
     confidence: float = dspy.OutputField(desc="0.0 to 1.0")
-    missing_information: list[str] = dspy.OutputField(desc="facts still missing; [] if none")
-    suggested_queries: list[str] = dspy.OutputField(
-        desc="one search query per missing fact, naming the entity; [] if none"
-    )
 
 
 class GenerateAnswer(dspy.Signature):

@@ -4,8 +4,9 @@ Two kinds of failure, two outcomes (the rule every system follows):
 
 * the *model* failed: its reply does not parse (a weak model's garbage), or the prompt does not fit
   its context window. The step records the error, the reply is dropped from DSPy's cache (so a
-  later run asks again instead of replaying it), and the caller falls back (an unparseable critic
-  reads as "insufficient", an unparseable generator salvages what it can or answers "unknown").
+  later run asks again instead of replaying it), and the caller falls back (an unparseable critique
+  is discarded and the gate's P(right) stands, an unparseable generator salvages what it can or
+  answers "unknown").
 * the *LM service* failed (:func:`program.lm.failures.is_service_failure`): unreachable, timed out,
   an HTTP error, a body that is not JSON, an empty reply, each after the LM's own retries. Then the
   question was not answered at all: the step is recorded and the error propagates, so the question

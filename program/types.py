@@ -19,7 +19,3 @@ class Passage:
 
     def to_dict(self) -> dict:
         return {"id": self.id, "title": self.title, "text": self.text, "score": self.score}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Passage:
-        return cls(str(d["id"]), str(d["title"]), str(d["text"]), float(d.get("score", 0.0)))

@@ -31,9 +31,7 @@ def sharp_answer(body: dict) -> str:
     """A valid JSON reply for SHARP's steps, chosen by the output fields its system prompt names."""
     system = _text(body["messages"][0])
     if "`verdict`" in system:  # the answer critic
-        return json.dumps(
-            {"verdict": "supported", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
-        )
+        return json.dumps({"verdict": "supported", "confidence": 0.9})
     if "`supporting_passages`" in system:  # the generator
         return json.dumps({"answer": "American", "supporting_passages": [1]})
     if "`sub_questions`" in system:  # the planner of a decomposed read

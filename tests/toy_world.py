@@ -165,23 +165,21 @@ def generator_rule(f: dict) -> dict:
 
 def critic_rule(f: dict) -> dict:
     """CritiqueAnswer: "supported" for the right answer (and for an overconfident case's wrong one),
-    "incomplete" naming the first missing gold title, else "unsupported"; the verdict's token probabilities
-    lean the same way."""
+    "incomplete" when a gold title is missing from the evidence, else "unsupported"; the verdict's token
+    probabilities lean the same way."""
     case = BY_QUESTION.get(f.get("question", ""))
     titles = evidence_titles(f.get("evidence", ""))
     draft = f.get("draft_answer", "")
     if case is not None and case.garbled_critic:
-        return {"verdict": "supported", "confidence": 250.0, "missing_information": [], "suggested_queries": []}
+        return {"verdict": "supported", "confidence": 250.0}
     missing = [t for t in case.gold if t not in titles] if case else []
     if case is not None and (draft == case.answer or (case.overconfident and draft == case.draft)):
-        verdict, probs, info = "supported", {"supported": 0.9, "unsupported": 0.06, "incomplete": 0.04}, []
+        verdict, probs = "supported", {"supported": 0.9, "unsupported": 0.06, "incomplete": 0.04}
     elif missing:
         verdict, probs = "incomplete", {"supported": 0.15, "unsupported": 0.15, "incomplete": 0.7}
-        info = [f"facts about {missing[0]}"]
     else:
-        verdict, probs, info = "unsupported", {"supported": 0.25, "unsupported": 0.65, "incomplete": 0.1}, []
-    return {"verdict": verdict, "confidence": probs[verdict], "missing_information": info,
-            "suggested_queries": [f"{t}" for t in missing[:1]], "_logprobs": {"verdict": probs}}  # fmt: skip
+        verdict, probs = "unsupported", {"supported": 0.25, "unsupported": 0.65, "incomplete": 0.1}
+    return {"verdict": verdict, "confidence": probs[verdict], "_logprobs": {"verdict": probs}}
 
 
 def compose_rule(f: dict) -> dict:

@@ -1,4 +1,5 @@
-"""`sharp compile`, `sharp tune`, `sharp export`: optimize a program, tune its policy, ship it."""
+"""`sharp compile`, `sharp export`, `sharp ship`: optimize a program, register it, ship it (`sharp tune`:
+experiments/commands/tune.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from experiments import options as o
 
 if TYPE_CHECKING:
     from experiments.compile import CompileOutcome
-    from experiments.tune import TuneOutcome
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ CriticReads = typer.Option(
 Recording = typer.Option(
     None,
     "--recording",
-    help="--target critic, tune: the recording of the questions' rounds to fit or replay (made, or extended where "
-    "it lacks questions; default WORKSPACE/compile/NAME/replay/KEY.jsonl or WORKSPACE/replay/KEY.jsonl).",
+    help="--target critic: the recording of the questions' rounds to fit the critic on (made, or extended where "
+    "it lacks questions; default WORKSPACE/compile/NAME/replay/KEY.jsonl).",
 )
 CompileOffset = typer.Option(
     0,
@@ -167,113 +167,6 @@ def _cost(cost: dict) -> str:
     return f"{cost['lm_calls']} LM calls, {cost['prompt_tokens'] + cost['completion_tokens']} tokens"
 
 
-# ---- tune ----------------------------------------------------------------------------------------------
-Storage = typer.Option(
-    None,
-    "--storage",
-    help="Where the study lives (default: sqlite in the workspace, one worker). Parallel workers: "
-    "postgresql://USER:PASSWORD@HOST:PORT/DB, or journal:/PATH/study.journal on one machine.",
-)
-Fix = typer.Option(None, "--fix", help="Pin a parameter KEY=VALUE (repeatable; the value read as YAML).")
-
-
-@o.shared(o.SYSTEM_CONFIG, o.WHERE, o.LMS, o.CACHE, o.TRACKING_URI, o.EXPERIMENT)
-def tune_cmd(
-    system: str = typer.Option("sharp", "--system", help="Only 'sharp' has a retry policy to tune."),
-    trials: int = typer.Option(30, "--trials", help="Finished trials the study should have in all."),
-    storage: str | None = Storage,
-    study: str | None = typer.Option(None, "--study", help="Study name (default sharp-DATASET-OBJECTIVE)."),
-    objective: str = typer.Option(
-        "em-cost",
-        "--objective",
-        help="em-cost (EM less --cost-weight per LM call beyond one, calls capped by --max-calls), f1, em, or "
-        "f1-cost (F1 vs LM calls, Pareto).",
-    ),
-    cost_weight: float = typer.Option(
-        0.02, "--cost-weight", help="em-cost: EM given up for one more LM call a question."
-    ),
-    max_calls: float | None = typer.Option(2.0, "--max-calls", help="em-cost: LM calls a question a policy may spend."),
-    recording: Path | None = Recording,
-    n_questions: int = typer.Option(30, "--n", help="Questions to tune on."),
-    split: str = typer.Option("train", "--split", help="Split to tune on (keep dev for the final report)."),
-    train_offset: int = typer.Option(0, "--train-offset", help="Skip the first N seeded questions of the split."),
-    space: Path | None = typer.Option(None, "--space", help="YAML search space (SearchSpace keys)."),
-    fix: list[str] | None = Fix,
-    verify: bool = typer.Option(False, "--verify", help="Run the best policy live and compare with replay."),
-    seed: int = Seed,
-    threads: int = typer.Option(1, "--threads", help="Threads for live recordings."),
-    program: str | None = Program,
-    opts: o.Options = o.SHARED,
-) -> None:
-    """Search SHARP's policy with Optuna, replayed from one recording: the accept threshold, when the critic
-    reads a draft, each question form's repairs and how many, and how the answer is selected."""
-    from experiments.tune import TuneJob, default_storage, load_space, tune_from_runtime
-    from optimize.storage import check_storage
-    from program.errors import ConfigError
-
-    if system != "sharp":
-        raise ConfigError(f"tune searches SHARP's retry policy; {system!r} has none")
-    search = load_space(space, o.parse_sets(fix, "--fix"))
-    job = TuneJob(
-        objective=objective,
-        n_trials=trials,
-        storage=storage,
-        study=study,
-        seed=seed,
-        threads=threads,
-        space=search,
-        verify=verify,
-        cost_weight=cost_weight,
-        max_calls=max_calls,
-        recording=recording,
-    )
-    system_config = opts.system_config()
-    rt = o.build_runtime(opts)
-    check_storage(storage or default_storage(rt.workspace))
-    path = o.program_path(program, rt)
-    if path:  # --config/--set over the program: a bad key fails now, before any question is loaded
-        rt.saved_program(path, system_config)
-    out = tune_from_runtime(
-        rt,
-        job,
-        n_questions=n_questions,
-        split=split,
-        program_path=path,
-        system_config=system_config,
-        offset=train_offset,
-    )
-    _show_tune(out)
-
-
-def _show_tune(out: TuneOutcome) -> None:
-    typer.echo(f"study {out.study}: {out.trials_run} trials run now; best {out.best_values} with")
-    for key, value in out.best_params.items():
-        typer.echo(f"  {key} = {value}")
-    if out.best_metrics:
-        typer.echo(f"best: {_figures(out.best_metrics)}")
-    if out.baseline:
-        typer.echo("defaults (trial {}): ".format(out.baseline["number"]) + _figures(out.baseline["metrics"]))
-    s = out.speedup
-    if s.get("speedup_total"):
-        typer.echo(
-            f"replay: {s['recordings']} live recordings ({s['record_seconds']:.0f}s) + replay "
-            f"({s['replay_seconds']:.2f}s) vs ~{s['live_seconds_estimate']:.0f}s of live evaluation: "
-            f"{s['speedup_total']:.1f}x faster"
-        )
-    if out.verify:
-        v = out.verify
-        typer.echo(
-            f"verify: live F1 {v['live_f1']:.3f} / replayed {v['replay_f1']:.3f}, live LM calls/q "
-            f"{v['live_lm_calls_per_q']:.2f} / replayed {v['replay_lm_calls_per_q']:.2f} "
-            f"({'match' if v['match'] else 'MISMATCH'}; live run {v['live_seconds']:.0f}s)"
-        )
-    typer.echo(f"program: {out.path}\nrun: {out.run_id}\nexport it with: sharp export {out.run_id} --name NAME")
-
-
-def _figures(m: dict) -> str:
-    return ", ".join(f"{k} {m[k]:.3f}" for k in ("em", "f1", "lm_calls_per_q") if isinstance(m.get(k), (int, float)))
-
-
 # ---- export --------------------------------------------------------------------------------------------
 @o.shared(o.WORKSPACE, o.TRACKING_URI, o.EXPERIMENT)
 def export_cmd(
@@ -315,6 +208,5 @@ def ship_cmd(
 
 def register(app: typer.Typer) -> None:
     o.add_command(app, "compile", compile_cmd)
-    o.add_command(app, "tune", tune_cmd)
     o.add_command(app, "export", export_cmd)
     o.add_command(app, "ship", ship_cmd)

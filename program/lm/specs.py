@@ -161,7 +161,3 @@ class LMSpec(StrictConfig):
     @property
     def is_local(self) -> bool:
         return self.ref.is_local
-
-    def public_dict(self) -> dict:
-        """Everything worth logging (no secrets exist in a spec: only the env var's name)."""
-        return self.model_dump()

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from program.baselines import VanillaConfig, VanillaRAG
 from program.retrieval.base import Retriever
+from program.systems.vanilla import VanillaConfig, VanillaRAG
 
 RetrievalMode = Literal["dense", "bm25", "hybrid"]
 

@@ -17,7 +17,6 @@ from typing import Any
 import dspy
 from pydantic import Field, model_validator
 
-from program.baselines import VanillaConfig
 from program.errors import ModelFileError
 from program.generation import answer_from_evidence
 from program.retrieval.base import Retriever
@@ -25,6 +24,7 @@ from program.signatures import GenerateAnswer, ScoreRelevance
 from program.steps import Budget, Tracer, traced
 from program.systems.common import answered, as_score, graded_passage, retrieve
 from program.systems.modes import RetrievalMode
+from program.systems.vanilla import VanillaConfig
 from program.types import Passage
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,7 @@ def adaptive(route, config=None, garbage_router=False):
         "router": GarbageLM("planner") if garbage_router else ScriptedLM("planner", [{"complexity": route}]),
         "closed_book": ScriptedLM("generator", [{"answer": "French"}]),
         "planner": ScriptedLM("planner", []),
-        "critic": ScriptedLM(
-            "critic", [{"verdict": "supported", "confidence": 0.9, "missing_information": [], "suggested_queries": []}]
-        ),
+        "critic": ScriptedLM("critic", [{"verdict": "supported", "confidence": 0.9}]),
         "generator": ScriptedLM("generator", [{"answer": "American", "supporting_passages": [1]}]),
         "composer": ScriptedLM("generator", []),
     }

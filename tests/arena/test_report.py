@@ -202,7 +202,7 @@ def test_critic_calibration_table_for_systems_with_critiques(tmp_path):
     md, summary = write_report(tmp_path, {"vanilla": rows([1, 0], calls=1), "sharp": sharp}, baseline="vanilla")
     text = md.read_text()
     line = next(x for x in text.splitlines() if x.startswith("| sharp | 4 |"))
-    assert "| 75% |" in line and "| 50% | 0% | 75% |" in line  # right calls; over / under-trigger; asks for more
+    assert "| 75% |" in line and "| 50% | 0% | 75% |" in line  # right calls; over / under-trigger; sent to a repair
     assert "## Critic calibration" in text and not any(x.startswith("| vanilla | 0 |") for x in text.splitlines())
     assert summary["systems"]["sharp"]["metrics"]["critic_brier"] == pytest.approx((0.01 + 0.04 + 0.36 + 0.01) / 4)
 
@@ -245,6 +245,7 @@ def test_the_same_call_twins_do_run_the_same_signature():
         "retrieval_evaluator": (crag.CorrectiveRAG(None).evaluator, crag, "self.evaluator"),
         "lm_reranker": (rerank.LMRerankRAG(None).scorer, rerank, "self.scorer"),
     }
+    assert SAME_CALL and set(SAME_CALL) | set(SAME_CALL.values()) <= set(predictors), SAME_CALL
     for kind, twin in SAME_CALL.items():
         (mine, module, attr), (theirs, _, _) = predictors[kind], predictors[twin]
         assert mine.signature.__name__ == theirs.signature.__name__, (kind, twin)

@@ -6,20 +6,17 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from experiments.commands.compile import register
+from experiments.commands import compile as compile_commands
+from experiments.commands import tune as tune_commands
 
 
 @pytest.fixture
 def cli():
     app = typer.Typer()
-    register(app)
+    compile_commands.register(app)
+    tune_commands.register(app)
     runner = CliRunner()
     return lambda *args: runner.invoke(app, list(args))
-
-
-def test_commands_are_registered(cli):
-    for command in ("compile", "tune", "export"):
-        assert cli(command, "--help").exit_code == 0
 
 
 @pytest.mark.parametrize(
@@ -33,6 +30,9 @@ def test_commands_are_registered(cli):
         (("tune", "--objective", "bleu"), "unknown objective 'bleu'"),
         (("tune", "--system", "vanilla"), "has none"),
         (("tune", "--fix", "treshold=0.5"), "unknown parameter"),
+        (("tune", "--objective", "f1", "--max-calls", "3"), "the f1 objective prices no LM call"),
+        (("tune", "--objective", "f1-cost", "--cost-weight", "0.1"), "the f1-cost objective prices no LM call"),
+        (("tune", "--max-calls", "0.5"), "max_calls"),
     ],
 )
 def test_bad_input_fails_fast_with_a_message(cli, args, message):
@@ -46,3 +46,19 @@ def test_export_of_a_missing_run_and_a_down_tracking_server(cli, tmp_path, mlflo
     assert result.exit_code == 2 and "no run 'nope'" in result.output
     result = cli("export", "nope", "--name", "x", "--workspace", str(tmp_path), "--tracking-uri", "http://127.0.0.1:9")
     assert result.exit_code == 2 and "not reachable" in result.output
+
+
+def test_tune_help_states_the_em_cost_objective_s_own_call_cost(cli):
+    from optimize.tune import CallCost
+
+    said = " ".join(cli("tune", "--help").output.split())
+    cost = CallCost()
+    assert f"(default: {cost.weight:g})" in said and f"; default: {cost.max_calls:g})" in said
+
+
+def test_the_call_cost_of_the_command_line():
+    from experiments.commands.tune import call_cost
+
+    assert call_cost(None, None) is None  # neither given: the objective's own
+    assert call_cost(0.1, None).model_dump() == {"weight": 0.1, "max_calls": 2.0}  # the other keeps its default
+    assert call_cost(None, 3.0).model_dump() == {"weight": 0.02, "max_calls": 3.0}

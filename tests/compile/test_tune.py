@@ -8,14 +8,14 @@ import optuna
 import pytest
 
 import experiments.tune as et
-from experiments.tune import ReplayScorer, TuneJob, load_space, run_tune
+from experiments.tune import TuneJob, load_space, run_tune
 from optimize.tune import (
-    POLICY_PARAMS,
     REPAIR_ORDERS,
+    CallCost,
+    ReplayScorer,
     SearchSpace,
     Tuner,
     apply_params,
-    em_cost,
     finished_trials,
     get_objective,
     in_space,
@@ -26,7 +26,7 @@ from optimize.tune import (
 )
 from program.errors import ConfigError
 from program.saved import read_program
-from program.sharp import SharpConfig
+from program.sharp import TUNED_FIELDS, SharpConfig
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -70,7 +70,7 @@ def test_suggest_stays_within_the_space_and_keeps_the_pins():
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
     for _ in range(20):
         params = suggest(study.ask(), space)
-        assert set(params) == set(POLICY_PARAMS)
+        assert set(params) == set(TUNED_FIELDS)
         assert all(0.4 <= params[k] <= 0.6 for k in ("accept_threshold", "accept_comparison", "accept_yesno"))
         assert 0.0 <= params["critic_floor"] <= 0.9
         assert params["critic"] == "band" and params["max_repairs"] == 1 and params["select"] == "last"
@@ -109,11 +109,38 @@ def test_params_and_configs_round_trip():
 
 
 def test_em_cost_charges_every_call_beyond_one_and_a_penalty_over_the_cap():
-    assert em_cost({"em": 0.5, "lm_calls_per_q": 1.0}, 0.02, 2.0) == 0.5
-    assert em_cost({"em": 0.5, "lm_calls_per_q": 2.0}, 0.02, 2.0) == pytest.approx(0.48)
-    assert em_cost({"em": 0.5, "lm_calls_per_q": 3.0}, 0.02, 2.0) == pytest.approx(0.5 - 0.04 - 1.0)
-    assert em_cost({"em": 0.5, "lm_calls_per_q": 3.0}, 0.02, None) == pytest.approx(0.46)
-    assert em_cost({"em": None, "lm_calls_per_q": None}, 0.02, 2.0) == 0.0
+    cost = CallCost()
+    assert (cost.weight, cost.max_calls) == (0.02, 2.0)  # the defaults `sharp tune --help` states
+    assert cost.em_cost({"em": 0.5, "lm_calls_per_q": 1.0}) == 0.5
+    assert cost.em_cost({"em": 0.5, "lm_calls_per_q": 2.0}) == pytest.approx(0.48)
+    assert cost.em_cost({"em": 0.5, "lm_calls_per_q": 3.0}) == pytest.approx(0.5 - 0.04 - 1.0)
+    assert CallCost(max_calls=None).em_cost({"em": 0.5, "lm_calls_per_q": 3.0}) == pytest.approx(0.46)
+    assert cost.em_cost({"em": None, "lm_calls_per_q": None}) == 0.0
+    # the objective derives it, with the call cost it is given
+    metrics = {"em": 0.5, "lm_calls_per_q": 2.0}
+    assert get_objective("em-cost").scored(metrics)["em_cost"] == pytest.approx(0.48)
+    assert get_objective("em-cost", CallCost(weight=0.1)).scored(metrics)["em_cost"] == pytest.approx(0.4)
+    assert get_objective("em-cost", CallCost(max_calls=1.5)).scored(metrics)["em_cost"] == pytest.approx(-0.52)
+    assert "em_cost" not in get_objective("f1").scored(metrics)
+
+
+@pytest.mark.parametrize("name", ["f1", "em", "f1-cost"])
+def test_a_call_cost_is_refused_by_an_objective_that_prices_no_call(name):
+    with pytest.raises(ConfigError, match=f"the {name} objective prices no LM call"):
+        get_objective(name, CallCost(weight=0.1))
+    with pytest.raises(ConfigError, match=f"the {name} objective prices no LM call"):
+        TuneJob(objective=name, cost=CallCost(max_calls=3))
+    with pytest.raises(ConfigError, match="max_calls"):
+        CallCost.from_mapping({"max_calls": 0.5})  # every question spends one call on its draft
+
+
+def test_a_study_is_resumed_only_with_the_call_cost_it_was_scored_with(tmp_path):
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    objective = get_objective("em-cost", CallCost(weight=0.05))
+    assert run_study(open_study(storage, "s", objective), Tuner(SearchSpace(), objective, fake_score), 2) == 2
+    assert finished_trials(open_study(storage, "s", objective)) == 2  # the same cost resumes
+    with pytest.raises(ConfigError, match="scored its trials with the call cost .*choose another --study"):
+        open_study(storage, "s", get_objective("em-cost"))
 
 
 # ---- studies -------------------------------------------------------------------------------------------
@@ -289,7 +316,7 @@ def test_a_space_that_asks_the_critic_refuses_a_recording_without_critiques(worl
 
 
 def test_only_sharp_can_be_tuned(world, tmp_path):
-    from program.baselines import VanillaRAG
+    from program.systems.vanilla import VanillaRAG
 
     with pytest.raises(ConfigError, match="tuning replays SHARP's repair loop"):
         ReplayScorer(VanillaRAG(world.retriever()), world.examples(), tmp_path / "rec.jsonl")

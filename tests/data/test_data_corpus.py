@@ -8,14 +8,13 @@ import logging
 import pytest
 
 from data.corpus import (
-    corpus_from_examples,
     corpus_from_file,
-    corpus_path,
     iter_corpus,
     load_corpus,
     passage_id,
 )
 from data.errors import DatasetError
+from data.sources import resolve_dataset
 from program.types import Passage
 
 
@@ -97,28 +96,29 @@ def test_bad_corpus_row_names_line_and_field(write_json, row, field):
     assert str(path) in str(err.value) and "line 2" in str(err.value) and f"'{field}'" in str(err.value)
 
 
-def test_corpus_from_hotpot_contexts(rows):
-    passages = corpus_from_examples(rows["hotpot"])
+def test_corpus_from_hotpot_contexts(rows, write_json):
+    passages = corpus_from_file(write_json(rows["hotpot"], "hotpot.json"))
     assert [p.title for p in passages] == ["Alpha", "Beta", "Gamma", "Delta"]
     assert passages[0].text == "Alpha is a film. It was directed by Ann."  # row 2's split merges into row 1's
     assert passages[2].text == "Gamma is a film."
     assert passages[0].id == passage_id("Alpha")
 
 
-def test_corpus_from_2wiki_and_hf_and_musique(rows, to_hf_columns):
-    assert [p.title for p in corpus_from_examples(rows["twowiki"])] == ["Kim", "Lee"]
+def test_corpus_from_2wiki_and_hf_and_musique(rows, to_hf_columns, write_json):
+    assert [p.title for p in corpus_from_file(write_json(rows["twowiki"], "twowiki.json"))] == ["Kim", "Lee"]
     cols = to_hf_columns(rows["hotpot"])
     hf_rows = [{k: cols[k][i] for k in cols} for i in range(len(rows["hotpot"]))]
-    assert [p.title for p in corpus_from_examples(hf_rows)] == ["Alpha", "Beta", "Gamma", "Delta"]
-    musique = corpus_from_examples(rows["musique"])
+    assert [p.title for p in corpus_from_file(write_json(hf_rows, "hf.json"))] == ["Alpha", "Beta", "Gamma", "Delta"]
+    path = write_json(rows["musique"], "musique.json")
+    musique = corpus_from_file(path)
     assert [p.title for p in musique] == ["Noise", "Second", "First", "First"]
     assert len({p.id for p in musique}) == 4
-    assert [p.title for p in corpus_from_examples(rows["musique"], dedup="title")] == ["Noise", "Second", "First"]
+    assert [p.title for p in corpus_from_file(path, dedup="title")] == ["Noise", "Second", "First"]
 
 
-def test_corpus_from_rows_without_context_is_an_error(rows):
+def test_corpus_from_rows_without_context_is_an_error(rows, write_json):
     with pytest.raises(DatasetError, match="corpus is empty"):
-        corpus_from_examples(rows["open"])
+        corpus_from_file(write_json(rows["open"], "open.json"))
 
 
 def test_corpus_from_file_names_bad_row(rows, write_json):
@@ -130,7 +130,7 @@ def test_corpus_from_file_names_bad_row(rows, write_json):
 
 
 def test_corpus_path(data_dir, tmp_path):
-    assert corpus_path("hotpotqa", data_dir) == data_dir / "hotpotqa" / "corpus.jsonl"
+    assert resolve_dataset("hotpotqa", data_dir).corpus_file() == data_dir / "hotpotqa" / "corpus.jsonl"
     with pytest.raises(DatasetError) as err:
-        corpus_path("musique", data_dir)
+        resolve_dataset("musique", data_dir).corpus_file()
     assert "musique/corpus.jsonl" in str(err.value) and "SHARP_DATA" in str(err.value)

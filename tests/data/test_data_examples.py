@@ -1,14 +1,10 @@
-"""The example shape and its JSON round-trip."""
+"""The example shape."""
 
 from __future__ import annotations
 
-import json
-
 import dspy
-import pytest
 
-from data.errors import DatasetError
-from data.examples import EXAMPLE_FIELDS, example_from_dict, example_to_dict, make_example
+from data.examples import EXAMPLE_FIELDS, make_example
 
 
 def build() -> dspy.Example:
@@ -32,28 +28,3 @@ def test_make_example_fields_and_inputs():
     assert ex.answer == "Ann" and ex.answer_aliases == ["Annie"]
     assert ex.gold_titles == ["B", "A"]
     assert ex.gold_sentences == [("B", 0), ("A", None)]
-
-
-def test_json_round_trip():
-    ex = build()
-    text = json.dumps(example_to_dict(ex))
-    back = example_from_dict(json.loads(text))
-    assert back.toDict() == ex.toDict()
-    assert back.inputs().keys() == ["question"]
-
-
-def test_round_trip_of_minimal_dict():
-    back = example_from_dict({"id": "x", "question": "q?", "answer": "a", "dataset": "custom", "type": None})
-    assert back.type is None and back.gold_titles == [] and back.gold_sentences == []
-
-
-@pytest.mark.parametrize(
-    "bad, word",
-    [
-        ({"id": "x", "question": "q", "answer": "a"}, "dataset"),
-        ({"id": "x", "question": "q", "answer": "a", "dataset": "d", "foo": 1}, "foo"),
-    ],
-)
-def test_from_dict_rejects_bad_keys(bad, word):
-    with pytest.raises(DatasetError, match=word):
-        example_from_dict(bad)

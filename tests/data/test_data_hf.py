@@ -1,4 +1,4 @@
-"""HotpotQA in the Hugging Face column layout: saved to disk, or as Dataset objects (offline)."""
+"""HotpotQA in the Hugging Face column layout, saved to disk (offline)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 datasets = pytest.importorskip("datasets")
 
 from data.errors import DatasetError  # noqa: E402
-from data.loaders import load_examples, load_hotpotqa_hf  # noqa: E402
+from data.loaders import load_examples, load_examples_report  # noqa: E402
 
 
 @pytest.fixture
@@ -28,29 +28,13 @@ def test_saved_dataset_loads_by_path(hf_dataset, tmp_path):
 def test_saved_dataset_dict_picks_split_and_dev_means_validation(hf_dataset, tmp_path):
     dd = datasets.DatasetDict({"train": hf_dataset.select([0]), "validation": hf_dataset})
     dd.save_to_disk(str(tmp_path / "dd"))
-    examples, report = load_hotpotqa_hf("dev", source=tmp_path / "dd")
+    examples, report = load_examples_report(tmp_path / "dd", "dev")
     assert len(examples) == 3 and report.loaded == 3 and report.format == "hotpotqa-hf"
     assert len(load_examples(tmp_path / "dd", "train")) == 1
     with pytest.raises(DatasetError, match="available splits: train, validation"):
         load_examples(tmp_path / "dd", "test")
 
 
-def test_dataset_object(hf_dataset):
-    examples, _ = load_hotpotqa_hf("validation", source=hf_dataset)
-    assert [ex.answer for ex in examples] == ["Beta", "yes", "no"]
-
-
 def test_saved_dataset_in_data_dir_layout(hf_dataset, tmp_path):
     hf_dataset.save_to_disk(str(tmp_path / "hotpotqa" / "dev"))
     assert len(load_examples("hotpotqa", "dev", tmp_path)) == 3
-
-
-def test_hub_failure_says_what_to_do(monkeypatch):
-    def offline(*args, **kwargs):
-        raise ConnectionError("offline")
-
-    monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(DatasetError) as err:
-        load_hotpotqa_hf("dev")
-    message = str(err.value)
-    assert "hotpotqa/hotpot_qa" in message and "'validation'" in message and "save_to_disk" in message

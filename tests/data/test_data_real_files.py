@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from data.corpus import corpus_path, load_corpus
+from data.corpus import load_corpus
 from data.loaders import load_examples_report
+from data.sources import resolve_dataset
 
 REAL = Path(os.environ.get("SHARP_DATA") or Path(__file__).resolve().parents[3] / "shared" / "datasets")
 COUNTS = {
@@ -43,7 +44,7 @@ def test_real_hotpotqa_has_null_types_and_sentence_ids():
 
 @pytest.mark.parametrize("dataset", sorted(CORPUS_SIZES))
 def test_real_corpora_hold_every_gold_title(dataset):
-    passages = load_corpus(corpus_path(dataset, REAL))
+    passages = load_corpus(resolve_dataset(dataset, REAL).corpus_file())
     assert len(passages) == CORPUS_SIZES[dataset]
     titles = {p.title for p in passages}
     for split in ("train", "dev"):

@@ -53,9 +53,7 @@ class Scripted:
         lms["planner"].answers = itertools.repeat(
             {"sub_questions": ["Who directed the film?", "Where is the director from?"]}
         )
-        lms["critic"].answers = itertools.repeat(
-            {"verdict": "supported", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
-        )
+        lms["critic"].answers = itertools.repeat({"verdict": "supported", "confidence": 0.9})
         lms["generator"].answers = itertools.repeat({"answer": "American", "supporting_passages": [1]})
         self.lms += lms.values()
         assign(module, lms)

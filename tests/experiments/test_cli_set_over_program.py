@@ -52,9 +52,7 @@ class World:
     def assign(self, module, lm_config) -> None:
         lms = {role: ScriptedLM(role, []) for role in ("planner", "critic", "generator")}
         lms["planner"].answers = itertools.repeat({"sub_queries": ["film director"]})
-        lms["critic"].answers = itertools.repeat(
-            {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
-        )
+        lms["critic"].answers = itertools.repeat({"verdict": "sufficient", "confidence": 0.9})
         lms["generator"].answers = itertools.repeat({"answer": "American", "supporting_passages": [1]})
         self.lms = getattr(self, "lms", []) + list(lms.values())
         self.modules.append(module)
@@ -206,6 +204,24 @@ def test_tune_applies_set_over_a_program(world, monkeypatch):
     )  # fmt: skip
     assert "stopped by the test" in said(res), res.output
     assert seen[-1].accept_threshold == 0.5
+
+
+def test_tune_applies_the_users_call_cost(world, monkeypatch):
+    from experiments import tune
+    from program.errors import ConfigError
+
+    seen = []
+
+    def run_tune(job, *a, **kw):
+        seen.append(job.cost)
+        raise ConfigError("stopped by the test")
+
+    monkeypatch.setattr(tune, "run_tune", run_tune)
+    uri = f"sqlite:///{world.tmp_path / 'ml.db'}"
+    args = ("tune", "--program", str(world.program), "--split", "dev", "--n", "1", "--tracking-uri", uri)
+    res = invoke(*args, "--max-calls", "3", *world.base())
+    assert "stopped by the test" in said(res), res.output
+    assert (seen[-1].weight, seen[-1].max_calls) == (0.02, 3.0)  # what is left out keeps em-cost's default
 
 
 def test_where_the_vectors_live_is_the_runtime_s_not_the_one_a_program_recorded(world):

@@ -16,6 +16,22 @@ from experiments import runtime as rt_mod
 from experiments import tracking
 from experiments.cli import app
 
+
+def run_traces(run_id: str) -> list:
+    """The traces recorded under one run (what the MLflow UI lists in that run's Traces tab)."""
+    client = mlflow.tracking.MlflowClient()
+    experiment = client.get_run(run_id).info.experiment_id
+    out, token = [], None
+    while True:
+        page = client.search_traces(
+            locations=[experiment], run_id=run_id, include_spans=False, page_token=token, flush=True
+        )
+        out += list(page)
+        token = getattr(page, "token", None)
+        if not token:
+            return out
+
+
 ROWS = [
     {
         "_id": f"a{i}",
@@ -49,9 +65,7 @@ ROWS = [
 def give(module, lm_config):
     planner, critic, generator = (ScriptedLM(r, []) for r in ("planner", "critic", "generator"))
     planner.answers = itertools.repeat({"sub_questions": ["Who directed the film?", "Where is the director from?"]})
-    critic.answers = itertools.repeat(
-        {"verdict": "supported", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
-    )
+    critic.answers = itertools.repeat({"verdict": "supported", "confidence": 0.9})
     generator.answers = itertools.repeat({"answer": "American", "supporting_passages": [1]})
     assign(module, {"planner": planner, "critic": critic, "generator": generator})
 
@@ -94,10 +108,10 @@ def test_demo_records_a_trace_per_question_in_each_system_run_and_says_what_next
     parent, nested = runs_of(store, "demo")
     assert sorted(nested) == ["sharp", "vanilla"] and parent.info.status == "FINISHED"
     for name, run in nested.items():
-        traces = tracking.run_traces(run.info.run_id)
-        assert len(traces) == 2, {n: len(tracking.run_traces(r.info.run_id)) for n, r in nested.items()}
+        traces = run_traces(run.info.run_id)
+        assert len(traces) == 2, {n: len(run_traces(r.info.run_id)) for n, r in nested.items()}
         assert run.data.params["system"] == name and "em" in run.data.metrics
-    assert tracking.run_traces(parent.info.run_id) == []
+    assert run_traces(parent.info.run_id) == []
 
     stdout = out.stdout
     # each system's headline as soon as it finished, then the comparison, then how to run it larger
@@ -115,7 +129,7 @@ def test_demo_without_traces_records_none(world, store):
     out = CliRunner().invoke(app, ["demo", "--limit", "1", "--no-traces", *base])
     assert out.exit_code == 0, out.output
     _, nested = runs_of(store, "demo")
-    assert all(tracking.run_traces(r.info.run_id) == [] for r in nested.values())
+    assert all(run_traces(r.info.run_id) == [] for r in nested.values())
     assert "a trace per question" not in out.stdout
 
 
@@ -133,11 +147,11 @@ def test_arena_records_a_trace_per_question_in_each_system_run(world, store):
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["ran"] == ["vanilla", "sharp"]  # stdout: the one JSON object
     _, nested = runs_of(store, "arena")
-    assert {name: len(tracking.run_traces(r.info.run_id)) for name, r in nested.items()} == {"vanilla": 3, "sharp": 3}
+    assert {name: len(run_traces(r.info.run_id)) for name, r in nested.items()} == {"vanilla": 3, "sharp": 3}
 
     again = CliRunner().invoke(
         app, ["arena", "--systems", "vanilla", "--limit", "2", "--name", "untraced", "--no-traces", *base]
     )
     assert again.exit_code == 0, again.output
     _, nested = runs_of(store, "arena")
-    assert tracking.run_traces(nested["vanilla"].info.run_id) == []
+    assert run_traces(nested["vanilla"].info.run_id) == []

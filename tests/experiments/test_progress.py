@@ -148,8 +148,8 @@ def test_step_lines():
         "[bold]retrieve[/bold], round 1, k=5: 1 query -> 2 passages, 1 new"
     )
     crit = {"role": "critic", "round": 0, "verdict": "incomplete", "p_supported": 0.31, **cost}
-    line = step_line({**crit, "missing_information": ["birthplace"]})
-    assert "critic[/bold], round 0: incomplete, P(supported) 0.31; missing: birthplace" in line
+    line = step_line(crit)
+    assert "critic[/bold], round 0: incomplete, P(supported) 0.31 [dim]" in line
     discarded = step_line({**crit, "verdict": None, "p_supported": None, "critic_problem": "unparseable"})
     assert "round 0: -, P(supported) - [yellow](discarded: unparseable)[/yellow]" in discarded
     judged = {"role": "judgement", "round": 1, "action": "retrieve", "p_right": 0.84, "accepted": True}

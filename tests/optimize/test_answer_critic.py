@@ -108,7 +108,7 @@ def test_the_report_counts_over_and_under_triggers_at_the_threshold():
     # accepted (p >= 0.5): the right 0.9 and the wrong 0.7; sent to a repair: the right 0.4 and the wrong 0.2
     assert rep["over_trigger"] == 0.5 and rep["under_trigger"] == 0.5 and rep["verdict_accuracy"] == 0.5
     assert rep["brier"] == pytest.approx((0.1**2 + 0.7**2 + 0.6**2 + 0.2**2) / 4)
-    assert rep["auroc"] == 0.75 and rep["insufficient_rate"] == 0.5
+    assert rep["auroc"] == 0.75 and rep["repair_rate"] == 0.5
     assert (rep["threshold"], rep["drafts"], rep["questions"], rep["right"]) == (0.5, 4, 2, 2)
     strict = report([0.9, 0.7, 0.4, 0.2], cases, 0.8)
     assert strict["under_trigger"] == 0.0 and strict["over_trigger"] == 0.5

@@ -102,7 +102,7 @@ def check_hand_checked(cal):
     assert cal["verdict_accuracy"] == 0.5
     assert cal["brier"] == pytest.approx(((0.2 - 1) ** 2 + 0.9**2 + 0.4**2 + 0) / 4)
     assert cal["over_trigger"] == 0.5 and cal["under_trigger"] == 0.5
-    assert cal["insufficient_rate"] == 0.5
+    assert cal["repair_rate"] == 0.5
     # bins: 0.2 (label 1), 0.4 (0), 0.9 (0), 1.0 (1) -> |0.2-1| + |0.4-0| + |0.9-0| + |1-1| over 4
     assert cal["ece"] == pytest.approx((0.8 + 0.4 + 0.9 + 0.0) / 4)
     # positives: 0.2, 1.0; negatives: 0.9, 0.4 -> pairs won: (1.0 > both) 2, (0.2 > neither) 0 -> 2 / 4
@@ -116,20 +116,16 @@ def test_calibration_hand_checked_on_answer_critic_points():
 
 
 def test_calibration_reads_the_evidence_critics_points_of_older_runs_alike():
-    """Compact rows of runs before the answer critic hold P(sufficient) points: the same numbers give the same
-    report (point_p), and a point without its call is read as that critic read it."""
+    """Compact rows of runs before the answer critic hold P(sufficient) points, each with its call: the same
+    numbers give the same report (point_p)."""
     from optimize.evaluate import compact_row
-    from optimize.metrics import EVIDENCE_CRITIC_THRESHOLD, point_p, stop_call
+    from optimize.metrics import point_p
 
     old = [{"p_sufficient": p, "label": y, "stop_call": call, "source": "token"} for p, y, call in HAND_CHECKED]
     check_hand_checked(calibration(old))
     new = [{"p": p, "label": y, "stop_call": call} for p, y, call in HAND_CHECKED]
     assert calibration(old) == calibration(new)
     assert point_p({"p": 0.3}) == 0.3 and point_p({"p_sufficient": 0.7}) == 0.7
-    # no stored call: token probabilities at the evidence critic's threshold, else the written verdict
-    assert stop_call({"p_sufficient": EVIDENCE_CRITIC_THRESHOLD, "source": "token", "verdict": "insufficient"})
-    assert not stop_call({"p_sufficient": 0.3, "source": "token", "verdict": "sufficient"})
-    assert stop_call({"p_sufficient": 0.1, "source": "verbal", "verdict": "sufficient"})
     # compact rows keep either kind of point's numbers
     row = {"id": "q1", "critic_points": [{**new[0], "source": "gate", "verdict": None}, old[1]]}
     kept = compact_row(row)["critic_points"]

@@ -20,7 +20,7 @@ def test_the_pool_is_ranked_by_each_passages_best_score_across_queries():
     pool.add("q2", [d.with_score(0.8), b.with_score(0.85)])
     assert [p.id for p in pool.select(3, "score")] == ["a", "b", "d"]
     assert [p.id for p in pool.select(3, "round_robin")] == ["a", "d", "b"]
-    assert pool.sources() == {"a": "q1", "b": "q1", "c": "q1", "d": "q2"}
+    assert pool.ids() == {"a", "b", "c", "d"}
 
 
 def reads(*answers):

@@ -56,7 +56,9 @@ def test_a_changed_or_missing_program_file_is_refused_by_name(tmp_path, retrieve
 
 
 def test_the_repository_s_manifest_checks_out():
-    for s in shipped.shipped_programs():  # every shipped program hashes as recorded and loads
+    programs = shipped.shipped_programs()
+    assert any(s.name == "sharp-hotpotqa" for s in programs), [s.name for s in programs]  # the default ships
+    for s in programs:  # every shipped program hashes as recorded and loads
         saved = read_program(s.path)
         assert saved.system == s.entry["system"] and saved.index_manifest.get("corpus_sha256") == s.corpus_sha256
 

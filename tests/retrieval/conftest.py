@@ -206,9 +206,7 @@ def scripted_lms(monkeypatch):
         for role in ("planner", "critic", "generator"):
             lms[role] = ScriptedLM(role, [])
         lms["planner"].answers = itertools.repeat({"sub_queries": ["Eiffel Tower designer"]})
-        lms["critic"].answers = itertools.repeat(
-            {"verdict": "sufficient", "confidence": 0.9, "missing_information": [], "suggested_queries": []}
-        )
+        lms["critic"].answers = itertools.repeat({"verdict": "sufficient", "confidence": 0.9})
         lms["generator"].answers = itertools.repeat({"answer": "Dijon", "supporting_passages": [1]})
         assign(module, lms)
 

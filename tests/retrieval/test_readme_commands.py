@@ -14,7 +14,7 @@ small sizes. Tested here, in the README's order (README.md "Commands", and `make
     sharp demo --dataset hotpotqa --limit 3                          (make run)
     sharp compile --system sharp --optimizer bootstrap --dataset hotpotqa --n-train 4 --n-val 3
     sharp compile --system sharp --target critic --n-train 10 --n-val 3 --val-split dev
-    sharp tune --system sharp --trials 3 --n 4 --space SPACE --storage journal:PATH
+    sharp tune --system sharp --trials 3 --n 4 --space SPACE --storage journal:PATH --max-calls 1.5
     sharp export RUN_ID --name sharp-hotpotqa ; sharp ask "..." --program models:/sharp-hotpotqa/1
 
 Not run: `sharp arena --systems all` (Self-RAG, CRAG, ... ask for output fields the rule LM does not
@@ -132,10 +132,11 @@ def test_compile_tune_export_and_ask_the_exported_program(sharp, tmp_path):
     )
     storage = f"journal:{tmp_path / 'study.journal'}"
     code, out = sharp(
-        "tune", "--system", "sharp", "--trials", "3", "--n", "4", "--space", str(space), "--storage", storage
-    )
+        "tune", "--system", "sharp", "--trials", "3", "--n", "4", "--space", str(space), "--storage", storage,
+        "--max-calls", "1.5",
+    )  # fmt: skip
     assert code == 0, out
-    assert "trials run now" in out, out
+    assert "trials run now" in out and "em-cost: 0.02 EM a call beyond one, at most 1.5 a question" in out, out
 
     ws = ["--workspace", str(sharp.ws), "--tracking-uri", sharp.uri]
     code, out = sharp("export", run_id, "--name", "sharp-hotpotqa", *ws, lms_=False, track=False, where=False)

@@ -1,4 +1,4 @@
-"""Plain single-shot RAG, in the same prediction shape as SHARP: the reference number."""
+"""Plain single-shot RAG, in the same prediction shape as SHARP: the reference number every system is held to."""
 
 from __future__ import annotations
 
