@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
+import dspy
 import pytest
 from doubles import KeywordRetriever, TimedSession, session_lm
 from live_servers import RuleServer
@@ -205,7 +206,7 @@ def test_a_gate_fitted_on_another_model_says_so(world, rules, caplog):
 # ---- many questions --------------------------------------------------------------------------------------------
 def test_batch_keeps_the_order_and_a_failed_question_is_an_error_row(world, rules):
     qa = load("hotpotqa", workspace=world.ws, **rules_lm(rules))
-    preds = qa.batch([CASTLE, "   ", GREGOR], threads=2)
+    preds = qa.batch([CASTLE, "   ", dspy.Example(question=GREGOR, answer="?")], threads=2)
     assert [p.answer for p in preds] == ["Monticello", "", "Love Actually"]
     assert [p.error for p in preds][::2] == [None, None]
     failed = preds[1]
