@@ -503,7 +503,7 @@ def compile_from_runtime(
 
 def _fitted_on(runtime: Runtime, retriever_overrides: dict | None, skip: int, n_train: int, n_val: int) -> dict:
     """What a critic's calibrator is fitted on: dataset, corpus, ranker and the train questions used."""
-    from experiments.runtime import ranker_id
+    from program.calibration import ranker_id
 
     return {
         "dataset": str(runtime.dataset),

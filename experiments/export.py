@@ -31,7 +31,7 @@ from typing import Any
 
 from experiments import settings, tracking
 from program.errors import IndexMismatchError, ProgramFileError, SharpError
-from program.saved import FORMAT, SavedProgram, load_into, read_program, without_lms
+from program.saved import SavedProgram, find_program, load_into, read_program, without_lms
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +56,23 @@ mlflow.models.set_model(SharpProgram())
 '''
 PACKAGES = ("program", "experiments")
 # Manifest keys that describe when or where an index was built, not what it holds.
-# manifest keys that change with no change to what retrieval returns: timings, paths, the file records
-# (a repaired BM25 part), where the vectors live, the manifest's format
-_VOLATILE = ("time", "created", "built", "seconds", "date", "path", "dir", "files", "store", "repaired", "format")
+# manifest keys that change with no change to what retrieval returns: times and timings (completed_at,
+# timings), paths, the file records (a repaired BM25 part), where the vectors live, the manifest's format
+_VOLATILE = (
+    "time",
+    "timing",
+    "created",
+    "completed",
+    "built",
+    "seconds",
+    "date",
+    "path",
+    "dir",
+    "files",
+    "store",
+    "repaired",
+    "format",
+)
 
 
 class ExportError(SharpError):
@@ -144,7 +158,8 @@ def _questions(model_input: Any) -> list[str]:
 
 
 def predict_rows(module: Any, model_input: Any) -> Any:
-    """Answer every question of ``model_input``; one row per question (a bad question gets ``error``)."""
+    """Answer every question of ``model_input``; one row per question (a bad question gets ``error``), its
+    trace as JSON text."""
     import pandas as pd
 
     rows = []
@@ -162,6 +177,7 @@ def predict_rows(module: Any, model_input: Any) -> Any:
                     "retries": 0,
                     "stop_reason": "error",
                     "lm_calls": 0,
+                    "trace": "[]",
                     "error": str(exc),
                 }
             )
@@ -176,6 +192,7 @@ def predict_rows(module: Any, model_input: Any) -> Any:
                 "retries": int(pred.retries),
                 "stop_reason": pred.stop_reason,
                 "lm_calls": int((pred.cost or {}).get("lm_calls", 0)),
+                "trace": json.dumps(pred.trace, default=str),  # the steps, as `sharp ask --json` prints them
                 "error": None,
             }
         )
@@ -207,6 +224,7 @@ def _signature() -> Any:
             ColSpec(DataType.long, "retries"),
             ColSpec(DataType.string, "stop_reason"),
             ColSpec(DataType.long, "lm_calls"),
+            ColSpec(DataType.string, "trace", required=False),
             ColSpec(DataType.string, "error", required=False),
         ]
     )
@@ -362,20 +380,6 @@ def read_code_version() -> str:
 
 
 # ---- resolving a program reference -----------------------------------------------------------------
-def find_program(folder: Path) -> Path:
-    """The program JSON inside an MLflow model folder (or any folder holding one)."""
-    for candidate in (folder / "artifacts" / "program.json", folder / "program.json"):
-        if candidate.is_file():
-            return candidate
-    for candidate in sorted(folder.rglob("*.json")):
-        try:
-            if json.loads(candidate.read_text()).get("format") == FORMAT:
-                return candidate
-        except (OSError, ValueError, AttributeError):
-            continue
-    raise ProgramFileError(f"no SHARP program file in {folder}")
-
-
 def resolve_program_path(
     uri_or_path: str | Path, workspace: str | Path | None = None, tracking_uri: str | None = None
 ) -> Path:

@@ -26,6 +26,7 @@ import typer
 from typer.core import TyperCommand
 
 from experiments.keyvalue import merged, parse_sets, read_mapping
+from program.defaults import DEFAULT_DATASET
 from program.errors import SharpError
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def option(annotation: Any, default: Any, *decls: str, field: str = "", **declar
 
 DATASET = option(
     str,
-    "hotpotqa",
+    DEFAULT_DATASET,
     "--dataset",
     "-d",
     help="hotpotqa | 2wikimultihopqa | musique | PATH (a folder with SPLIT.json and corpus.jsonl, or a question file).",
@@ -245,7 +246,7 @@ def exit_if_failed(notes: list[str | None]) -> None:
 class Options:
     """The values of the shared options a command takes (:func:`shared`); the rest keep their defaults."""
 
-    dataset: str = "hotpotqa"
+    dataset: str = DEFAULT_DATASET
     data_dir: Path | None = None
     workspace: Path | None = None
     lm_file: Path | None = None  # --lm-config

@@ -14,9 +14,12 @@ import dspy
 from data.sources import DatasetSource, resolve_dataset
 from experiments import settings
 from experiments.keyvalue import merged
+from program.calibration import check_calibrators, ranker_id
+from program.defaults import DEFAULT_DATASET
 from program.digest import digest
 from program.errors import ConfigError, ProgramFileError
 from program.lm import LMConfig, assign_lms
+from program.loading import model_mismatch
 from program.registry import SYSTEMS, build_system, config_for
 from program.saved import SavedProgram, load_into, read_program
 from program.systems.modes import DATASET_RANKER, retriever_overrides
@@ -28,7 +31,7 @@ log = logging.getLogger(__name__)
 class Runtime:
     """Where things are, and how LMs and retrieval are set up for one command."""
 
-    dataset: str = "hotpotqa"
+    dataset: str = DEFAULT_DATASET
     data_dir: Path | None = None
     workspace: Path = field(default_factory=settings.workspace)
     lm_config: LMConfig = field(default_factory=LMConfig)
@@ -169,6 +172,9 @@ class Runtime:
         retriever = self.retriever(saved.retriever)
         module = load_into(saved, retriever)
         self.check_calibrator(module, saved.retriever)
+        mismatch = model_mismatch(saved, module.config, self.lm_config)
+        if mismatch:
+            log.warning("%s", mismatch)
         assign_lms(module, self.lm_config)
         return module, saved
 
@@ -201,14 +207,12 @@ class Runtime:
 
     def check_calibrator(self, module: dspy.Module, overrides: Mapping[str, Any] | None = None) -> None:
         """A program's answer calibrators must have been fitted on this index's corpus with this ranker."""
-        config = getattr(module, "config", None)
-        for calibrator in (getattr(config, "gate", None), getattr(config, "judge", None)):
-            if calibrator is not None:
-                calibrator.check_fits(
-                    self.index_manifest().get("corpus_sha256"),
-                    ranker_id(self.retriever_settings(overrides)),
-                    self.dataset,
-                )
+        check_calibrators(
+            getattr(module, "config", None),
+            self.index_manifest().get("corpus_sha256"),
+            ranker_id(self.retriever_settings(overrides)),
+            self.dataset,
+        )
 
 
 def as_run(
@@ -256,13 +260,6 @@ def load_dataset_corpus(dataset: str, data_dir: Path | None) -> list:
     """The passages to index: DATA_DIR/NAME/corpus.jsonl, PATH/corpus.jsonl, a corpus JSONL
     file, or the paragraphs of a question file (its context / paragraphs)."""
     return dataset_source(dataset, data_dir).corpus()
-
-
-def ranker_id(settings: Any) -> str | None:
-    """What identifies a retriever's evidence ranker for the calibrators fitted over its scores: its
-    digest's first 12 characters, or None without a ranker."""
-    ranker = getattr(settings, "ranker", None)
-    return str(ranker.digest)[:12] if ranker is not None else None
 
 
 def index_name(dataset: str) -> str:

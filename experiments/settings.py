@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from experiments import logs
+from program import defaults
+from program.defaults import PROJECT_ROOT
 from program.errors import ConfigError, StorageError
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def data_dir(explicit: str | Path | None = None) -> Path:
@@ -32,8 +32,9 @@ def data_dir(explicit: str | Path | None = None) -> Path:
 
 
 def workspace(explicit: str | Path | None = None) -> Path:
-    """Everything the project generates: --workspace, else $SHARP_WORKSPACE, else ./workspace."""
-    path = Path(explicit or os.environ.get("SHARP_WORKSPACE") or PROJECT_ROOT / "workspace")
+    """Everything the project generates (:func:`program.defaults.workspace`: --workspace, else $SHARP_WORKSPACE,
+    else ./workspace), created here."""
+    path = defaults.workspace(explicit)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -47,12 +48,12 @@ def workspace(explicit: str | Path | None = None) -> Path:
 
 
 def index_dir(dataset: str, ws: Path | None = None) -> Path:
-    return (ws or workspace()) / "indexes" / dataset
+    return defaults.index_dir(dataset, ws or workspace())
 
 
 def rerankers_dir(ws: Path | None = None) -> Path:
     """Where `sharp train-reranker` saves rerankers, each in a folder named after it."""
-    return (ws or workspace()) / "rerankers"
+    return defaults.rerankers_dir(ws or workspace())
 
 
 def portable(value: Any, ws: str | Path | None = None, root: str | Path = PROJECT_ROOT) -> Any:

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from optimize.metrics import calibration, question_row
-from optimize.parallel import run_each
 from optimize.stats import bootstrap_ci, mean
+from program.batch import MAX_FAILED_IN_A_ROW, FailureStreak, failure_text, run_each
 from program.errors import SharpError, StorageError
 
 log = logging.getLogger(__name__)
@@ -40,13 +40,6 @@ class ResultsMismatchError(SharpError):
     """A results file was written by a run with other settings."""
 
 
-class RunAbortedError(SharpError):
-    """A run stopped because too many questions in a row failed (their rows are kept; a rerun resumes)."""
-
-
-# Default of evaluate(max_failed_in_a_row): a dead endpoint fails every question, each after its
-# retries and back-offs; a few in a row is the signal to stop and say why.
-MAX_FAILED_IN_A_ROW = 5
 # Errors that a step of a results file written before failed questions existed recorded for a failure of
 # the LM service, while the question went on to the fallback answer ("unknown"): such a row is a failed
 # question too, so a resumed run retries it.
@@ -61,27 +54,6 @@ def service_failed(steps: Iterable[Any]) -> bool:
 def is_failed(row: dict) -> bool:
     """Whether a result row is a failed question rather than an answer (see the module docstring)."""
     return row.get("error") is not None or service_failed(row.get("trace") or [])
-
-
-@dataclass
-class FailureStreak:
-    """Counts questions that failed one after another; past ``limit`` (None: never), stops the run."""
-
-    limit: int | None
-    where: str = "the results so far"
-    count: int = 0
-
-    def see(self, failed: bool, error: str | None = None) -> None:
-        if not failed:
-            self.count = 0
-            return
-        self.count += 1
-        if self.limit is not None and self.count >= self.limit:
-            raise RunAbortedError(
-                f"stopped after {self.count} questions in a row failed; the last one: {error}. "
-                f"{self.where} are kept: fix the cause and rerun the same command to resume "
-                "(failed questions are retried)"
-            )
 
 
 @dataclass
@@ -114,7 +86,7 @@ def error_row(example: Any, exc: BaseException) -> dict:
         "critic_points": [],
         "passage_ids": [],
         "trace": [],
-        "error": f"{type(exc).__name__}: {exc}"[:1000],
+        "error": failure_text(exc),
     }
 
 
@@ -474,7 +446,7 @@ def evaluate(
     ``compact_path``: also keep each row's :func:`compact_row` there (a file to commit), and count the
     questions it holds as done when the full results file lacks them. Questions that failed in an earlier
     run are asked again; ``max_failed_in_a_row`` failures one after another stop the run with
-    :class:`RunAbortedError` (None: never stop)."""
+    :class:`~program.errors.RunAbortedError` (None: never stop)."""
     examples = list(examples)
     path = Path(results_path) if results_path else None
     compact = Path(compact_path) if compact_path else None

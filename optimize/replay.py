@@ -29,9 +29,9 @@ from typing import Any
 
 import dspy
 
-from optimize.evaluate import MAX_FAILED_IN_A_ROW, EvalResult, FailureStreak, aggregate, by_type, error_row
+from optimize.evaluate import EvalResult, aggregate, by_type, error_row
 from optimize.metrics import question_row
-from optimize.parallel import run_each
+from program.batch import MAX_FAILED_IN_A_ROW, FailureStreak, failure_text, run_each
 from program.digest import digest
 from program.errors import ConfigError
 from program.forms import question_form
@@ -283,7 +283,7 @@ def record(
             rec = record_question(program, ex.question, crit(ex), done.get(ex.id), actions, passages)
         except Exception as exc:
             log.warning("recording question %s failed: %s", ex.id, exc)
-            rec = {"format": FORMAT, "error": f"{type(exc).__name__}: {exc}"[:1000]}
+            rec = {"format": FORMAT, "error": failure_text(exc)}
         rec["id"] = ex.id
         rec["seconds"] = round(time.perf_counter() - t0, 3)
         if path:

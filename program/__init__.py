@@ -1,7 +1,32 @@
 """SHARP: a self-correcting multi-hop question-answering program written in DSPy.
 
-This package is the bottom layer: what is exported and served. It never imports
-``optimize``, ``data``, ``experiments``, mlflow or optuna.
+    from program import load
+    qa = load("hotpotqa")                # program/loading.py
+    pred = qa(question="...")
+
+This package is the bottom layer: what is exported and served. It never imports ``optimize``, ``data``,
+``experiments``, mlflow or optuna. Importing it is light: ``load`` (and with it dspy, the retrievers and the
+LM layer) is imported on first use.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+from typing import Any
+
+from program.version import __version__
+
+__all__ = ["LoadInfo", "LoadedProgram", "__version__", "load"]
+
+_LAZY = {"load", "LoadedProgram", "LoadInfo"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from program import loading
+
+        return getattr(loading, name)
+    raise AttributeError(f"module 'program' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -168,3 +168,18 @@ class AnswerCalibrator(LinearModel):
                 + ". Fit one for it with `sharp compile --target critic` on this dataset, or drop it "
                 "(--set gate=null --set judge=null)"
             )
+
+
+def ranker_id(settings: Any) -> str | None:
+    """What identifies a retriever's evidence ranker (``settings``: its RetrieverConfig) for the calibrators
+    fitted over its scores: its digest's first 12 characters, or None without a ranker."""
+    ranker = getattr(settings, "ranker", None)
+    return str(ranker.digest)[:12] if ranker is not None else None
+
+
+def check_calibrators(config: Any, corpus_sha256: str | None, ranker: str | None, dataset: str | None) -> None:
+    """A program's answer calibrators (``config``'s gate and judge) must have been fitted on this index's
+    corpus (``corpus_sha256``) with this ranker (:func:`ranker_id`); a CalibratorError says which does not."""
+    for calibrator in (getattr(config, "gate", None), getattr(config, "judge", None)):
+        if calibrator is not None:
+            calibrator.check_fits(corpus_sha256, ranker, dataset)

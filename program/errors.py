@@ -71,3 +71,12 @@ class ProgramFileError(SharpError):
 
 class StoreError(SharpError):
     """A database or server that holds runs or studies cannot be reached or refused the credentials."""
+
+
+class RunAbortedError(SharpError):
+    """A run over many questions stopped because too many in a row failed (the answers so far are kept)."""
+
+
+class SharpWarning(UserWarning):
+    """Something the caller must know about a result that is still given (a question cut to the length
+    limit, a calibrator fitted on another model's log-probabilities, threads that cannot be used)."""

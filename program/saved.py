@@ -16,7 +16,7 @@ from typing import Any
 
 import dspy
 
-import program
+from program import version
 from program.digest import digest
 from program.errors import ProgramFileError, SharpError
 
@@ -59,7 +59,7 @@ def save_program(
 ) -> Path:
     body = {
         "format": FORMAT,
-        "code_version": program.__version__,
+        "code_version": version.__version__,
         "system": system,
         "config": module.config.model_dump(mode="json"),
         "state": without_lms(module.dump_state()),
@@ -92,9 +92,9 @@ def read_program(path: str | Path) -> SavedProgram:
     recorded = body.pop("sha256", None)
     if recorded != digest(body):
         raise ProgramFileError(f"{path} was modified after it was saved (checksum mismatch); re-export it")
-    if body["code_version"] != program.__version__:
+    if body["code_version"] != version.__version__:
         raise ProgramFileError(
-            f"{path} was saved by code version {body['code_version']}, this is {program.__version__}; "
+            f"{path} was saved by code version {body['code_version']}, this is {version.__version__}; "
             f"install that version or recompile the program"
         )
     return SavedProgram(
@@ -106,6 +106,22 @@ def read_program(path: str | Path) -> SavedProgram:
         body["index_manifest"],
         body["meta"],
     )
+
+
+def find_program(folder: str | Path) -> Path:
+    """The program JSON inside an exported model's folder (``artifacts/program.json``), or any folder
+    holding one."""
+    folder = Path(folder)
+    for candidate in (folder / "artifacts" / "program.json", folder / "program.json"):
+        if candidate.is_file():
+            return candidate
+    for candidate in sorted(folder.rglob("*.json")):
+        try:
+            if json.loads(candidate.read_text()).get("format") == FORMAT:
+                return candidate
+        except (OSError, ValueError, AttributeError):
+            continue
+    raise ProgramFileError(f"no SHARP program file in {folder}")
 
 
 def load_into(saved: SavedProgram, retriever: Any) -> dspy.Module:

@@ -111,7 +111,31 @@ CASES = [
         ),
     ),
 ]
-BY_QUESTION = {c.question: c for c in CASES}
+# the questions of README.md's "From Python" section, over passages of their own (tests/program/test_load.py
+# indexes them beside CORPUS); the rules answer them like the cases above
+README_PASSAGES = [
+    Passage(
+        "r1",
+        "Castle Hill (Virginia)",
+        "Castle Hill is a plantation near Monticello, the primary residence of Thomas Jefferson, in Virginia.",
+    ),
+    Passage("r2", "Monticello", "Monticello was the primary plantation of Thomas Jefferson near Charlottesville."),
+    Passage("r3", "Gregor Fisher", "Gregor Fisher is a Scottish actor; in 2003 he had a role in Love Actually."),
+    Passage("r4", "Love Actually", "Love Actually is a 2003 Christmas-themed romantic comedy film."),
+]
+README_CASES = [
+    Case(
+        "Castle Hill is a plantation near what primary residence of Thomas Jefferson?",
+        "Monticello",
+        ("Castle Hill (Virginia)", "Monticello"),
+    ),
+    Case(
+        "What 2003 Christmas-themed romantic comedy did Gregor Fisher have a role in?",
+        "Love Actually",
+        ("Gregor Fisher", "Love Actually"),
+    ),
+]
+BY_QUESTION = {c.question: c for c in (*CASES, *README_CASES)}
 SUB_QUESTIONS = {sub: (value, title) for c in CASES for sub, value, title in c.subs}
 
 _FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", re.S)

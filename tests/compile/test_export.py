@@ -135,3 +135,18 @@ def test_an_index_that_does_not_match_is_refused(compiled, monkeypatch):
         load_for_serving(out.path)
     monkeypatch.setenv("SHARP_INDEX_DIR", str(index.parent / "elsewhere"))
     assert load_for_serving(out.path) is not None  # the override is used (no manifest there)
+
+
+def test_an_index_rebuilt_from_the_same_corpus_is_the_same_index(tmp_path):
+    """When and how fast an index was built (completed_at, timings) is not what it holds: a rebuilt index of the
+    same corpus serves an exported program; another corpus does not."""
+    from program.saved import SavedProgram
+
+    built = {"corpus_sha256": "a" * 64, "completed_at": "2026-12-05", "timings": {"build_seconds": 230.6}}
+    saved = SavedProgram("sharp", {}, {}, {}, {}, built, {})
+    rebuilt = {**built, "completed_at": "2026-12-06", "timings": {"build_seconds": 129.5}}
+    (tmp_path / "manifest.json").write_text(json.dumps(rebuilt))
+    ex.check_manifest(saved, tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({**rebuilt, "corpus_sha256": "b" * 64}))
+    with pytest.raises(IndexMismatchError, match="keys: corpus_sha256"):
+        ex.check_manifest(saved, tmp_path)

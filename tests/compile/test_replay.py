@@ -194,7 +194,7 @@ def test_a_question_whose_lm_failed_is_recorded_as_failed_and_recorded_again(wor
 
 
 def test_a_recording_stops_when_the_lm_keeps_failing(world, tmp_path):
-    from optimize.evaluate import RunAbortedError
+    from program.errors import RunAbortedError
 
     prog = world.program()
     prog.critic.lm = down_critic()

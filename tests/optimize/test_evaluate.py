@@ -150,7 +150,7 @@ def test_rows_of_older_runs_answered_after_a_service_failure_are_retried(tmp_pat
 
 
 def test_a_run_stops_after_several_failures_in_a_row_and_keeps_the_rows(tmp_path):
-    from optimize.evaluate import RunAbortedError
+    from program.errors import RunAbortedError
 
     path = tmp_path / "r.jsonl"
     system = DownThenUp(down=100)

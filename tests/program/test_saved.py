@@ -8,7 +8,7 @@ import dspy
 import pytest
 from doubles import ScriptedLM, assign
 
-import program
+import program.version
 from program.calibration import AnswerCalibrator
 from program.errors import ProgramFileError
 from program.saved import load_into, read_program, save_program, without_lms
@@ -70,7 +70,7 @@ def test_tampered_file_is_refused(tmp_path, retriever):
 
 def test_other_code_version_is_refused(tmp_path, retriever, monkeypatch):
     path = save_program(tmp_path / "p.json", compiled(retriever), "sharp")
-    monkeypatch.setattr(program, "__version__", "9.9.9")
+    monkeypatch.setattr(program.version, "__version__", "9.9.9")
     with pytest.raises(ProgramFileError, match="code version 0.1.0, this is 9.9.9"):
         read_program(path)
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 
-import numpy as np
 import pytest
+from doubles import HashEmbedder
+from doubles import HashEmbedderFactory as _FakeEmbedderFactory  # tests/child_cli.py reads this name
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -68,30 +67,6 @@ def passages() -> list[Passage]:
 @pytest.fixture
 def persisted_passages() -> list[Passage]:
     return many_passages()
-
-
-class HashEmbedder:
-    """Bag of hashed lower-cased words (64-d): similar wording -> similar vectors. Counts calls."""
-
-    backend = "fake"
-    max_seq_length = 256
-
-    def __init__(self, dimension: int = 64) -> None:
-        self.dimension = dimension
-        self.encoded: list[str] = []
-
-    def encode(self, texts, batch_size=None, progress=None) -> np.ndarray:
-        texts = list(texts)
-        self.encoded += texts
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                h = int(hashlib.md5(word.encode()).hexdigest(), 16)
-                out[row, h % self.dimension] += 1.0
-        out += 1e-3
-        if progress:
-            progress(len(texts))
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 @pytest.fixture
@@ -159,18 +134,6 @@ def _write_dataset(folder, passages):
     ]
     (folder / "dev.json").write_text(json.dumps(rows))
     return folder
-
-
-class _FakeEmbedderFactory:
-    """Stands in for program.retrieval.embedder.Embedder in data/indexing.py: HashEmbedder models."""
-
-    made: list[HashEmbedder] = []
-
-    @classmethod
-    def from_config(cls, config=None) -> HashEmbedder:
-        emb = HashEmbedder()
-        cls.made.append(emb)
-        return emb
 
 
 @pytest.fixture
