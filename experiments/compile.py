@@ -23,13 +23,14 @@ from experiments import tracking
 from experiments.prompts import describe_program, render_prompts
 from optimize import replay
 from optimize.compile import CompileResult, compile_program, shared_retriever
-from optimize.critic import draft_cases, fit_answer_critic
+from optimize.critic import fit_answer_critic, round_cases
 from optimize.evaluate import EvalResult, evaluate
 from optimize.feedback import ANSWER_METRICS, answer_feedback_metric
 from optimize.optimizers import check_sizes, get_optimizer
 from program.digest import digest
 from program.errors import ConfigError
 from program.lm.accounting import recording
+from program.rounds import titles_only
 from program.saved import save_program
 from program.sharp import SharpRAG
 from program.systems.modes import retriever_overrides as system_retriever
@@ -63,6 +64,8 @@ class CompileJob:
     # questions); None: workspace/replay/<what the rounds read, of which questions>.jsonl
     recording: Path | None = None
     calibrator_fitted_on: dict = field(default_factory=dict)  # dataset, corpus, ranker: recorded with it
+    # recorded passages -> their text (the index's): what rules over the text (spans, answer features) read
+    passages: Any = titles_only
     freeze: tuple[str, ...] = ()  # roles whose demos and instructions the optimizer may not change
 
     def __post_init__(self) -> None:
@@ -173,9 +176,10 @@ def _compile_critic(
     questions = [*trainset, *valset]
     path = job.recording or record_dir / f"{replay.reading_key(student, questions, job.calibrator_fitted_on)}.jsonl"
     with recording() as ledger:
-        records = replay.record(student, questions, path, job.threads, critique=job.critic_reads)
+        records = replay.record(student, questions, path, job.threads, critique=job.critic_reads, passages=job.passages)
     replay.check_reading(records.values(), student)
-    fit_cases, held_cases = draft_cases(records, trainset), draft_cases(records, valset)
+    fit_cases = round_cases(records, trainset, student.config, job.passages)
+    held_cases = round_cases(records, valset, student.config, job.passages)
     log.info(
         "answer critic: %d train drafts (%d questions), %d held-out drafts",
         len(fit_cases),
@@ -399,9 +403,9 @@ def _compile_answer_critic(
     if not critiqued:
         before_policy, after_policy = before_policy.replace(critic="off"), after_policy.replace(critic="off")
         mlflow.set_tag("critic.replayed_off", "the held-out recording has no critiques")
-    before = replay.score(records, valset, before_policy)
+    before = replay.score(records, valset, before_policy, passages=job.passages)
     tracking.log_eval(before, "before.")
-    after = replay.score(records, valset, after_policy)
+    after = replay.score(records, valset, after_policy, passages=job.passages)
     _log_critic(critic_info)
     _log_compile_result(result)
     return _Compiled(compiled, result, before, after, critic_info)
@@ -478,6 +482,7 @@ def compile_from_runtime(
     student, retriever_overrides = _student(runtime, job, program_path, system_config)
     if job.target == "critic":  # what the calibrator's features come from, recorded with it and checked on load
         job.calibrator_fitted_on = _fitted_on(runtime, retriever_overrides, skip, n_train, n_val)
+        job.passages = runtime.passages()
     proposer = proposer_for(runtime, job.optimizer)
     params = {
         "dataset": runtime.dataset,

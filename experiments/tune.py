@@ -164,14 +164,16 @@ def run_tune(
     save: SaveInfo | None = None,
     params: dict | None = None,
     key_extra: Any = None,
+    passages: Any = None,
 ) -> TuneOutcome:
-    """Run (or resume) the study to ``job.n_trials`` finished trials; track it; save the best program."""
+    """Run (or resume) the study to ``job.n_trials`` finished trials; track it; save the best program.
+    ``passages`` gives recorded passages their text (program.rounds.PassageLookup; None: titles only)."""
     objective = get_objective(job.objective, job.cost)
     storage = job.storage or default_storage(workspace)
     study = open_study(storage, study_name, objective, seed=job.seed)
     enqueue_baseline(study, job.space, params_of(base.config))
     record_path = job.recording or workspace / "replay" / f"{replay.reading_key(base, examples, key_extra)}.jsonl"
-    scorer = ReplayScorer(base, examples, record_path, job.threads, job.space.needs_critic)
+    scorer = ReplayScorer(base, examples, record_path, job.threads, job.space.needs_critic, passages)
     run_params = _run_params(job, objective, base, examples, study_name, storage, record_path, params)
     tags = {"kind": "tune", "study": study_name, "objective": job.objective}
     with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:
@@ -358,6 +360,7 @@ def tune_from_runtime(
         save=save_info(runtime, base_retriever),
         params=params,
         key_extra=extra,
+        passages=runtime.passages(),
     )
 
 

@@ -1,8 +1,9 @@
 """Compile the answer critic: its calibrators fitted on recorded train drafts, judged on held-out ones.
 
-1. :func:`draft_cases` turns a recording (optimize/replay.py: every round of every question, each
-   critiqued) into one case per answered round: the gate's features, the critic's verdict features where
-   its reply was usable, and the label "the round's answer is an exact match with the gold answer".
+1. :func:`round_cases` turns a recording (optimize/replay.py: every round of every question) into one case
+   per answered round, settled as a policy settles it (optimize.replay.judged_rounds): the gate's features,
+   the critic's verdict features where its reply was usable, and the label "the round's answer is an exact
+   match with the gold answer".
 2. :func:`fit_answer_critic` chooses the gate's features by question-grouped cross-validation on the fit
    cases (:func:`select_features`), fits the gate (no critic features) and the judge (gate features plus the
    critic's verdict), and reports both on the held-out cases: AUROC with a bootstrap CI over questions,
@@ -14,14 +15,17 @@ reliability diagram) are drawn and logged by experiments/.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from optimize.linear import fit_linear
 from optimize.metrics import auroc, calibration, exact_match, f1_score, gold_answers
+from optimize.replay import judged_rounds
 from program.calibration import CRITIC_FEATURES, GATE_FEATURES, AnswerCalibrator, critic_features
 from program.errors import ConfigError
+from program.rounds import PassageLookup, titles_only
 
 # the gate's candidate inputs, from the generator's own confidence alone to everything the round knows;
 # question-grouped cross-validation on the fit cases chooses one (a 18-feature regression over a few hundred
@@ -29,38 +33,46 @@ from program.errors import ConfigError
 CONFIDENCE = ("lp_mean", "lp_min", "p_first", "lp_missing")
 FORM = ("unknown", "answer_words", "form_comparison", "form_yesno", "option_miss", "yesno_mismatch")
 EVIDENCE = ("in_evidence", "in_question", "score_1", "score_2", "score_3")
-ROUND = ("action_retrieve", "action_decompose", "agrees_draft")
+# what separates the reader's own mistakes: the answer's type, the intermediate entity, the yes/no margin,
+# a span of a cited passage, how code settled it and agreement between reads
+MISTAKES = ("type_mismatch", "names_passage", "yes_margin", "in_cited", "by_code", "agrees_draft")
+ROUND = ("action_retrieve", "action_compare", "action_focus")
 CANDIDATE_FEATURES: tuple[tuple[str, ...], ...] = (
     CONFIDENCE,
     CONFIDENCE + FORM,
-    CONFIDENCE + FORM + EVIDENCE,
+    CONFIDENCE + FORM + MISTAKES,
+    CONFIDENCE + FORM + EVIDENCE + MISTAKES,
     GATE_FEATURES,
 )
 CANDIDATE_C = (0.1, 1.0)
 
 
-def draft_cases(records: Mapping[str, dict], examples: Iterable[Any]) -> list[dict]:
-    """One case per answered round of every usable record of ``examples``."""
+def round_cases(
+    records: Mapping[str, dict], examples: Iterable[Any], policy: Any, passages: PassageLookup = titles_only
+) -> list[dict]:
+    """One case per answered round of every usable record of ``examples``, settled as ``policy`` settles it."""
     cases = []
     for ex in examples:
         rec = records.get(ex.id)
         if not rec or rec.get("error"):
             continue
         golds = gold_answers(ex)
-        for rnd in rec["rounds"]:
-            if rnd.get("answer") is None or rnd.get("features") is None:
+        for rnd in judged_rounds(rec, policy, passages).rounds:
+            if rnd.answer is None or rnd.features is None:
                 continue
+            critique = rnd.critique if rnd.critic_used else None
             cases.append(
                 {
                     "question_id": ex.id,
                     "form": rec["form"],
-                    "action": rnd["action"],
-                    "answer": rnd["answer"],
-                    "features": dict(rnd["features"]),
-                    "critic": critic_features(rnd.get("critique")),
-                    "critic_problem": (rnd.get("critique") or {}).get("critic_problem"),
-                    "label": bool(exact_match(rnd["answer"], golds)),
-                    "f1": f1_score(rnd["answer"], golds),
+                    "action": rnd.action,
+                    "answer": rnd.answer,
+                    "how": rnd.how,
+                    "features": dict(rnd.features),
+                    "critic": critic_features(critique),
+                    "critic_problem": (critique or {}).get("critic_problem"),
+                    "label": bool(exact_match(rnd.answer, golds)),
+                    "f1": f1_score(rnd.answer, golds),
                 }
             )
     return cases
@@ -246,7 +258,7 @@ def fit_answer_critic(
         rep["gate"] = report(held, heldout, threshold, seed)
         rep["gate_curves"] = curves(held, [x["label"] for x in heldout])
         rep["generator_confidence"] = report(
-            [2.718281828 ** x["features"]["lp_mean"] for x in heldout], heldout, threshold, seed
+            [math.exp(x["features"]["lp_mean"]) for x in heldout], heldout, threshold, seed
         )
     critiqued = [x for x in fit if x["critic"] is not None]
     if len({x["label"] for x in critiqued}) == 2 and len(critiqued) >= 20:

@@ -36,13 +36,23 @@ from program.digest import digest
 from program.errors import ConfigError
 from program.forms import question_form
 from program.lm.accounting import Ledger, recording
-from program.rounds import FORMAT, REPAIRS_FOR, PassageLookup, RecordedRounds, ReplayError, titles_only
+from program.rounds import FORMAT, REPAIRS_FOR, PassageLookup, RecordedRounds, ReplayError, Run, titles_only
 from program.sharp import Explore, SharpConfig, SharpRAG, conclude, play
 from program.steps import Budget, Tracer, check_question
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FORMAT", "ReplayError", "check_reading", "reading", "reading_key", "record", "replay", "score"]
+__all__ = [
+    "FORMAT",
+    "ReplayError",
+    "check_reading",
+    "judged_rounds",
+    "reading",
+    "reading_key",
+    "record",
+    "replay",
+    "score",
+]
 
 
 # ---- recording ---------------------------------------------------------------------------------
@@ -131,6 +141,11 @@ class _Resumed:
         if self.known is not None and action in self.known.by_action:
             return self.known.read(run, action, policy, tr)
         return self.program.read(run, action, policy, tr)
+
+    def compose(self, run: Any, rnd: Any, tr: Tracer) -> Any:
+        if self.known is not None and self.known.by_action.get(rnd.action, {}).get("read") is not None:
+            return self.known.compose(run, rnd, tr)
+        return self.program.compose(run, rnd, tr)
 
     def critique(self, run: Any, rnd: Any, tr: Tracer) -> dict | None:
         if rnd.critique is not None:
@@ -311,6 +326,39 @@ def replay(rec: dict, policy: SharpConfig, passages: PassageLookup = titles_only
         tr.add("input", note=f"question truncated to {policy.max_question_chars} characters")
     run = play(rec["question"], rec["form"], source, policy, tr)
     return conclude(run, policy, tr, recorded_seconds=round(source.seconds, 4))
+
+
+class _EveryRound:
+    """``policy``'s decisions (how code settles an answer, the critic features where recorded) over every
+    recorded round, none accepted early, no gate: the rounds a compile fits the critic on."""
+
+    gate = judge = None
+    max_repairs = 2
+    focus_when = "rejected"
+    select = "last"
+    budget = Budget(max_lm_calls=None)
+
+    def __init__(self, policy: Any, rec: dict):
+        self._policy, self._recorded = policy, [r["action"] for r in rec["rounds"] if r["action"] != "draft"]
+        self.critic = "always" if rec.get("critiqued") else "off"
+        self.critic_floor = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+    def accept_for(self, form: str) -> float:
+        return 2.0
+
+    def repairs_for(self, form: str) -> tuple[str, ...]:
+        return tuple(a for a in REPAIRS_FOR[form] if a in self._recorded)
+
+
+def judged_rounds(rec: dict, policy: Any, passages: PassageLookup = titles_only) -> Run:
+    """Every recorded round of ``rec``, settled and featured as ``policy`` settles them (its gate aside), the
+    critic's reading attached where the recording has one: what the answer critic is fitted and judged on."""
+    source = RecordedRounds(rec, passages)
+    tr = Tracer(Budget(max_lm_calls=None), Ledger(), observer=None)
+    return play(rec["question"], rec["form"], source, _EveryRound(policy, rec), tr)
 
 
 def live_seconds(prediction: Any) -> float:

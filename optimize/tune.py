@@ -39,12 +39,18 @@ from optimize.storage import open_storage
 from optimize.workers import identity, is_gone
 from program.config import StrictConfig
 from program.errors import ConfigError
+from program.rounds import titles_only
 from program.sharp import TUNED_FIELDS, SharpConfig, SharpRAG
 
 log = logging.getLogger(__name__)
 
 # a form's repairs, written as a search choice: the actions in order, comma-separated; "none" for no repair
-REPAIR_ORDERS = ("decompose,retrieve", "retrieve,decompose", "decompose", "retrieve", "none")
+BRIDGE_ORDERS = ("focus", "retrieve", "focus,retrieve", "retrieve,focus", "none")
+REPAIR_ORDERS = ("compare", "retrieve", "compare,retrieve", "retrieve,compare", "none")
+ORDERS = {"repair_bridge": BRIDGE_ORDERS, "repair_comparison": REPAIR_ORDERS, "repair_yesno": REPAIR_ORDERS}
+# a yes/no threshold's choices: off (the reader's text) or the P("yes") at which the answer is "yes"; the 1.5B
+# reader's P("yes") sits near 1 on most questions, so the grid is finer there
+YES_GRID = ("off", 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995)
 
 
 def repairs_of(choice: str) -> tuple[str, ...]:
@@ -66,23 +72,34 @@ class SearchSpace(StrictConfig):
     floor_low: float = Field(0.0, ge=0.0, le=1.0)
     floor_high: float = Field(0.9, ge=0.0, le=1.0)
     max_repairs: tuple[int, ...] = (0, 1, 2)
-    repair_bridge: tuple[str, ...] = ("retrieve", "none")
+    repair_bridge: tuple[str, ...] = BRIDGE_ORDERS
     repair_comparison: tuple[str, ...] = REPAIR_ORDERS
     repair_yesno: tuple[str, ...] = REPAIR_ORDERS
+    focus_when: tuple[Literal["rejected", "flagged"], ...] = ("rejected", "flagged")
     select: tuple[Literal["confidence", "last"], ...] = ("confidence", "last")
+    yes_threshold: tuple[str | float, ...] = YES_GRID
+    yes_threshold_sub: tuple[str | float, ...] = YES_GRID
+    compare_by: tuple[Literal["code", "composer"], ...] = ("code", "composer")
+    option_form: tuple[Literal["question", "passage"], ...] = ("question", "passage")
+    force_option: tuple[bool, ...] = (False, True)
+    span_rule: tuple[Literal["off", "name", "span", "both"], ...] = ("off", "name", "span", "both")
     fixed: dict[str, Any] = {}
 
     @model_validator(mode="after")
     def _check(self) -> SearchSpace:
         if self.threshold_low > self.threshold_high or self.floor_low > self.floor_high:
             raise ValueError("threshold_low/floor_low must not exceed threshold_high/floor_high")
-        for name in ("critic", "max_repairs", "repair_bridge", "repair_comparison", "repair_yesno", "select"):
+        for name in _CHOICES:
             if not getattr(self, name):
                 raise ValueError(f"{name} needs at least one choice")
-        for name in ("repair_bridge", "repair_comparison", "repair_yesno"):
-            bad = [c for c in getattr(self, name) if c not in REPAIR_ORDERS]
+        for name, valid in ORDERS.items():
+            bad = [c for c in getattr(self, name) if c not in valid]
             if bad:
-                raise ValueError(f"{name}: unknown repair order(s) {bad}; valid: {', '.join(REPAIR_ORDERS)}")
+                raise ValueError(f"{name}: unknown repair order(s) {bad}; valid: {', '.join(valid)}")
+        for name in ("yes_threshold", "yes_threshold_sub"):
+            bad = [c for c in getattr(self, name) if c != "off" and not (isinstance(c, float) and 0 <= c <= 1)]
+            if bad:
+                raise ValueError(f"{name}: choices are 'off' or probabilities in [0, 1], not {bad}")
         if min(self.max_repairs) < 0 or max(self.max_repairs) > 2:
             raise ValueError("max_repairs choices must lie in 0..2")
         if self.fixed.get("critic") is False:  # YAML reads a bare `off` (critic=off) as false
@@ -97,6 +114,12 @@ class SearchSpace(StrictConfig):
         """Whether a policy of the space may ask the critic (then the recording must be critiqued)."""
         choices = [self.fixed["critic"]] if "critic" in self.fixed else list(self.critic)
         return any(c != "off" for c in choices)
+
+
+_CHOICES = (
+    "critic", "max_repairs", "repair_bridge", "repair_comparison", "repair_yesno", "focus_when", "select",
+    "yes_threshold", "yes_threshold_sub", "compare_by", "option_form", "force_option", "span_rule",
+)  # fmt: skip
 
 
 def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
@@ -126,6 +149,8 @@ def apply_params(base: SharpConfig, params: Mapping[str, Any]) -> SharpConfig:
             raise ConfigError(f"unknown policy parameter {name!r}; valid: {', '.join(TUNED_FIELDS)}")
         if name.startswith("repair_") and isinstance(value, str):
             value = repairs_of(value)
+        if name.startswith("yes_threshold") and value == "off":
+            value = None
         values[name] = value
     return SharpConfig.from_mapping(values)
 
@@ -136,6 +161,8 @@ def params_of(config: SharpConfig) -> dict[str, Any]:
     out.update(accept_comparison=config.accept_for("comparison"), accept_yesno=config.accept_for("yesno"))
     for name in ("repair_bridge", "repair_comparison", "repair_yesno"):
         out[name] = choice_of(out[name])
+    for name in ("yes_threshold", "yes_threshold_sub"):
+        out[name] = "off" if out[name] is None else out[name]
     return out
 
 
@@ -507,7 +534,13 @@ class ReplayScorer:
     per policy. With ``needs_critic`` the recording critiques every round."""
 
     def __init__(
-        self, base: SharpRAG, examples: Sequence[Any], record_path: Path, threads: int = 1, needs_critic: bool = True
+        self,
+        base: SharpRAG,
+        examples: Sequence[Any],
+        record_path: Path,
+        threads: int = 1,
+        needs_critic: bool = True,
+        passages: Any = None,
     ):
         if not isinstance(base, SharpRAG):
             raise ConfigError(
@@ -515,6 +548,7 @@ class ReplayScorer:
             )
         self.base, self.examples, self.record_path, self.threads = base, list(examples), record_path, threads
         self.needs_critic = needs_critic
+        self.passages = passages or titles_only  # recorded passages -> their text (rules that read it)
         self.recording: dict[str, dict] | None = None
         self.record_seconds = self.replay_seconds = self.live_estimate = 0.0
         self.recordings_made = 0
@@ -530,7 +564,14 @@ class ReplayScorer:
         if self.recording is None:
             t0 = time.perf_counter()
             live = bool(replay.pending(self.examples, self.record_path, self.base))
-            recs = replay.record(self.base, self.examples, self.record_path, self.threads, critique=self.needs_critic)
+            recs = replay.record(
+                self.base,
+                self.examples,
+                self.record_path,
+                self.threads,
+                critique=self.needs_critic,
+                passages=self.passages,
+            )
             replay.check_reading(recs.values(), self.base)
             if self.needs_critic and not all(r.get("critiqued", True) for r in recs.values() if not r.get("error")):
                 raise ConfigError(
@@ -546,7 +587,7 @@ class ReplayScorer:
         recorded = self.recording is None
         recs = self.records()
         t0 = time.perf_counter()
-        result = replay.score(recs, self.examples, apply_params(self.base.config, params))
+        result = replay.score(recs, self.examples, apply_params(self.base.config, params), passages=self.passages)
         seconds = time.perf_counter() - t0
         self.replay_seconds += seconds
         live = result.metrics["live_seconds_per_q"] * len(self.examples)

@@ -74,8 +74,9 @@ def record_confidence(step: dict, pred: Any, field: str = "answer") -> None:
     logprobs = getattr(pred, "logprobs", None) if pred is not None else None
     found = answer_confidence(logprobs, field) if logprobs is not None else None
     step["answer_confidence"] = {k: round(v, 4) for k, v in found.items()} if found else None
-    top = first_alternatives(logprobs, field) if found else None
-    step["answer_top"] = [[text, round(lp, 4)] for text, lp in top] if top else None
+    if found:
+        top = first_alternatives(logprobs, field)
+        step["answer_top"] = [[text, round(lp, 4)] for text, lp in top] if top else None
     if found is None:
         step["confidence_problem"] = (
             "no parsed reply"

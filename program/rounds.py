@@ -95,6 +95,10 @@ class Round:
     steps: list[dict] = field(default_factory=list)
     calls: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    # compare: the composer's call, apart (a policy that decides in code does not make it)
+    compose_steps: list[dict] = field(default_factory=list)
+    compose_calls: list[dict] = field(default_factory=list)
+    compose_seconds: float = 0.0
     critique: dict | None = None  # the critic LM's reading of the round, where it was asked
     critic_steps: list[dict] = field(default_factory=list)
     critic_calls: list[dict] = field(default_factory=list)
@@ -139,6 +143,9 @@ class Round:
             "steps": self.steps,
             "calls": self.calls,
             "seconds": self.seconds,
+            "compose_steps": self.compose_steps,
+            "compose_calls": self.compose_calls,
+            "compose_seconds": self.compose_seconds,
             "critique": self.critique,
             "critic_steps": self.critic_steps,
             "critic_calls": self.critic_calls,
@@ -158,6 +165,9 @@ class Round:
             steps=[dict(s) for s in d.get("steps") or []],
             calls=[dict(c) for c in d.get("calls") or []],
             seconds=float(d.get("seconds") or 0.0),
+            compose_steps=[dict(s) for s in d.get("compose_steps") or []],
+            compose_calls=[dict(c) for c in d.get("compose_calls") or []],
+            compose_seconds=float(d.get("compose_seconds") or 0.0),
             critique=d.get("critique"),
             critic_steps=[dict(s) for s in d.get("critic_steps") or []],
             critic_calls=[dict(c) for c in d.get("critic_calls") or []],
@@ -209,7 +219,12 @@ class RoundSource(Protocol):
     """Where the loop's rounds come from: answered live, or looked up in a recording."""
 
     def read(self, run: Run, action: Action, policy: Any, tr: Tracer) -> Round:
-        """The reads of ``action`` for ``run``'s question, their steps already in ``tr``."""
+        """The reads of ``action`` for ``run``'s question, their steps already in ``tr`` (a comparison's
+        without the composer's: the loop asks :meth:`compose` where its policy needs it)."""
+        ...
+
+    def compose(self, run: Run, rnd: Round, tr: Tracer) -> Read:
+        """The composer's answer to a comparison round from its values (its steps in ``tr``)."""
         ...
 
     def critique(self, run: Run, rnd: Round, tr: Tracer) -> dict | None:
@@ -244,9 +259,18 @@ class RecordedRounds:
             raise ReplayError(f"the policy runs the {action!r} repair, which the recording did not record")
         rnd = Round.from_record(found, self.passages)
         rnd.round = len(run.rounds)
+        if rnd.action == "compare":
+            rnd.read = None  # the composed answer: the loop asks compose() where its policy needs it
         self._enter(rnd.steps, rnd.calls, rnd.seconds, rnd.round, tr)
         run.queries.extend(q for q in self._queries(rnd.steps) if q not in run.queries)
         return rnd
+
+    def compose(self, run: Run, rnd: Round, tr: Tracer) -> Read:
+        recorded = self.by_action[rnd.action].get("read")
+        if recorded is None:
+            raise ReplayError("the policy composes a comparison the recording did not compose")
+        self._enter(rnd.compose_steps, rnd.compose_calls, rnd.compose_seconds, rnd.round, tr)
+        return Read.from_record(recorded, self.passages)
 
     def critique(self, run: Run, rnd: Round, tr: Tracer) -> dict | None:
         if not self.record.get("critiqued", False):

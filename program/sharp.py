@@ -53,6 +53,7 @@ from program.values import decide
 
 __all__ = [
     "POLICY_FIELDS",
+    "needs_composer",
     "TUNED_FIELDS",
     "Explore",
     "SharpConfig",
@@ -119,9 +120,9 @@ class SharpConfig(StrictConfig):
     critic_floor: float = Field(0.0, ge=0.0, le=1.0)
     max_repairs: int = Field(2, ge=0, le=2)
     # the repairs a rejected round gets, in order, by the question's form (program/forms.py)
-    repair_bridge: tuple[Repair, ...] = ("focus",)
-    repair_comparison: tuple[Repair, ...] = ("compare",)
-    repair_yesno: tuple[Repair, ...] = ("compare",)
+    repair_bridge: tuple[Repair, ...] = ("retrieve",)
+    repair_comparison: tuple[Repair, ...] = ("compare", "retrieve")
+    repair_yesno: tuple[Repair, ...] = ("compare", "retrieve")
     # the focused read runs on a rejected bridge draft ("rejected"), or only on one the type check or the
     # intermediate-entity sign flags ("flagged")
     focus_when: Literal["rejected", "flagged"] = "flagged"
@@ -373,6 +374,15 @@ def settle(run: Run, rnd: Round, policy: Policy) -> None:
     rnd.answer, rnd.how, rnd.why = answer, how, why
 
 
+def needs_composer(run: Run, rnd: Round, policy: Policy) -> bool:
+    """Whether a comparison round's answer needs the composer: its values read, and code cannot decide from
+    them (or the policy always composes)."""
+    if rnd.action != "compare" or rnd.fallback or not rnd.values or rnd.read is not None:
+        return False
+    settle(run, rnd, policy)
+    return policy.compare_by == "composer" or rnd.how != "code"
+
+
 def judge(run: Run, rnd: Round, source: RoundSource, policy: Policy, tr: Tracer) -> None:
     """Settle a read round, then its features, gate, critic (where the policy wants it) and P(right), in
     place; a judgement step records the outcome."""
@@ -402,6 +412,8 @@ def play(question: str, form: Form, source: RoundSource, policy: Policy, tr: Tra
     action: str | None = "draft"
     while action is not None:
         rnd = source.read(run, action, policy, tr)  # type: ignore[arg-type]
+        if needs_composer(run, rnd, policy):
+            rnd.read = source.compose(run, rnd, tr)
         judge(run, rnd, source, policy, tr)
         run.rounds.append(rnd)
         action, why = next_step(run.rounds, form, policy, source.spent(policy, tr))
@@ -475,7 +487,7 @@ class SharpRAG(dspy.Module):
     # ---- rounds ----------------------------------------------------------------------------------------
     def _search(self, query: str, k: int, run: Run, tr: Tracer, round_no: int) -> list[Passage]:
         passages = self.retriever.retrieve(query, k)
-        known = {p.id for r in run.rounds for p in r.evidence}
+        known = {p.id for p in run.rounds[0].evidence} if run.rounds else set()  # new: not in the draft's evidence
         tr.add("retriever", round=round_no, k=k, queries=[query], retrieved_ids=[[p.id for p in passages]],
                new_ids=[p.id for p in passages if p.id not in known])  # fmt: skip
         if query not in run.queries:
@@ -536,8 +548,8 @@ class SharpRAG(dspy.Module):
 
     def _compare(self, run: Run, tr: Tracer, round_no: int, policy: Policy) -> Round:
         """The planner names the entities (the question's options where it has them) and writes one
-        sub-question each; each is read single-hop; the composer writes an answer from the values only where
-        the policy will need it (code cannot decide, or ``compare_by="composer"``)."""
+        sub-question each; each is read single-hop (the loop has the composer answer from the values only
+        where the policy needs it: :func:`needs_composer`)."""
         cfg, q = self.config, run.question
         named = options(q)
         pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=cfg.structured_adapter,
@@ -560,10 +572,16 @@ class SharpRAG(dspy.Module):
             rnd.entities = subs
         for sub in subs:
             rnd.values.append(self._read(sub, self._search(sub, cfg.sub_k, run, tr, round_no), tr, round_no))
-        settle(run, rnd, policy)
-        if policy.compare_by == "composer" or rnd.how != "code":
-            rnd.read = self._compose(q, rnd, tr, round_no)
         return rnd
+
+    def compose(self, run: Run, rnd: Round, tr: Tracer) -> Read:
+        """The composer's answer from a comparison's values; its steps, calls and seconds kept apart on the
+        round (a policy that decides in code does not make this call)."""
+        n_steps, n_calls, t0 = len(tr.steps), len(tr.ledger.records), time.perf_counter()
+        read = self._compose(run.question, rnd, tr, rnd.round)
+        rnd.compose_steps, rnd.compose_calls = tr.steps[n_steps:], _calls(tr, n_calls)
+        rnd.compose_seconds = round(time.perf_counter() - t0, 4)
+        return read
 
     def _compose(self, q: str, rnd: Round, tr: Tracer, round_no: int) -> Read:
         cfg = self.config

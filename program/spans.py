@@ -81,8 +81,8 @@ def _f1(pred: list[str], gold: list[str]) -> float:
 
 def closest_span(answer: str, evidence: Sequence[Passage], min_f1: float = 0.5) -> str | None:
     """The evidence span (as the passage writes it) closest to ``answer`` by token F1, when ``answer`` is not
-    a span already and the closest reaches ``min_f1``; else None. Spans run within a sentence, from one word
-    shorter to two words longer than the answer."""
+    a span already and the closest reaches ``min_f1``; else None. Spans run within a sentence, up to two words
+    longer than the answer; the shorter wins a tie."""
     target = words(answer)
     if not target or is_span(answer, evidence) or len(target) > 12:
         return None
@@ -90,7 +90,7 @@ def closest_span(answer: str, evidence: Sequence[Passage], min_f1: float = 0.5) 
     for p in evidence:
         for sentence in re.split(r"(?<=[.!?])\s+", f"{p.title}. {p.text}"):
             tokens = sentence.split()
-            for n in range(max(1, len(target) - 1), len(target) + 3):
+            for n in range(1, len(target) + 3):
                 for i in range(0, max(0, len(tokens) - n) + 1):
                     span = " ".join(tokens[i : i + n]).strip(" ,.;:()\"'")
                     score = _f1(words(span), target)

@@ -2,4 +2,4 @@
 module, so the package's ``__init__`` (which imports ``load`` on first use, and with it program/saved.py) and
 program/saved.py do not import each other."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

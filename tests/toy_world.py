@@ -163,9 +163,10 @@ SURE, UNSURE, LOST = [-0.05, -0.1], [-0.9, -1.2], [-2.0]
 
 
 def plan_rule(f: dict) -> dict:
-    """DecomposeQuestion: the case's sub-questions (none for a bridge question)."""
+    """DecomposeQuestion: the case's entities and sub-questions (none for a bridge question)."""
     case = BY_QUESTION.get(f.get("question", ""))
-    return {"sub_questions": [sub for sub, _, _ in case.subs] if case else []}
+    subs = case.subs if case else ()
+    return {"entities": [title for _, _, title in subs], "sub_questions": [sub for sub, _, _ in subs]}
 
 
 def generator_rule(f: dict) -> dict:
@@ -212,7 +213,9 @@ def compose_rule(f: dict) -> dict:
     return {"answer": case.answer if case else "unknown", "_logprobs": {"answer": [-0.2]}}
 
 
-RULES = {"planner": plan_rule, "critic": critic_rule, "generator": generator_rule, "composer": compose_rule}
+# the focused reader (ReadSecondHop) reads as the generator does: the intermediate entity aside
+RULES = {"planner": plan_rule, "critic": critic_rule, "generator": generator_rule, "composer": compose_rule,
+         "focuser": generator_rule}  # fmt: skip
 
 
 def hotpot_rows(cases=CASES) -> list[dict]:

@@ -132,7 +132,7 @@ def test_a_critic_the_recording_does_not_read_is_refused_before_anything_runs(wo
 
 
 def test_only_sharp_has_an_answer_critic_and_it_needs_train_questions(world, tmp_path, tracked):
-    from program.baselines import VanillaRAG
+    from program.systems.vanilla import VanillaRAG
 
     train, held = splits(world)
     kw = dict(out_dir=tmp_path / "c", programs_dir=tmp_path / "p")

@@ -114,14 +114,20 @@ def test_bootstrap_compiles_every_predictor_and_accounts_the_cost(world):
     res = compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, metric_threshold=0.6)
     compiled = res.program
     desc = describe_program(compiled)
-    assert set(desc) == {"planner", "critic", "generator", "composer"}
+    assert set(desc) == {"planner", "critic", "generator", "composer", "focuser"}
     # demos bootstrapped from successful traces (of the roles that ran in them), the labeled ones capped at 2
     assert all(len(d["demos"]) <= 4 for d in desc.values()) and desc["generator"]["demos"]
     assert any(demo.get("augmented") for demo in desc["critic"]["demos"])
     assert res.cost["lm_calls"] > 0 and {"critic", "generator"} <= set(res.cost["by_role"])
     assert res.settings["max_bootstrapped_demos"] == 2
     # the roles keep their own LMs and the retriever is the original object, not a copy
-    assert [p.lm.role for _, p in compiled.named_predictors()] == ["planner", "critic", "generator", "composer"]
+    assert [p.lm.role for _, p in compiled.named_predictors()] == [
+        "planner",
+        "critic",
+        "generator",
+        "composer",
+        "focuser",
+    ]
     assert compiled.retriever is prog.retriever
     assert prog.generator.demos == []  # the student itself is untouched
     assert compiled(question=examples[0].question).answer == "American"
@@ -178,6 +184,7 @@ def test_mipro_compiles_the_whole_program_on_a_small_budget(world):
         "critic": "critic",
         "generator": "generator",
         "composer": "composer",
+        "focuser": "focuser",
     }
     assert res.program(question=examples[0].question).answer == "American"
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from toy_world import CORPUS
 
 from optimize.evaluate import evaluate
 from optimize.replay import ReplayError, check_reading, reading, reading_key, record, record_question, replay, score
 from program.errors import ConfigError
+from program.rounds import lookup_in
 from program.steps import Budget
+
+TEXTS = lookup_in({p.id: p for p in CORPUS})
 
 COMPARED = (
     "answer",
@@ -37,11 +41,17 @@ POLICIES = {
     "nothing accepted, the last round": {"critic": "always", "accept_threshold": 1.0, "select": "last"},
     "no repair": {"max_repairs": 0},
     "one repair": {"max_repairs": 1, "critic": "always"},
-    "retrieval first": {"repair_comparison": ("retrieve", "decompose"), "repair_yesno": ("retrieve",)},
-    "decomposed reads only": {"repair_comparison": ("decompose",), "repair_bridge": (), "critic": "off"},
+    "retrieval first": {"repair_comparison": ("retrieve", "compare"), "repair_yesno": ("retrieve",)},
+    "comparisons only": {"repair_comparison": ("compare",), "repair_bridge": (), "critic": "off"},
+    "every repair": {"repair_bridge": ("focus", "retrieve"), "repair_comparison": ("compare", "retrieve"),
+                     "repair_yesno": ("compare", "retrieve"), "focus_when": "rejected", "accept_threshold": 0.99},
+    "focus when flagged": {"repair_bridge": ("focus",), "focus_when": "flagged", "critic": "off"},
+    "composer decides": {"compare_by": "composer", "critic": "off"},
+    "code settles everything": {"yes_threshold": 0.6, "yes_threshold_sub": 0.6, "option_form": "passage",
+                                "force_option": True, "span_rule": "both"},
     "two lm calls": {"critic": "always", "budget": Budget(max_lm_calls=2)},
-    "300 tokens": {"critic": "always", "budget": Budget(max_lm_calls=None, max_tokens=300)},
-}
+    "300 tokens": {"critic": "always", "focus_when": "rejected", "budget": Budget(max_lm_calls=None, max_tokens=300)},
+}  # fmt: skip
 
 
 def strip(trace):
@@ -53,7 +63,7 @@ def test_replay_equals_a_live_run_of_the_same_policy(world, toy_recording, name)
     examples, recs, _ = toy_recording
     config = world.small.replace(**POLICIES[name])
     live = evaluate(world.program(config), examples, progress=False)
-    replayed = score(recs, examples, config)
+    replayed = score(recs, examples, config, passages=TEXTS)
     for a, b in zip(live.rows, replayed.rows):
         assert {k: a[k] for k in COMPARED} == {k: b[k] for k in COMPARED}, (name, a["id"])
         assert strip(a["trace"]) == strip(b["trace"]), (name, a["id"])
@@ -67,7 +77,7 @@ def test_the_policies_reach_every_stop_reason_and_both_choices_of_the_answer(wor
     examples, recs, _ = toy_recording
     reasons, chosen = set(), set()
     for name in POLICIES:
-        for row in score(recs, examples, world.small.replace(**POLICIES[name])).rows:
+        for row in score(recs, examples, world.small.replace(**POLICIES[name]), passages=TEXTS).rows:
             reasons.add(row["stop_reason"])
             pick = next(s for s in row["trace"] if s["role"] == "select")
             last = [s for s in row["trace"] if s["role"] == "judgement"][-1]
@@ -81,14 +91,19 @@ def test_the_recording_holds_every_round_each_critiqued_including_fallbacks_and_
     forms = {r["form"] for r in recs.values()}
     assert forms == {"bridge", "comparison", "yesno"}
     for rec in recs.values():
-        actions = [r["action"] for r in rec["rounds"]]
-        assert actions == (["draft", "retrieve"] if rec["form"] == "bridge" else ["draft", "decompose", "retrieve"])
+        actions = [r["action"] for r in rec["rounds"]]  # an "incomplete" critique moves the retrieval repair first
+        assert actions[0] == "draft" and len(actions) == 3
+        assert set(actions[1:]) == ({"focus", "retrieve"} if rec["form"] == "bridge" else {"compare", "retrieve"})
         assert rec["critiqued"] and rec["error"] is None
         for rnd in rec["rounds"]:
-            assert (rnd["critique"] is None) == (rnd["answer"] is None)  # every answered round critiqued
-            assert all(isinstance(p["id"], str) for p in rnd["evidence"])  # passages as ids, titles, scores
+            answered = rnd["read"] is not None or rnd["values"]
+            assert (rnd["critique"] is None) == (not answered)  # every answered round critiqued
+            reads = [rnd["read"]] if rnd["read"] else rnd["values"]
+            assert all(isinstance(p["id"], str) and "text" not in p for r in reads for p in r["evidence"])
+        compared = next((r for r in rec["rounds"] if r["action"] == "compare" and r["values"]), None)
+        if compared:  # every comparison composed too, its call apart, so a replay can take either path
+            assert compared["read"] is not None and compared["compose_calls"]
     rounds = [r for rec in recs.values() for r in rec["rounds"]]
-    assert any(r.get("fallback") for r in rounds)  # a decomposed read with no value for an entity
     assert any((r["critique"] or {}).get("critic_problem") for r in rounds)  # a discarded critique
     json.dumps(recs)  # plain JSON
 
@@ -99,7 +114,7 @@ def test_replay_needs_no_model_call(world, toy_recording):
     prog = world.program()
     world.assign(prog, lms)
     for name in POLICIES:
-        score(recs, examples, world.small.replace(**POLICIES[name]))
+        score(recs, examples, world.small.replace(**POLICIES[name]), passages=TEXTS)
     assert all(lm.calls == 0 for lm in lms.values())
 
 
@@ -109,32 +124,51 @@ def test_a_recording_without_critiques_replays_only_policies_that_never_ask_the_
     assert all(not r["critiqued"] and all(x["critique"] is None for x in r["rounds"]) for r in recs.values())
     off = world.small.replace(critic="off")
     live = evaluate(world.program(off), examples, progress=False)
-    assert [r["answer"] for r in score(recs, examples, off).rows] == [r["answer"] for r in live.rows]
+    assert [r["answer"] for r in score(recs, examples, off, passages=TEXTS).rows] == [r["answer"] for r in live.rows]
     with pytest.raises(ReplayError, match="asks the critic about a round the recording did not critique"):
         score(recs, examples, world.small.replace(critic="always"))
 
 
 def test_a_repair_the_recording_lacks_is_refused(world):
     (ex,) = world.examples()[:1]
-    rec = record_question(world.program(world.small.replace(repair_bridge=())), ex.question)
+    rec = record_question(world.program(), ex.question, actions=())
     assert [r["action"] for r in rec["rounds"]] == ["draft"]
+    policy = world.small.replace(critic="off", accept_threshold=1.0, repair_bridge=("retrieve",))
     with pytest.raises(ReplayError, match="runs the 'retrieve' repair, which the recording did not record"):
-        replay(rec, world.small.replace(critic="off", accept_threshold=1.0))
+        replay(rec, policy)
     with pytest.raises(ReplayError, match="format 2"):
         replay({**rec, "format": 2}, world.small)
+
+
+def test_a_recording_of_drafts_grows_into_one_of_every_repair_without_reading_a_draft_twice(world, tmp_path):
+    examples = world.examples()
+    path = tmp_path / "rec.jsonl"
+    record(world.program(), examples, path=path, critique=False, actions=())
+    lms = world.lms()
+    prog = world.program()
+    world.assign(prog, lms)
+    recs = record(prog, examples, path=path, critique=False, passages=TEXTS)
+    whole = [s for s in lms["generator"].rules.seen if s["question"] in {e.question for e in examples}]
+    assert len(whole) == len(examples)  # one retrieval repair's re-read each: no draft read again
+    assert all(len(r["rounds"]) == 3 for r in recs.values())
+    off = world.small.replace(critic="off", repair_bridge=("focus", "retrieve"), focus_when="rejected")
+    live = evaluate(world.program(off), examples, progress=False)
+    assert [r["answer"] for r in score(recs, examples, off, passages=TEXTS).rows] == [r["answer"] for r in live.rows]
 
 
 def test_records_of_a_program_that_reads_otherwise_are_refused(world, toy_recording):
     _, recs, _ = toy_recording
     prog = world.program()
     check_reading(recs.values(), prog)  # the same reading
-    # a policy setting does not change the reading; a reading setting or a prompt does
+    # a policy setting does not change the reading; a reading setting or a prompt does, for the actions that
+    # read it: sub_k changes the comparisons' and focused reads' reading, not the draft's
     assert reading(world.program(world.small.replace(accept_threshold=0.1, critic="off"))) == reading(prog)
     wider = world.program(world.small.replace(sub_k=2))
+    assert reading(wider, "draft") == reading(prog, "draft") and reading(wider, "compare") != reading(prog, "compare")
     french = world.program()
     french.generator.signature = french.generator.signature.with_instructions("Answer in French.")
+    assert reading(french, "draft") != reading(prog, "draft") and reading(french, "focus") != reading(prog, "focus")
     for other in (wider, french):
-        assert reading(other) != reading(prog)
         with pytest.raises(ConfigError, match="reads otherwise.*record again"):
             check_reading(recs.values(), other)
     check_reading([{"error": "LMUnavailableError: down"}], prog)  # a failed record has no reading to check
@@ -161,7 +195,7 @@ def test_recording_resumes_from_its_file(world, tmp_path, toy_recording):
 
 
 def test_only_sharp_is_recorded(world):
-    from program.baselines import VanillaRAG
+    from program.systems.vanilla import VanillaRAG
 
     with pytest.raises(ConfigError, match="no repair loop"):
         record(VanillaRAG(world.retriever()), world.examples()[:1])
@@ -182,7 +216,7 @@ def test_a_question_whose_lm_failed_is_recorded_as_failed_and_recorded_again(wor
     prog.critic.lm = down = down_critic()
     recs = record(prog, examples, path=path)
     assert all(r["error"].startswith("LMUnavailableError") for r in recs.values()) and down.calls == 3
-    scored = score(recs, examples, world.small)
+    scored = score(recs, examples, world.small, passages=TEXTS)
     assert scored.metrics["errors"] == 3 and all(r["stop_reason"] == "error" for r in scored.rows)
 
     lms = world.lms()
@@ -190,7 +224,7 @@ def test_a_question_whose_lm_failed_is_recorded_as_failed_and_recorded_again(wor
     world.assign(working, lms)
     again = record(working, examples, path=path)
     assert lms["critic"].calls > 0 and not any(r["error"] for r in again.values())
-    assert score(again, examples, world.small).metrics["errors"] == 0
+    assert score(again, examples, world.small, passages=TEXTS).metrics["errors"] == 0
 
 
 def test_a_recording_stops_when_the_lm_keeps_failing(world, tmp_path):
@@ -209,7 +243,7 @@ def test_a_truncated_question_replays_with_its_note(world):
     question = world.examples()[0].question + " " + "padding " * 20
     rec = record_question(world.program(config), question)
     live = world.program(config)(question=question)
-    replayed = replay(rec, config)
+    replayed = replay(rec, config, TEXTS)
     assert rec["truncated"] and live.trace[0]["role"] == "input"
     assert (replayed.answer, replayed.stop_reason) == (live.answer, live.stop_reason)
     assert strip(replayed.trace) == strip(live.trace)

@@ -1,4 +1,4 @@
-"""The answer critic's features of a draft, its calibrators as plain numbers, and their checks."""
+"""The answer critic's features of a round, its calibrators as plain numbers, and their checks."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from program.calibration import (
     AnswerCalibrator,
     CalibratorError,
     critic_features,
-    draft_features,
+    round_features,
 )
 from program.errors import ConfigError
+from program.forms import question_form
+from program.rounds import Read, Round, Run
 from program.sharp import UNCALIBRATED_P, SharpConfig, gate_probability
 from program.types import Passage
 
@@ -29,8 +31,14 @@ EVIDENCE = [
 SURE = {"mean": -0.2, "min": -0.5, "first": 0.9, "tokens": 3.0}
 
 
-def features(answer, question=BRIDGE, **kw):
-    return draft_features(question, answer, EVIDENCE, kw.pop("confidence", SURE), **kw)
+def features(answer, question=BRIDGE, action="draft", first_answer=None, cited=("p1",), top=None, **kw):
+    """The features of a round of ``action`` answering ``answer`` over EVIDENCE (after a draft that answered
+    ``first_answer``, when given)."""
+    run = Run(question, question_form(question))
+    if first_answer is not None:
+        run.rounds.append(Round("draft", read=Read(question, first_answer, EVIDENCE), answer=first_answer))
+    read = Read(question, answer, EVIDENCE, list(cited), kw.pop("confidence", SURE), top)
+    return round_features(run, Round(action, read=read, answer=answer, how=kw.pop("how", "read")))
 
 
 def test_the_features_of_a_draft_read_what_the_round_knows():
@@ -40,7 +48,10 @@ def test_the_features_of_a_draft_read_what_the_round_knows():
     assert (f["in_evidence"], f["in_question"], f["unknown"], f["answer_words"]) == (1.0, 0.0, 0.0, 2.0)
     assert (f["score_1"], f["score_2"], f["score_3"]) == (0.9, 0.2, 0.0)  # the ranker's, best first
     assert (f["form_comparison"], f["form_yesno"], f["option_miss"], f["yesno_mismatch"]) == (0.0, 0.0, 0.0, 0.0)
-    assert (f["action_retrieve"], f["action_decompose"], f["agrees_draft"]) == (0.0, 0.0, 0.0)
+    assert (f["action_retrieve"], f["action_compare"], f["action_focus"], f["agrees_draft"]) == (0.0, 0.0, 0.0, 0.0)
+    # the answer is in the passage it cites, is the title of a passage the question does not name (the sign
+    # of an answer that stopped at the intermediate entity), and is a name where a person is asked
+    assert (f["in_cited"], f["names_passage"], f["type_mismatch"], f["by_code"]) == (1.0, 1.0, 0.0, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -59,6 +70,9 @@ def test_the_features_of_a_draft_read_what_the_round_knows():
         ("no", BRIDGE, "yesno_mismatch", 1.0),  # a yes/no answer to a bridge question
         ("no", YESNO, "form_yesno", 1.0),
         ("word " * 30, BRIDGE, "answer_words", 20.0),  # capped
+        ("1994", BRIDGE, "type_mismatch", 1.0),  # a year where a person is asked
+        ("Pulp Fiction", BRIDGE, "names_passage", 0.0),  # the question names that passage
+        ("American", BRIDGE, "in_cited", 0.0),  # in the evidence, not in the passage cited
     ],
 )
 def test_one_feature_on_a_small_case(answer, question, key, value):
@@ -68,9 +82,15 @@ def test_one_feature_on_a_small_case(answer, question, key, value):
 def test_a_repair_that_agrees_with_the_first_draft_is_marked():
     assert features("American.", action="retrieve", first_answer="american")["agrees_draft"] == 1.0
     assert features("American", action="retrieve", first_answer="Polish")["agrees_draft"] == 0.0
-    assert features("American", action="draft", first_answer="American")["agrees_draft"] == 0.0
-    f = features("yes", YESNO, action="decompose", first_answer="no")
-    assert (f["action_decompose"], f["action_retrieve"], f["agrees_draft"]) == (1.0, 0.0, 0.0)
+    assert features("American", action="draft")["agrees_draft"] == 0.0
+    f = features("yes", YESNO, action="focus", first_answer="no")
+    assert (f["action_focus"], f["action_retrieve"], f["agrees_draft"]) == (1.0, 0.0, 0.0)
+
+
+def test_the_yes_no_margin_and_how_code_settled_the_answer():
+    f = features("yes", YESNO, top=[("yes", math.log(0.8)), ("no", math.log(0.2))], how="p_yes")
+    assert f["yes_margin"] == pytest.approx(0.6) and f["by_code"] == 1.0
+    assert features("yes", YESNO)["yes_margin"] == 0.0  # no log-probabilities: no margin
 
 
 def test_without_log_probabilities_the_confidence_features_are_an_average_reading_and_flagged():

@@ -127,4 +127,7 @@ def test_the_generator_step_says_why_it_has_no_answer_confidence():
         assert step == {"answer_confidence": None, "confidence_problem": problem}
     step = {}
     record_confidence(step, dspy.Prediction(answer="a", logprobs={"content": [tok('{"answer": "'), tok("a", -0.25)]}))
-    assert step == {"answer_confidence": {"mean": -0.25, "min": -0.25, "first": 0.7788, "tokens": 1.0}}
+    assert step == {
+        "answer_confidence": {"mean": -0.25, "min": -0.25, "first": 0.7788, "tokens": 1.0},
+        "answer_top": None,
+    }

@@ -57,15 +57,15 @@ def test_a_retrieval_repair_rereads_the_pools_best_passages_so_a_new_one_displac
             return [p.with_score(1.0 if "Tarantino" in query and p.id == "p2" else 0.1) for p in hits]
 
     generator = reads(("Quentin Tarantino", -1.0), ("American", -0.05))
-    prog = program(generator, SharpConfig(critic="off", evidence_cap=3), Scored(CORPUS))
+    prog = program(generator, SharpConfig(critic="off", evidence_cap=3, repair_bridge=("retrieve",)), Scored(CORPUS))
     pred = prog(question=BRIDGE)
     assert pred.answer == "American" and pred.passages[0].id == "p2" and len(pred.passages) == 3
     second = [s for s in pred.trace if s["role"] == "generator"][1]
     assert second["evidence_ids"] == [p.id for p in pred.passages]
 
 
-def test_a_decomposed_read_leaves_the_pool_a_retrieval_repair_reads_as_it_was():
-    """A retrieval repair reads the same passages whether a decomposed read ran before it or not, so one
+def test_a_comparison_leaves_the_pool_a_retrieval_repair_reads_as_it_was():
+    """A retrieval repair reads the same passages whether a comparison's reads ran before it or not, so one
     recording replays every repair order (optimize/replay.py)."""
     sub_values = {
         "What nationality is Quentin Tarantino?": "American",
@@ -76,13 +76,13 @@ def test_a_decomposed_read_leaves_the_pool_a_retrieval_repair_reads_as_it_was():
         value = sub_values.get(fields["question"], "Quentin Tarantino")
         return {"answer": value, "supporting_passages": [1], "_logprobs": {"answer": [-1.0]}}
 
-    planner = FieldLM("planner", lambda f: {"sub_questions": list(sub_values)})
+    planner = FieldLM("planner", lambda f: {"entities": [], "sub_questions": list(sub_values)})
     evidence = {}
-    for order in (("decompose", "retrieve"), ("retrieve",)):
+    for order in (("compare", "retrieve"), ("retrieve",)):
         config = SharpConfig(critic="off", repair_comparison=order, accept_threshold=0.99)
         prog = program(FieldLM("generator", generator), config, KeywordRetriever(CORPUS), planner)
         pred = prog(question=CHOICE)
         reread = [s for s in pred.trace if s["role"] == "generator"][-1]
         retrieval = [s for s in pred.trace if s["role"] == "retriever"][-1]
         evidence[order] = (reread["evidence_ids"], retrieval["new_ids"])
-    assert evidence[("decompose", "retrieve")] == evidence[("retrieve",)]
+    assert evidence[("compare", "retrieve")] == evidence[("retrieve",)]

@@ -71,7 +71,7 @@ def test_tampered_file_is_refused(tmp_path, retriever):
 def test_other_code_version_is_refused(tmp_path, retriever, monkeypatch):
     path = save_program(tmp_path / "p.json", compiled(retriever), "sharp")
     monkeypatch.setattr(program.version, "__version__", "9.9.9")
-    with pytest.raises(ProgramFileError, match="code version 0.1.0, this is 9.9.9"):
+    with pytest.raises(ProgramFileError, match="code version 0.2.0, this is 9.9.9"):
         read_program(path)
 
 

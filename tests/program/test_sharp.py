@@ -1,38 +1,50 @@
-"""SHARP's loop with scripted LMs: which rounds ran, which LM calls and searches they made, and why it stopped."""
+"""SHARP's loop with scripted LMs: which rounds ran, which LM calls and searches they made, how code settled
+each answer, and why the loop stopped."""
 
 from __future__ import annotations
 
 import pytest
 from doubles import FieldLM, GarbageLM, KeywordRetriever, ScriptedLM, assign
-from toy_world import CORPUS
 
 from program.errors import ConfigError, QuestionError
+from program.rounds import Read, Round
 from program.sharp import UNCALIBRATED_P, SharpConfig, SharpRAG, next_step, p_right, select, wants_critic
 from program.steps import Budget, traced
+from program.types import Passage
 
+CORPUS = [
+    Passage("p1", "Pulp Fiction", "Pulp Fiction is a 1994 film directed by Quentin Tarantino. It won the Palme d'Or."),
+    Passage("p2", "Quentin Tarantino", "Quentin Jerome Tarantino (born March 27, 1963) is an American film director."),
+    Passage("p3", "Three Colours Red", "Three Colours Red is a 1994 film by Krzysztof Kieslowski."),
+    Passage("p4", "Krzysztof Kieslowski", "Krzysztof Kieslowski (27 June 1941 - 13 March 1996) was a Polish director."),
+    Passage("p5", "Cannes Film Festival", "The Palme d'Or is the highest prize of the Cannes Film Festival."),
+    Passage("p6", "Poland", "Poland is a country whose capital is Warsaw; Polish is spoken there."),
+]
 BRIDGE = "What nationality is the director of Pulp Fiction?"
-CHOICE = "Which director is Polish, Quentin Tarantino or Krzysztof Kieslowski?"
-SUBS = ["What nationality is Quentin Tarantino?", "What nationality is Krzysztof Kieslowski?"]
+CHOICE = "Who was born first, Quentin Tarantino or Krzysztof Kieslowski?"
+OPTIONS = ["Quentin Tarantino", "Krzysztof Kieslowski"]
+SUBS = ["When was Quentin Tarantino born?", "When was Krzysztof Kieslowski born?"]
+BOTH = "Are both Quentin Tarantino and Krzysztof Kieslowski Polish film directors?"
+CHECKS = ["Is Quentin Tarantino a Polish film director?", "Is Krzysztof Kieslowski a Polish film director?"]
 SURE, HALF, UNSURE, LOST = [-0.05], [-0.6931], [-1.0], [-2.0]  # P(answer) 0.95, 0.5, 0.37, 0.14
 
 
 def reply(answer, lps=SURE):
-    """A generator's (or composer's) reply whose answer tokens have log-probabilities ``lps``."""
+    """A reader's (or composer's) reply whose answer tokens have log-probabilities ``lps`` (a list), or whose
+    first token weighs the choices ``lps`` (a dict choice -> probability)."""
     out = {"answer": answer, "supporting_passages": [1], "_logprobs": {"answer": lps}}
     return out if lps is not None else {k: v for k, v in out.items() if k != "_logprobs"}
 
 
-def crit(verdict, p=0.9, missing=()):
+def crit(verdict, p=0.9):
     """A critique whose verdict token carries probability ``p`` (the rest split between the others)."""
     others = [v for v in ("supported", "unsupported", "incomplete") if v != verdict]
     probs = {verdict: p, **{v: (1 - p) / 2 for v in others}}
-    return {"verdict": verdict, "confidence": p, "missing_information": list(missing), "suggested_queries": [],
-            "_logprobs": {"verdict": probs}}  # fmt: skip
+    return {"verdict": verdict, "confidence": p, "_logprobs": {"verdict": probs}}
 
 
 def by_question(role, replies):
-    """An LM answering by the prompt's question: one reply, or a list of replies given in turn (the last one
-    repeats)."""
+    """An LM answering by the prompt's question: one reply, or a list given in turn (the last repeats)."""
     queue = {q: list(r) if isinstance(r, list) else [r] for q, r in replies.items()}
 
     def rule(fields):
@@ -42,14 +54,27 @@ def by_question(role, replies):
     return FieldLM(role, rule)
 
 
-def sharp(generator, config=None, critic=None, planner=None, composer=None):
+def planner_for(entities, subs):
+    return FieldLM("planner", lambda f: {"entities": list(entities), "sub_questions": list(subs)})
+
+
+# one repair a form: the focused read for bridges, the comparison for the others (the defaults add retrieval)
+ONE = {"critic": "off", "repair_bridge": ("focus",), "repair_comparison": ("compare",), "repair_yesno": ("compare",)}
+
+
+def cfg(**over):
+    return SharpConfig(**{**ONE, **over})
+
+
+def sharp(generator, config=None, critic=None, planner=None, composer=None, focuser=None):
     retriever = KeywordRetriever(CORPUS)
-    prog = SharpRAG(retriever, config or SharpConfig(critic="off"))
+    prog = SharpRAG(retriever, config or cfg())
     lms = {
-        "planner": planner or FieldLM("planner", lambda f: {"sub_questions": list(SUBS)}),
+        "planner": planner or planner_for(OPTIONS, SUBS),
         "critic": critic or FieldLM("critic", lambda f: crit("unsupported")),
         "generator": generator,
         "composer": composer or FieldLM("composer", lambda f: reply("Krzysztof Kieslowski", HALF)),
+        "focuser": focuser or generator,
     }
     assign(prog, lms)
     return prog, lms, retriever
@@ -74,8 +99,9 @@ def test_a_confident_draft_ends_the_loop_after_one_lm_call(critic):
     assert [s["role"] for s in pred.trace] == ["retriever", "generator", "judgement", "select"]
     (judged,) = steps(pred, "judgement")
     assert judged["p_gate"] == judged["p_right"] == pytest.approx(0.9512, abs=1e-4) and judged["source"] == "gate"
-    assert judged["accepted"] and steps(pred, "generator")[0]["answer_confidence"]["mean"] == pytest.approx(-0.05)
-    assert lms["generator"].rules.configs[0].logprobs is not None  # the draft asks for its tokens' probabilities
+    assert judged["accepted"] and judged["how"] == "read"
+    config = lms["generator"].rules.configs[0]
+    assert config.logprobs == 10  # the answer tokens' log-probabilities, 10 alternatives each (P(yes) vs P(no))
 
 
 def test_critic_always_reads_even_a_confident_draft_and_its_verdict_decides():
@@ -83,39 +109,31 @@ def test_critic_always_reads_even_a_confident_draft_and_its_verdict_decides():
     prog, lms, _ = sharp(by_question("generator", {BRIDGE: reply("American")}), SharpConfig(critic="always"), critic)
     pred = prog(question=BRIDGE)
     assert lms["critic"].calls == 1 and pred.cost["lm_calls"] == 2
-    assert lms["critic"].rules.seen[0]["draft_answer"] == "American"  # the critic reads the draft
+    assert lms["critic"].rules.seen[0]["draft_answer"] == "American"
     (judged,) = steps(pred, "judgement")
     assert (judged["verdict"], judged["source"], judged["p_right"]) == ("supported", "critic", pytest.approx(0.85))
-    assert pred.stop_reason == "confident"
 
 
-@pytest.mark.parametrize(
-    "lps,asked",
-    [(SURE, False), (HALF, True), (LOST, False)],
-    ids=["above the threshold", "in the band", "below the floor"],
-)
-def test_the_critic_reads_only_drafts_whose_gate_probability_lies_in_its_band(lps, asked):
+@pytest.mark.parametrize("lps,asked", [(SURE, False), (HALF, True), (LOST, False)],
+                         ids=["above the threshold", "in the band", "below the floor"])  # fmt: skip
+def test_the_critic_reads_only_rounds_whose_gate_probability_lies_in_its_band(lps, asked):
     generator = by_question("generator", {BRIDGE: [reply("Quentin Tarantino", lps), reply("American", SURE)]})
-    config = SharpConfig(critic="band", critic_floor=0.3, accept_threshold=0.8)
+    config = SharpConfig(critic="band", critic_floor=0.3, accept_threshold=0.8, repair_bridge=("retrieve",))
     prog, lms, retriever = sharp(generator, config)
     pred = prog(question=BRIDGE)
     assert lms["critic"].calls == int(asked)
-    # a draft above the threshold is accepted unread; in the band or below the floor it is repaired
     assert pred.retries == (0 if lps is SURE else 1)
-    assert (f"{BRIDGE} Quentin Tarantino", 5) in retriever.queries or lps is SURE
 
 
-# ---- repairs -----------------------------------------------------------------------------------------------
-def test_a_rejected_bridge_draft_searches_question_and_draft_at_the_widest_k_and_rereads_the_pool():
+# ---- repairs: retrieval --------------------------------------------------------------------------------------
+def test_a_rejected_bridge_draft_searches_question_and_draft_at_the_widest_k_and_rereads():
     generator = by_question("generator", {BRIDGE: [reply("Quentin Tarantino", UNSURE), reply("American", SURE)]})
-    prog, lms, retriever = sharp(generator)
+    prog, lms, retriever = sharp(generator, SharpConfig(critic="off", repair_bridge=("retrieve",)))
     pred = prog(question=BRIDGE)
     assert retriever.queries == [(BRIDGE, 3), (f"{BRIDGE} Quentin Tarantino", 5)]
     assert rounds(pred) == [("draft", "Quentin Tarantino"), ("retrieve", "American")]
     assert pred.answer == "American" and pred.stop_reason == "confident" and pred.retries == 1
-    assert pred.cost["lm_calls"] == 2 and lms["planner"].calls == 0 and lms["composer"].calls == 0
     second = steps(pred, "generator")[1]
-    # the re-read reads the pool's best passages, the bridge entity's page among them
     assert "p2" in second["evidence_ids"] and len(second["evidence_ids"]) == 5
     assert pred.queries == [BRIDGE, f"{BRIDGE} Quentin Tarantino"]
 
@@ -123,75 +141,167 @@ def test_a_rejected_bridge_draft_searches_question_and_draft_at_the_widest_k_and
 @pytest.mark.parametrize("draft", ["unknown", "yes"])
 def test_a_draft_that_names_nothing_is_not_added_to_the_retrieval_query(draft):
     generator = by_question("generator", {BRIDGE: [reply(draft, UNSURE), reply("American", SURE)]})
-    prog, _, retriever = sharp(generator)
+    prog, _, retriever = sharp(generator, SharpConfig(critic="off", repair_bridge=("retrieve",)))
     pred = prog(question=BRIDGE)
     assert retriever.queries == [(BRIDGE, 3), (BRIDGE, 5)] and pred.answer == "American"
 
 
-def choice_generator(direct=("Quentin Tarantino", "Krzysztof Kieslowski"), values=("American", "Polish")):
+# ---- repairs: the focused read ---------------------------------------------------------------------------
+def test_a_draft_that_names_the_intermediate_entity_gets_a_focused_read_through_it():
+    """The draft answers with Quentin Tarantino, the title of an evidence passage the question does not name:
+    the sign of stopping at the bridge entity. The focused read reads his passage first, told he is the
+    intermediate entity, and its answer wins."""
+    generator = by_question("generator", {BRIDGE: reply("Quentin Tarantino", UNSURE)})
+    focuser = FieldLM("focuser", lambda f: reply("American", SURE))
+    prog, lms, retriever = sharp(generator, cfg(), focuser=focuser)
+    pred = prog(question=BRIDGE)
+    assert rounds(pred) == [("draft", "Quentin Tarantino"), ("focus", "American")]
+    (seen,) = focuser.rules.seen
+    assert seen["intermediate"] == "Quentin Tarantino" and seen["evidence"].startswith("[1] Quentin Tarantino:")
+    assert retriever.queries[1] == ("Quentin Tarantino", 3)  # its own passages, at sub_k
+    draft = steps(pred, "judgement")[0]
+    assert pred.answer == "American" and draft["accepted"] is False
+    assert steps(pred, "focuser")[0]["round"] == 1
+
+
+def test_an_unflagged_draft_gets_no_focused_read_unless_the_policy_reads_every_rejected_one():
+    generator = by_question("generator", {BRIDGE: reply("French", UNSURE)})
+    focuser = FieldLM("focuser", lambda f: reply("American", SURE))
+    prog, _, _ = sharp(generator, cfg(), focuser=focuser)
+    pred = prog(question=BRIDGE)
+    assert rounds(pred) == [("draft", "French")] and pred.stop_reason == "no_repair_left" and focuser.calls == 0
+    prog, _, _ = sharp(generator, cfg(focus_when="rejected"), focuser=focuser)
+    assert rounds(prog(question=BRIDGE)) == [("draft", "French"), ("focus", "American")]
+
+
+# ---- repairs: comparisons decided in code ---------------------------------------------------------------------
+def choice_generator(direct="Quentin Tarantino", values=("March 27, 1963", "27 June 1941"), lps=UNSURE):
     return by_question(
-        "generator",
-        {
-            CHOICE: [reply(direct[0], UNSURE), reply(direct[1], UNSURE)],
-            SUBS[0]: reply(values[0], SURE),
-            SUBS[1]: reply(values[1], SURE),
-        },
+        "generator", {CHOICE: reply(direct, lps), SUBS[0]: reply(values[0], SURE), SUBS[1]: reply(values[1], SURE)}
     )
 
 
-def test_a_comparison_is_decomposed_then_retrieved_and_the_most_confident_round_answers():
+def test_a_comparison_reads_one_value_per_entity_and_code_compares_them():
     prog, lms, retriever = sharp(choice_generator())
     pred = prog(question=CHOICE)
-    assert rounds(pred) == [
-        ("draft", "Quentin Tarantino"),
-        ("decompose", "Krzysztof Kieslowski"),
-        ("retrieve", "Krzysztof Kieslowski"),
-    ]
-    # the decomposed read: one planner call, one search at sub_k and one read per sub-question, one composer call
-    assert lms["planner"].calls == 1 and lms["composer"].calls == 1 and lms["generator"].calls == 4
-    assert retriever.queries == [(CHOICE, 3), (SUBS[0], 2), (SUBS[1], 2), (f"{CHOICE} Quentin Tarantino", 5)]
-    assert lms["composer"].rules.seen[0]["facts"] == f'["{SUBS[0]} -> American", "{SUBS[1]} -> Polish"]'
-    assert pred.stop_reason == "max_repairs" and pred.retries == 2 and pred.cost["lm_calls"] == 6
-    # the composed answer (P 0.5) beats the re-read (0.37): the most confident round answers, not the last
-    (chosen,) = steps(pred, "select")
-    assert chosen["action"] == "decompose" and pred.answer == "Krzysztof Kieslowski"
-    assert pred.sub_queries == SUBS and {p.id for p in pred.passages} >= {"p2"}
+    assert rounds(pred) == [("draft", "Quentin Tarantino"), ("compare", "Krzysztof Kieslowski")]
+    assert lms["planner"].rules.seen[0]["options"] == '["Quentin Tarantino", "Krzysztof Kieslowski"]'
+    assert retriever.queries == [(CHOICE, 3), (SUBS[0], 3), (SUBS[1], 3)]  # each value single-hop, at sub_k
+    assert lms["composer"].calls == 0  # code decided: no LM composes
+    compared = steps(pred, "judgement")[1]
+    assert compared["how"] == "code" and "'first': 27 June 1941 wins" in compared["why"]
+    assert pred.answer == "Krzysztof Kieslowski" and pred.sub_queries == SUBS and pred.cost["lm_calls"] == 4
 
 
-def test_the_planner_is_given_the_options_and_a_sub_question_that_repeats_the_question_is_dropped():
-    planner = FieldLM("planner", lambda f: {"sub_questions": [CHOICE.lower(), *SUBS]})
-    prog, lms, retriever = sharp(choice_generator(), SharpConfig(critic="off", max_repairs=1), planner=planner)
+@pytest.mark.parametrize("values", [("a Tuesday", "long ago"), ("1963", "unknown")],
+                         ids=["values that do not parse", "a value not read"])  # fmt: skip
+def test_values_that_do_not_decide_are_composed_by_the_lm_and_the_trace_says_why(values):
+    prog, lms, _ = sharp(choice_generator(values=values))
     pred = prog(question=CHOICE)
-    assert lms["planner"].rules.seen[0]["entities"] == '["Quentin Tarantino", "Krzysztof Kieslowski"]'
-    assert steps(pred, "planner")[0]["sub_questions"] == SUBS
-    assert [q for q, _ in retriever.queries] == [CHOICE, *SUBS]
+    compared = steps(pred, "judgement")[1]
+    assert lms["composer"].calls == 1 and compared["how"] == "composed" and compared["why"]
+    assert steps(pred, "composer")[0]["facts"] == [f"{SUBS[0]} -> {values[0]}", f"{SUBS[1]} -> {values[1]}"]
 
 
+def test_compare_by_composer_always_composes():
+    prog, lms, _ = sharp(choice_generator(), SharpConfig(critic="off", compare_by="composer"))
+    pred = prog(question=CHOICE)
+    assert lms["composer"].calls == 1 and steps(pred, "judgement")[1]["how"] == "composed"
+
+
+def test_a_yes_no_question_about_both_entities_is_checked_per_entity_and_combined_in_code():
+    generator = by_question("generator", {BOTH: reply("yes", {"yes": 0.6, "no": 0.4}),
+                                          CHECKS[0]: reply("yes", {"yes": 0.7, "no": 0.3}),
+                                          CHECKS[1]: reply("yes", {"yes": 0.99, "no": 0.01})})  # fmt: skip
+    planner = planner_for(OPTIONS, CHECKS)
+    prog, lms, _ = sharp(generator, cfg(accept_threshold=0.99), planner=planner)
+    pred = prog(question=BOTH)
+    assert rounds(pred) == [("draft", "yes"), ("compare", "yes")]
+    assert steps(pred, "judgement")[1]["why"] == "both: every one read yes" and lms["composer"].calls == 0
+    # the per-entity checks decided from P(yes): Tarantino's 0.7 is a "no" at 0.9, so not both
+    prog, _, _ = sharp(generator, cfg(accept_threshold=0.99, yes_threshold_sub=0.9), planner=planner)
+    assert rounds(prog(question=BOTH))[1] == ("compare", "no")
+
+
+# ---- code settles the draft ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("threshold,answer,how", [(None, "yes", "read"), (0.5, "yes", "p_yes"), (0.8, "no", "p_yes")])
+def test_a_yes_no_draft_is_decided_from_p_yes_against_the_threshold(threshold, answer, how):
+    generator = by_question("generator", {BOTH: reply("yes", {"yes": 0.7, "no": 0.3})})
+    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, yes_threshold=threshold))
+    pred = prog(question=BOTH)
+    (judged,) = steps(pred, "judgement")
+    assert (pred.answer, judged["how"]) == (answer, how)
+    if how == "p_yes":
+        assert judged["why"] == f"P(yes) 0.70 against {threshold:.2f}"
+
+
+def test_a_yes_no_draft_without_log_probabilities_keeps_its_text_and_says_so():
+    generator = by_question("generator", {BOTH: reply("yes", None)})
+    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, yes_threshold=0.9))
+    pred = prog(question=BOTH)
+    (judged,) = steps(pred, "judgement")
+    assert pred.answer == "yes" and judged["how"] == "read"
+    assert steps(pred, "generator")[0]["confidence_problem"] == "no log-probabilities"
+
+
+def test_a_chosen_option_is_written_as_its_passage_writes_it_or_as_the_question_names_it():
+    generator = choice_generator(direct="Tarantino", lps=SURE)
+    prog, _, _ = sharp(generator, SharpConfig(critic="off"))
+    assert prog(question=CHOICE).answer == "Quentin Tarantino"  # the option the answer names
+    prog, _, _ = sharp(generator, SharpConfig(critic="off", option_form="passage"))
+    assert prog(question=CHOICE).answer == "Quentin Jerome Tarantino"  # his passage's first sentence
+
+
+def test_a_choice_answered_with_no_option_is_forced_only_when_the_policy_says_so():
+    generator = choice_generator(direct="Kieslowski, Krzysztof", lps=SURE)
+    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0))
+    assert prog(question=CHOICE).answer == "Kieslowski, Krzysztof"
+    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, force_option=True))
+    pred = prog(question=CHOICE)
+    assert pred.answer == "Krzysztof Kieslowski" and steps(pred, "judgement")[0]["how"] == "forced"
+
+
+@pytest.mark.parametrize("rule,answer", [("off", "Tarantino"), ("span", "Tarantino"),
+                                         ("name", "Quentin Jerome Tarantino")])  # fmt: skip
+def test_a_span_is_written_as_the_passage_writes_it(rule, answer):
+    question = "Who directed Pulp Fiction?"
+    generator = by_question("generator", {question: reply("Quentin Tarantino" if rule == "name" else "Tarantino")})
+    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, span_rule=rule))
+    pred = prog(question=question)
+    assert pred.answer == (answer if rule != "name" else "Quentin Jerome Tarantino")
+
+
+def test_the_closest_span_replaces_an_answer_the_evidence_does_not_hold():
+    question = "What prize did Pulp Fiction win?"
+    generator = by_question("generator", {question: reply("the Palme d'Or award")})
+    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, span_rule="span"))
+    pred = prog(question=question)
+    assert pred.answer == "Palme d'Or" and steps(pred, "judgement")[0]["how"] == "span"
+
+
+# ---- policy: thresholds, caps, budget, selection -------------------------------------------------------------
 def test_a_form_may_have_its_own_accept_threshold():
     config = SharpConfig(critic="off", accept_threshold=0.8, accept_comparison=0.3)
     assert config.accept_for("comparison") == 0.3 and config.accept_for("yesno") == config.accept_for("bridge") == 0.8
-    prog, lms, _ = sharp(choice_generator(), config)
+    prog, _, _ = sharp(choice_generator(), config)
     pred = prog(question=CHOICE)  # the draft's P 0.37 is enough for a comparison
     assert pred.stop_reason == "confident" and pred.cost["lm_calls"] == 1
-    generator = by_question("generator", {BRIDGE: [reply("Quentin Tarantino", UNSURE), reply("American", SURE)]})
-    prog, _, _ = sharp(generator, config)
-    assert prog(question=BRIDGE).retries == 1  # not for a bridge question
     band = config.replace(critic="band")
     assert wants_critic(0.5, band, "bridge") and not wants_critic(0.5, band, "comparison")
 
 
-def test_select_last_answers_with_the_last_round():
-    direct = ("Quentin Tarantino", "Quentin Tarantino")
-    prog, _, _ = sharp(choice_generator(direct), SharpConfig(critic="off", select="last"))
-    pred = prog(question=CHOICE)
-    assert steps(pred, "select")[0]["action"] == "retrieve" and pred.answer == "Quentin Tarantino"
-    prog, _, _ = sharp(choice_generator(direct), SharpConfig(critic="off", select="confidence"))
+def test_select_last_answers_with_the_last_round_and_confidence_with_the_surest():
+    prog, _, _ = sharp(choice_generator(lps=SURE), cfg(accept_threshold=0.99, select="last"))
     assert prog(question=CHOICE).answer == "Krzysztof Kieslowski"
+    prog, _, _ = sharp(choice_generator(lps=SURE), cfg(accept_threshold=0.99))
+    assert prog(question=CHOICE).answer == "Quentin Tarantino"  # the draft's P 0.95 beats the comparison's
 
 
-@pytest.mark.parametrize("max_repairs,actions", [(0, ["draft"]), (1, ["draft", "decompose"])])
+@pytest.mark.parametrize("max_repairs,actions", [(0, ["draft"]), (1, ["draft", "compare"])])
 def test_max_repairs_stops_the_loop(max_repairs, actions):
-    prog, _, _ = sharp(choice_generator(), SharpConfig(critic="off", max_repairs=max_repairs))
+    config = SharpConfig(critic="off", max_repairs=max_repairs, repair_comparison=("compare", "retrieve"),
+                         accept_threshold=0.99)  # fmt: skip
+    prog, _, _ = sharp(choice_generator(), config)
     pred = prog(question=CHOICE)
     assert [a for a, _ in rounds(pred)] == actions and pred.stop_reason == "max_repairs"
 
@@ -205,27 +315,25 @@ def test_the_budget_stops_the_loop_after_the_round_that_spent_it():
     assert pred.answer == "Quentin Tarantino"  # every exit answers
 
 
-@pytest.mark.parametrize("verdict,first", [("incomplete", "retrieve"), ("unsupported", "decompose")])
+@pytest.mark.parametrize("verdict,first", [("incomplete", "retrieve"), ("unsupported", "compare")])
 def test_an_incomplete_critique_moves_the_retrieval_repair_first(verdict, first):
-    critic = FieldLM("critic", lambda f: crit(verdict, 0.7, missing=["the nationality of Kieslowski"]))
-    prog, _, _ = sharp(choice_generator(), SharpConfig(critic="always", max_repairs=1), critic)
-    pred = prog(question=CHOICE)
-    assert [a for a, _ in rounds(pred)] == ["draft", first]
-    assert steps(pred, "critic")[0]["missing_information"] == ["the nationality of Kieslowski"]
+    critic = FieldLM("critic", lambda f: crit(verdict, 0.7))
+    config = SharpConfig(critic="always", max_repairs=1, repair_comparison=("compare", "retrieve"))
+    prog, _, _ = sharp(choice_generator(), config, critic)
+    assert [a for a, _ in rounds(prog(question=CHOICE))] == ["draft", first]
 
 
-# ---- what the issue calls bad input -------------------------------------------------------------------------
+# ---- what the issues call bad input -------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "critic_reply,problem",
     [
         ({"nonsense": "@@@"}, "no valid verdict (None)"),
         ({"verdict": "maybe", "confidence": 0.9}, "no valid verdict ('maybe')"),
         ({"verdict": "supported", "confidence": "high"}, "no 0-1 confidence ('high')"),
-        ({"verdict": "supported", "confidence": 250.0}, "no 0-1 confidence (250.0)"),
     ],
-    ids=["no verdict", "unknown verdict", "unparseable confidence", "confidence out of range"],
+    ids=["no verdict", "unknown verdict", "unparseable confidence"],
 )
-def test_a_critique_without_a_usable_verdict_is_discarded_and_the_draft_stands_as_the_gate_judged_it(
+def test_a_critique_without_a_usable_verdict_is_discarded_and_the_round_stands_as_the_gate_judged_it(
     critic_reply, problem
 ):
     critic = FieldLM("critic", lambda f: critic_reply)
@@ -234,67 +342,56 @@ def test_a_critique_without_a_usable_verdict_is_discarded_and_the_draft_stands_a
     pred = prog(question=BRIDGE)
     (c,) = steps(pred, "critic")
     assert c["critic_problem"] == problem and c["verdict"] is None and c["p_supported"] is None
-    assert c["confidence_source"] == "discarded"
     (judged,) = steps(pred, "judgement")
     assert judged["source"] == "gate" and judged["p_right"] == judged["p_gate"] == pytest.approx(0.5, abs=1e-3)
-    assert pred.answer == "American" and lms["critic"].calls == 1
-
-
-def test_an_unparseable_critic_reply_is_discarded_as_unparseable():
-    prog, _, _ = sharp(by_question("generator", {BRIDGE: reply("American", HALF)}), SharpConfig(critic="always"))
-    prog.critic.lm = GarbageLM("critic")
-    pred = prog(question=BRIDGE)
-    problems = [s["critic_problem"] for s in steps(pred, "critic")]
-    assert problems and all(p in ("unparseable", "no valid verdict (None)") for p in problems)
-    assert all(s["source"] == "gate" for s in steps(pred, "judgement"))
-
-
-@pytest.mark.parametrize("missing_value", ["unknown", ""])
-def test_a_decomposed_read_without_a_value_falls_back_and_the_direct_read_answers(missing_value):
-    generator = choice_generator(values=("American", missing_value))
-    prog, lms, _ = sharp(generator, SharpConfig(critic="off", max_repairs=1))
-    pred = prog(question=CHOICE)
-    (draft, decomposed) = steps(pred, "judgement")
-    assert decomposed["answer"] is None and decomposed["p_right"] is None
-    assert decomposed["fallback"] == f"no value read for {SUBS[1]!r}: the direct read stands"
-    assert lms["composer"].calls == 0  # nothing to compose
-    assert steps(pred, "select")[0]["action"] == "draft" and pred.answer == "Quentin Tarantino"
+    assert pred.answer == "American"
 
 
 def test_a_planner_with_fewer_than_two_sub_questions_falls_back_without_reading():
-    planner = FieldLM("planner", lambda f: {"sub_questions": [SUBS[0]]})
-    prog, lms, retriever = sharp(choice_generator(), SharpConfig(critic="off", max_repairs=1), planner=planner)
+    planner = planner_for(OPTIONS, SUBS[:1])
+    prog, lms, retriever = sharp(choice_generator(), cfg(), planner=planner)
     pred = prog(question=CHOICE)
     assert "the planner wrote 1 sub-question(s)" in steps(pred, "judgement")[1]["fallback"]
     assert lms["generator"].calls == 1 and retriever.queries == [(CHOICE, 3)]
-    assert pred.answer == "Quentin Tarantino"
+    assert steps(pred, "select")[0]["action"] == "draft" and pred.answer == "Quentin Tarantino"
+
+
+def test_a_comparison_without_options_whose_planner_names_fewer_entities_falls_back():
+    from program.forms import options, question_form
+
+    question = "The director of Pulp Fiction or of Three Colours Red: who was born first?"
+    generator = by_question("generator", {question: reply("Quentin Tarantino", UNSURE)})
+    assert question_form(question) == "comparison" and options(question) == []
+    planner = planner_for(["Quentin Tarantino"], SUBS)
+    prog, lms, _ = sharp(generator, cfg(), planner=planner)
+    pred = prog(question=question)
+    assert steps(pred, "judgement")[1]["fallback"] == "1 entities for 2 sub-questions: the draft stands"
+    assert lms["generator"].calls == 1 and pred.answer == "Quentin Tarantino"
 
 
 def test_missing_log_probabilities_give_an_uncalibrated_half_traced_with_why():
-    prog, _, _ = sharp(by_question("generator", {BRIDGE: reply("American", None)}), SharpConfig(critic="off"))
+    prog, _, _ = sharp(by_question("generator", {BRIDGE: reply("American", None)}))
     with traced(BRIDGE, 2000, Budget()) as (q, tr):
         run = prog.run(q, tr)
     draft = run.rounds[0]
-    gen = draft["steps"][-1]
+    gen = draft.steps[-1]
     assert gen["role"] == "generator" and gen["answer_confidence"] is None
-    assert gen["confidence_problem"] == "no log-probabilities"
-    assert draft["features"]["lp_missing"] == 1.0 and draft["p_gate"] == UNCALIBRATED_P
-    # 0.5 is below the default threshold: the draft is repaired, read again without log-probabilities alike
-    assert [r["action"] for r in run.rounds] == ["draft", "retrieve"] and run.stop == "no_repair_left"
+    assert gen["confidence_problem"] == "no log-probabilities" and draft.read.top is None
+    assert draft.features["lp_missing"] == 1.0 and draft.p_gate == UNCALIBRATED_P
 
 
 def test_garbage_from_every_role_still_answers_with_a_trace():
-    prog = SharpRAG(KeywordRetriever(CORPUS), SharpConfig(critic="always"))
+    prog = SharpRAG(KeywordRetriever(CORPUS), SharpConfig(critic="always", focus_when="rejected"))
     g = GarbageLM()
-    assign(prog, {"planner": g, "critic": g, "generator": g, "composer": g})
-    pred = prog(question="Are Pulp Fiction and Three Colours Red both from 1994?")
-    assert pred.answer == "unknown" and pred.stop_reason in ("no_repair_left", "max_repairs")
-    roles = [s["role"] for s in pred.trace]
-    assert roles[:2] == ["retriever", "generator"] and roles[-1] == "select" and "planner" in roles
-    assert all(s["error"] for s in pred.trace if s["role"] in ("planner", "critic", "generator"))
+    assign(prog, {"planner": g, "critic": g, "generator": g, "composer": g, "focuser": g})
+    for question in (BOTH, BRIDGE):
+        pred = prog(question=question)
+        assert pred.answer == "unknown" and pred.stop_reason in ("no_repair_left", "max_repairs")
+        roles = [s["role"] for s in pred.trace]
+        assert roles[:2] == ["retriever", "generator"] and roles[-1] == "select"
+        assert all(s["error"] for s in pred.trace if s["role"] in ("planner", "critic", "generator"))
 
 
-# ---- questions, config, state -----------------------------------------------------------------------------
 @pytest.mark.parametrize("question", ["", "   \n\t"])
 def test_empty_question_is_a_clear_error(question):
     with pytest.raises(QuestionError, match="empty question"):
@@ -310,17 +407,19 @@ def test_very_long_question_is_truncated_and_noted():
 
 def test_config_rejects_unknown_keys_and_bad_values():
     with pytest.raises(ConfigError, match="unknown key 'confidence_threshold'"):
-        SharpConfig.from_mapping({"confidence_threshold": 0.5})  # the evidence critic's threshold is gone
+        SharpConfig.from_mapping({"confidence_threshold": 0.5})
     with pytest.raises(ConfigError, match="k_schedule"):
         SharpConfig.from_mapping({"k_schedule": [5, 3]})
-    with pytest.raises(ConfigError, match="accept_threshold"):
-        SharpConfig.from_mapping({"accept_threshold": 1.5})
+    with pytest.raises(ConfigError, match="k_schedule is the draft's k and the retrieval repair's"):
+        SharpConfig.from_mapping({"k_schedule": [3, 5, 7]})  # only two are read: a third is refused, not ignored
     with pytest.raises(ConfigError, match="listed twice"):
         SharpConfig.from_mapping({"repair_comparison": ["retrieve", "retrieve"]})
-    with pytest.raises(ConfigError, match="repair_bridge"):
-        SharpConfig.from_mapping({"repair_bridge": ["bridge"]})
-    with pytest.raises(ConfigError, match="critic"):
-        SharpConfig.from_mapping({"critic": "sometimes"})
+    with pytest.raises(ConfigError, match=r"\['compare'\] cannot repair a bridge question"):
+        SharpConfig.from_mapping({"repair_bridge": ["compare"]})
+    with pytest.raises(ConfigError, match="yes_threshold"):
+        SharpConfig.from_mapping({"yes_threshold": 1.5})
+    with pytest.raises(ConfigError, match="span_rule"):
+        SharpConfig.from_mapping({"span_rule": "always"})
 
 
 def test_state_round_trip_keeps_demos_and_instructions(tmp_path):
@@ -335,7 +434,7 @@ def test_state_round_trip_keeps_demos_and_instructions(tmp_path):
     other.load(str(path))
     assert other.critic.signature.instructions == "Be strict."
     assert other.generator.demos[0]["answer"] == "a"
-    assert {name for name, _ in other.named_predictors()} == {"planner", "critic", "generator", "composer"}
+    assert {name for name, _ in other.named_predictors()} == {"planner", "critic", "generator", "composer", "focuser"}
 
 
 def test_a_looping_planner_is_capped_and_its_cut_json_salvaged():
@@ -343,7 +442,7 @@ def test_a_looping_planner_is_capped_and_its_cut_json_salvaged():
     planner_max_tokens, the sub-questions before the cut are kept, repeats once, up to max_sub_questions."""
     import dspy
 
-    cut = '{"sub_questions": ["' + SUBS[0] + '", "' + SUBS[0] + '", "' + SUBS[1] + '", "What nat'
+    cut = '{"entities": [], "sub_questions": ["' + SUBS[0] + '", "' + SUBS[0] + '", "' + SUBS[1] + '", "When w'
     seen: list[dict] = []
 
     class Looping(ScriptedLM):
@@ -354,76 +453,55 @@ def test_a_looping_planner_is_capped_and_its_cut_json_salvaged():
                 adapter_name="JSONAdapter", signature=prog.planner.signature, lm_response=cut
             )
 
-    prog, _, retriever = sharp(
-        choice_generator(),
-        SharpConfig(critic="off", max_repairs=1, planner_max_tokens=48, max_sub_questions=2),
-        planner=Looping("planner", []),
-    )
+    config = SharpConfig(critic="off", planner_max_tokens=48, max_sub_questions=2)
+    prog, _, retriever = sharp(choice_generator(), config, planner=Looping("planner", []))
     pred = prog(question=CHOICE)
     (plan,) = steps(pred, "planner")
     assert seen and all(kw.get("max_tokens") == 48 for kw in seen)
-    assert plan["salvaged"] and plan["sub_questions"] == SUBS
+    assert plan["salvaged"] and plan["sub_questions"] == SUBS and plan["entities"] == OPTIONS
     assert [q for q, _ in retriever.queries][1:3] == SUBS
 
 
-def test_a_cut_critique_is_salvaged_and_read_from_its_written_confidence():
-    import dspy
-
-    cut = '{"verdict": "incomplete", "confidence": 0.8, "missing_information": ["the director\'s nation'
-
-    class Cut(ScriptedLM):
-        def forward(self, prompt=None, messages=None, **kwargs):
-            self.calls += 1
-            raise dspy.utils.exceptions.AdapterParseError(
-                adapter_name="JSONAdapter", signature=prog.critic.signature, lm_response=cut
-            )
-
-    generator = by_question("generator", {BRIDGE: reply("Quentin Tarantino", HALF)})
-    prog, _, _ = sharp(generator, SharpConfig(critic="always", max_repairs=0), critic=Cut("critic", []))
-    pred = prog(question=BRIDGE)
-    (c,) = steps(pred, "critic")
-    assert c["salvaged"] and c["verdict"] == "incomplete" and c["critic_problem"] is None
-    assert c["confidence_source"] == "verbal" and c["p_supported"] == pytest.approx(0.2)  # 1 - P(incomplete)
-    assert c["missing_information"] == ["the director's nation"]
-
-
 # ---- the pure decisions -------------------------------------------------------------------------------------
-def rnd(action, answer="a", p=0.5, verdict=None, n=0):
-    return {"action": action, "answer": answer, "p_right": p, "round": n,
-            "critique": {"verdict": verdict} if verdict else None}  # fmt: skip
+def rnd(action, answer="a", p=0.5, verdict=None, n=0, features=None):
+    out = Round(action, read=Read("q", answer or "unknown"), round=n, answer=answer, p_right=p, features=features)
+    if verdict:
+        out.critique, out.critic_used = {"verdict": verdict}, True
+    return out
 
 
 def test_next_step_stops_on_confidence_budget_repairs_and_an_exhausted_plan():
-    cfg = SharpConfig(accept_threshold=0.8, max_repairs=2)
+    cfg = SharpConfig(accept_threshold=0.8, max_repairs=2, repair_bridge=("retrieve",),
+                      repair_comparison=("compare", "retrieve"))  # fmt: skip
     assert next_step([rnd("draft", p=0.8)], "bridge", cfg) == (None, "confident")
     assert next_step([rnd("draft")], "bridge", cfg, "seconds") == (None, "budget_seconds")
     assert next_step([rnd("draft")], "bridge", cfg) == ("retrieve", "")
     assert next_step([rnd("draft"), rnd("retrieve")], "bridge", cfg) == (None, "no_repair_left")
-    assert next_step([rnd("draft")], "yesno", cfg) == ("decompose", "")
+    assert next_step([rnd("draft")], "yesno", cfg) == ("compare", "")
     assert next_step([rnd("draft", verdict="incomplete")], "comparison", cfg) == ("retrieve", "")
-    assert next_step([rnd("draft"), rnd("decompose")], "comparison", cfg.replace(max_repairs=1)) == (
-        None,
-        "max_repairs",
-    )
-    # a fallen-back round (no P) is skipped when the best P is sought
-    assert next_step([rnd("draft"), rnd("decompose", None, None)], "comparison", cfg) == ("retrieve", "")
+    assert next_step([rnd("draft"), rnd("compare")], "comparison", cfg.replace(max_repairs=1)) == (None, "max_repairs")
+    # a round without an answer (no P) is skipped when the best P is sought
+    assert next_step([rnd("draft"), rnd("compare", None, None)], "comparison", cfg) == ("retrieve", "")
     assert next_step([rnd("draft")], "bridge", cfg.replace(repair_bridge=())) == (None, "no_repair_left")
+    focus = cfg.replace(repair_bridge=("focus",), focus_when="flagged")
+    assert next_step([rnd("draft", features={"type_mismatch": 0.0})], "bridge", focus) == (None, "no_repair_left")
+    assert next_step([rnd("draft", features={"names_passage": 1.0})], "bridge", focus) == ("focus", "")
 
 
 def test_select_takes_the_most_confident_answered_round_the_earliest_on_a_tie():
-    rounds_ = [rnd("draft", "a", 0.4, n=0), rnd("decompose", None, None, n=1), rnd("retrieve", "c", 0.4, n=2)]
-    assert select(rounds_, SharpConfig())["answer"] == "a"
-    assert select(rounds_, SharpConfig(select="last"))["answer"] == "c"
-    rounds_[2]["p_right"] = 0.41
-    assert select(rounds_, SharpConfig())["answer"] == "c"
+    rounds_ = [rnd("draft", "a", 0.4, n=0), rnd("compare", None, None, n=1), rnd("retrieve", "c", 0.4, n=2)]
+    assert select(rounds_, SharpConfig()).answer == "a"
+    assert select(rounds_, SharpConfig(select="last")).answer == "c"
+    rounds_[2].p_right = 0.41
+    assert select(rounds_, SharpConfig()).answer == "c"
 
 
 def test_wants_critic_and_p_right_follow_the_policy():
     band = SharpConfig(critic="band", critic_floor=0.2, accept_threshold=0.8)
-    assert [wants_critic(p, band) for p in (0.1, 0.2, 0.79, 0.8)] == [False, True, True, False]
-    assert wants_critic(0.99, band.replace(critic="always")) and not wants_critic(0.5, band.replace(critic="off"))
+    assert [wants_critic(p, band, "bridge") for p in (0.1, 0.2, 0.79, 0.8)] == [False, True, True, False]
+    assert wants_critic(0.99, band.replace(critic="always"), "bridge")
+    assert not wants_critic(0.5, band.replace(critic="off"), "bridge")
     features = {"lp_mean": -0.1}
     assert p_right(features, 0.6, None, band) == (0.6, "gate")
     assert p_right(features, 0.6, {"p_supported": None, "critic_problem": "x"}, band) == (0.6, "gate")
-    used = {"p_supported": 0.3, "verdict": "unsupported"}
-    assert p_right(features, 0.6, used, band) == (0.3, "critic")
+    assert p_right(features, 0.6, {"p_supported": 0.3, "verdict": "unsupported"}, band) == (0.3, "critic")

@@ -24,7 +24,7 @@ def crit(verdict, p):
 
 def sharp(critic):
     """SHARP whose draft names the bridge entity with little confidence and whose re-read is sure."""
-    prog = SharpRAG(KeywordRetriever(), SharpConfig(critic="band"))
+    prog = SharpRAG(KeywordRetriever(), SharpConfig(critic="band", repair_bridge=("retrieve",)))
     drafts = iter([("Quentin Tarantino", [-1.0]), ("American", [-0.05])])
 
     def generator(fields):

@@ -28,14 +28,15 @@ def add_recording_arguments(ap: "argparse.ArgumentParser", split: str) -> None:
     ap.add_argument("--split", default=split)
     ap.add_argument("--offset", type=int, default=0, help="skip the first N seeded questions (held-out train)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--program", type=Path, required=True)
+    ap.add_argument("--program", type=Path, default=None, help="a saved program (default: the uncompiled SHARP)")
     ap.add_argument("--recording", type=Path, required=True)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
 
 
 def program_and_records(args: "argparse.Namespace", n: int, critique: "bool | None" = None) -> tuple:
-    """(program, examples, records, positions) for ``n`` seeded questions after ``args.offset``. ``critique``
+    """(program, examples, records, positions, passages) for ``n`` seeded questions after ``args.offset``
+    (``passages``: the index's text for recorded passages, program.rounds.PassageLookup). ``critique``
     None reads the recording only (a missing question is an error); True/False records what it lacks, with or
     without critiques. The records must come from a program that reads like this one."""
     import logging
@@ -45,15 +46,16 @@ def program_and_records(args: "argparse.Namespace", n: int, critique: "bool | No
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
-    program, _ = rt.load_program(args.program)
+    program = rt.load_program(args.program)[0] if args.program else rt.system("sharp", {})
+    passages = rt.passages()
     examples = rt.examples(args.split, limit=args.offset + n, seed=args.seed)[args.offset :]
     if critique is None:
         records = replay.read_records(args.recording, examples)
     else:
-        records = replay.record(program, examples, args.recording, critique=critique)
+        records = replay.record(program, examples, args.recording, critique=critique, passages=passages)
     replay.check_reading(records.values(), program)
     positions = f"{args.split} {args.offset}:{args.offset + len(examples)} (seed {args.seed})"
-    return program, examples, records, positions
+    return program, examples, records, positions, passages
 
 
 def rounded_diff(diff: "dict | None") -> "list[float] | None":

@@ -99,7 +99,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=100, help="questions (after --offset)")
     ap.add_argument("--critic", action="store_true", help="record (and ablate) the critic on every round too")
     args = ap.parse_args()
-    program, examples, records, positions = program_and_records(args, args.limit, critique=args.critic)
+    program, examples, records, positions, passages = program_and_records(args, args.limit, critique=args.critic)
     show(
         {
             "questions": len(examples),

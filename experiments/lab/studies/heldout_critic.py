@@ -81,7 +81,7 @@ def main() -> None:
     add_recording_arguments(ap, split="train")
     ap.add_argument("--n", type=int, required=True, help="questions after the offset")
     args = ap.parse_args()
-    program, examples, records, positions = program_and_records(args, args.n)
+    program, examples, records, positions, passages = program_and_records(args, args.n)
     show(
         {
             "questions": len(examples),
