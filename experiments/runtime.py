@@ -107,7 +107,9 @@ class Runtime:
 
     def passages(self) -> Any:
         """The index's passages by id, as a lookup that gives recorded passages their text back (a replay's,
-        and a recording's that grows from the rounds it holds): program.rounds.PassageLookup."""
+        and a recording's that grows from the rounds it holds): program.rounds.PassageLookup. The passages
+        are read on the lookup's first use."""
+        import functools
         import json
 
         from program.retrieval.bm25 import PASSAGES_FILE
@@ -115,9 +117,17 @@ class Runtime:
         from program.rounds import lookup_in
         from program.types import Passage
 
-        with open(self.index_dir() / BM25_DIR / PASSAGES_FILE, encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f]
-        return lookup_in({str(r["id"]): Passage(str(r["id"]), r["title"], r["text"]) for r in rows})
+        path = self.index_dir() / BM25_DIR / PASSAGES_FILE
+
+        @functools.cache
+        def texts() -> Any:
+            if not path.is_file():
+                raise ConfigError(f"no index passages at {path}: build the index first (sharp index --dataset ...)")
+            with open(path, encoding="utf-8") as f:
+                rows = [json.loads(line) for line in f]
+            return lookup_in({str(r["id"]): Passage(str(r["id"]), r["title"], r["text"]) for r in rows})
+
+        return lambda recorded: texts()(recorded)
 
     def build_index(self, progress: bool = True, rebuild: bool = False, batch_size: int | None = None) -> dict:
         """Build (or resume, repair, or with ``rebuild`` build anew) this dataset's index with the runtime's

@@ -64,6 +64,8 @@ def options(question: str) -> list[str]:
         return []
     cut = parts[-1]
     before, after = q[: cut.start()].rstrip(" ,"), q[cut.end() :].strip(" ,")
+    if "," in before and "," in after:  # "Which director, A or B, was born in Poland?": B ends at its comma
+        after = after.split(",", 1)[0]
     if "," in before:
         first = before.rsplit(",", 1)[1]
     elif ":" in before:

@@ -360,8 +360,8 @@ def settle(run: Run, rnd: Round, policy: Policy) -> None:
     opts = options(run.question)
     if answer is not None and opts and answer.lower() not in ("yes", "no"):
         written = _as_option(answer, opts, run, rnd, policy)
-        if written is not None:
-            answer, how = written[0], how if written[1] == "option" else written[1]
+        if written is not None and written[0] != answer:  # the trace says code wrote it so
+            answer, how = written[0], how if how in ("code", "p_yes") else written[1]
     elif answer is not None and answer.lower() not in ("yes", "no", "unknown") and policy.span_rule != "off":
         evidence = _evidence_of(run, rnd)
         rewritten = None

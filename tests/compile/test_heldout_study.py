@@ -12,7 +12,7 @@ import pytest
 from experiments.compile import CompileJob
 from experiments.lab.studies import heldout_critic
 from optimize import replay
-from optimize.critic import draft_cases
+from optimize.critic import round_cases
 from tests.compile.test_critic import compile_critic, splits
 
 
@@ -28,7 +28,7 @@ def test_the_critic_report_covers_every_recorded_draft_of_the_questions(compiled
     program, path, held = compiled
     records = replay.read_records(path, held)
     rep = heldout_critic.critic_report(program, records, held)
-    cases = draft_cases(records, held)
+    cases = round_cases(records, held, program.config)
     assert rep["all"]["drafts"] == len(cases) and rep["all"]["questions"] == len(held)
     assert rep["first_drafts"]["drafts"] == len(held)  # one draft per question
     assert rep["all"]["threshold"] == program.config.accept_threshold
@@ -39,7 +39,9 @@ def test_the_policy_report_is_the_replay_of_the_draft_alone_and_of_the_program(c
     program, path, held = compiled
     records = replay.read_records(path, held)
     rep = heldout_critic.policy_report(program, records, held)
-    draft = replay.score(records, held, program.config.replace(max_repairs=0, critic="off"))
+    draft = replay.score(records, held, program.config.replace(max_repairs=0, critic="off", yes_threshold=None,
+                                                               option_form="question", force_option=False,
+                                                               span_rule="off"))  # fmt: skip
     full = replay.score(records, held, program.config)
     assert rep["all"]["questions"] == len(held)
     assert rep["all"]["em draft only"] == round(draft.metrics["em"], 3)

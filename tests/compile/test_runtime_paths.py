@@ -45,6 +45,11 @@ class FakeRuntime:
     def index_manifest(self):
         return {"corpus_sha256": "toy"}
 
+    def passages(self):
+        from program.rounds import lookup_in
+
+        return lookup_in({p.id: p for p in self.world.corpus})
+
 
 def test_compile_from_runtime_samples_disjoint_splits_and_records_the_setup(world, tmp_path, tracked):
     rt = FakeRuntime(world, tmp_path)

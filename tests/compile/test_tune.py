@@ -10,7 +10,9 @@ import pytest
 import experiments.tune as et
 from experiments.tune import TuneJob, load_space, run_tune
 from optimize.tune import (
+    BRIDGE_ORDERS,
     REPAIR_ORDERS,
+    YES_GRID,
     CallCost,
     ReplayScorer,
     SearchSpace,
@@ -74,7 +76,8 @@ def test_suggest_stays_within_the_space_and_keeps_the_pins():
         assert all(0.4 <= params[k] <= 0.6 for k in ("accept_threshold", "accept_comparison", "accept_yesno"))
         assert 0.0 <= params["critic_floor"] <= 0.9
         assert params["critic"] == "band" and params["max_repairs"] == 1 and params["select"] == "last"
-        assert params["repair_comparison"] in REPAIR_ORDERS and params["repair_bridge"] in ("retrieve", "none")
+        assert params["repair_comparison"] in REPAIR_ORDERS and params["repair_bridge"] in BRIDGE_ORDERS
+        assert params["yes_threshold"] in YES_GRID and params["span_rule"] in ("off", "name", "span", "both")
         assert in_space(params, space)
         apply_params(SharpConfig(), params)  # every point is a valid config
 
@@ -89,9 +92,16 @@ def test_params_and_configs_round_trip():
         "critic_floor": 0.0,
         "max_repairs": 2,
         "repair_bridge": "retrieve",
-        "repair_comparison": "decompose,retrieve",
-        "repair_yesno": "decompose,retrieve",
+        "repair_comparison": "compare,retrieve",
+        "repair_yesno": "compare,retrieve",
+        "focus_when": "flagged",
         "select": "confidence",
+        "yes_threshold": "off",  # the reader's text, not its P(yes)
+        "yes_threshold_sub": "off",
+        "compare_by": "code",
+        "option_form": "question",
+        "force_option": False,
+        "span_rule": "off",
     }
     back = apply_params(SharpConfig(), default)
     same = {k: v for k, v in back.model_dump().items() if k not in ("accept_comparison", "accept_yesno")}
@@ -105,7 +115,9 @@ def test_params_and_configs_round_trip():
     assert in_space(default, SearchSpace()) and not in_space(default, SearchSpace(threshold_high=0.5))
     pinned = dict.fromkeys(("accept_threshold", "accept_comparison", "accept_yesno"), 0.8)
     assert in_space(default, SearchSpace(threshold_high=0.5, fixed=pinned))
-    assert not in_space({**default, "repair_bridge": "decompose"}, SearchSpace())
+    assert not in_space({**default, "repair_bridge": "compare"}, SearchSpace())
+    assert apply_params(SharpConfig(), {"yes_threshold": 0.9}).yes_threshold == 0.9
+    assert apply_params(SharpConfig(), {"yes_threshold": "off"}).yes_threshold is None
 
 
 def test_em_cost_charges_every_call_beyond_one_and_a_penalty_over_the_cap():
@@ -302,7 +314,7 @@ def test_interrupted_study_marks_the_run_and_resumes(world, tmp_path, tracked, m
     assert out.trials_run == 3 and mlflow.get_run(out.run_id).info.status == "FINISHED"
 
 
-def test_a_space_that_asks_the_critic_refuses_a_recording_without_critiques(world, tmp_path):
+def test_a_space_that_asks_the_critic_grows_a_recording_without_critiques_reading_no_round_again(world, tmp_path):
     from optimize.replay import record
 
     examples = world.examples()[:3]
@@ -311,8 +323,12 @@ def test_a_space_that_asks_the_critic_refuses_a_recording_without_critiques(worl
     off = ReplayScorer(world.program(), examples, path, needs_critic=False)
     metrics, recorded = off(params_of(world.small.replace(critic="off")))
     assert recorded and metrics["n"] == 3
-    with pytest.raises(ConfigError, match="holds rounds the critic did not read.*fix critic=off"):
-        ReplayScorer(world.program(), examples, path, needs_critic=True).records()
+    lms = world.lms()
+    prog = world.program()
+    world.assign(prog, lms)
+    recs = ReplayScorer(prog, examples, path, needs_critic=True).records()
+    assert all(r["critiqued"] for r in recs.values())
+    assert lms["critic"].calls > 0 and lms["generator"].calls == lms["planner"].calls == 0
 
 
 def test_only_sharp_can_be_tuned(world, tmp_path):

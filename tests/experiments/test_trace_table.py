@@ -21,7 +21,7 @@ ROW = re.compile(r"^ ?(\d+) +(\w+)")  # a table row's first line: the step's num
 
 
 def run(critic: str):
-    prog = SharpRAG(KeywordRetriever(), SharpConfig(critic=critic, repair_comparison=("retrieve", "decompose")))
+    prog = SharpRAG(KeywordRetriever(), SharpConfig(critic=critic, repair_comparison=("retrieve", "compare")))
     values = {SUBS[0]: "Knoxville, Tennessee", SUBS[1]: "Warsaw, Poland"}
 
     def generator(fields):
@@ -37,7 +37,7 @@ def run(critic: str):
     assign(
         prog,
         {
-            "planner": FieldLM("planner", lambda f: {"sub_questions": SUBS}),
+            "planner": FieldLM("planner", lambda f: {"entities": [], "sub_questions": SUBS}),
             "critic": FieldLM("critic", critic),
             "generator": FieldLM("generator", generator),
             "composer": FieldLM(
@@ -59,7 +59,7 @@ def shown(pred, width: int = 80) -> list[str]:
 def test_the_trace_reads_at_80_columns_with_every_step(critic):
     pred = run(critic)
     rounds = [s["action"] for s in pred.trace if s["role"] == "judgement"]
-    assert rounds == ["draft", "retrieve", "decompose"] and pred.answer == "Krzysztof Kieslowski"
+    assert rounds == ["draft", "retrieve", "compare"] and pred.answer == "Krzysztof Kieslowski"
     lines = shown(pred)
     assert max(len(line) for line in lines) <= 80
     rows = [m.groups() for m in map(ROW.match, lines) if m]

@@ -13,10 +13,10 @@ from optimize.critic import (
     bootstrap_auroc,
     curves,
     cv_probabilities,
-    draft_cases,
     fit_answer_critic,
     pick_threshold,
     report,
+    round_cases,
     select_features,
 )
 from program.calibration import CRITIC_FEATURES, GATE_FEATURES
@@ -136,33 +136,31 @@ def test_curves_and_bootstrap():
     )
 
 
-def test_draft_cases_label_answered_rounds_by_exact_match_and_skip_the_rest():
-    feats = dict.fromkeys(GATE_FEATURES, 0.0)
+def _round(action, answer=None, critique=None, fallback=None):
+    read = {"question": "q", "answer": answer, "evidence": [{"id": "p1", "title": "Paris", "score": 0.5}],
+            "cited_ids": ["p1"], "confidence": {"mean": -0.2, "min": -0.3, "first": 0.9}, "top": None}  # fmt: skip
+    return {"action": action, "read": read if answer is not None else None, "fallback": fallback,
+            "critique": critique, "steps": [], "calls": [], "seconds": 1.0}  # fmt: skip
+
+
+def test_round_cases_label_answered_rounds_by_exact_match_settled_as_the_policy_settles_them():
+    from program.sharp import SharpConfig
+
+    question = "Which city is older, Paris or Lyon?"
     records = {
-        "q1": {
-            "form": "comparison",
-            "error": None,
-            "rounds": [
-                {
-                    "action": "draft",
-                    "answer": "Paris.",
-                    "features": feats,
-                    "critique": {"verdict": "supported", "p_supported": 0.8, "critic_problem": None},
-                },
-                {"action": "decompose", "answer": None, "features": None, "critique": None},
-                {
-                    "action": "retrieve",
-                    "answer": "Lyon",
-                    "features": feats,
-                    "critique": {"verdict": None, "p_supported": None, "critic_problem": "unparseable"},
-                },
-            ],
-        },  # fmt: skip
+        "q1": {"format": 4, "question": question, "form": "comparison", "critiqued": True, "error": None,
+               "rounds": [_round("draft", "Paris.", {"verdict": "supported", "p_supported": 0.8, "critic_problem": None}),
+                          _round("compare", fallback="the planner wrote 1 sub-question(s): the draft stands"),
+                          _round("retrieve", "the city of Lyon",
+                                 {"verdict": None, "p_supported": None, "critic_problem": "unparseable"})]},
         "q2": {"error": "LMUnavailableError: down"},
-    }
-    examples = [dspy.Example(id=i, question="q", answer="Paris", answer_aliases=[]) for i in ("q1", "q2", "q3")]
-    cases = draft_cases(records, examples)
+    }  # fmt: skip
+    examples = [dspy.Example(id=i, question=question, answer="Paris", answer_aliases=[]) for i in ("q1", "q2", "q3")]
+    cases = round_cases(records, examples, SharpConfig())
     assert [(c["action"], c["label"]) for c in cases] == [("draft", True), ("retrieve", False)]
     assert cases[0]["critic"] == {"p_supported": 0.8, "said_supported": 1.0, "said_incomplete": 0.0}
     assert cases[1]["critic"] is None and cases[1]["critic_problem"] == "unparseable"
     assert cases[0]["form"] == "comparison" and cases[0]["question_id"] == "q1"
+    # settled as the policy says: "the city of Lyon" names the option Lyon, written as the question writes it
+    assert cases[1]["answer"] == "Lyon" and cases[1]["how"] == "option"
+    assert cases[1]["features"]["option_miss"] == 0.0 and cases[0]["features"]["action_retrieve"] == 0.0

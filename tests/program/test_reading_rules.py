@@ -131,6 +131,8 @@ def test_country_names_and_demonyms_share_a_key():
         ("Who was born first out of Eric Tanenblatt and Craig L. Fuller?", "comparison",
          ["Eric Tanenblatt", "Craig L. Fuller"]),
         ("Was Judith S. Beck or Felix Barcelona born first?", "comparison", ["Judith S. Beck", "Felix Barcelona"]),
+        ("Which film director, Quentin Tarantino or Krzysztof Kieslowski, was born in Poland?", "comparison",
+         ["Quentin Tarantino", "Krzysztof Kieslowski"]),
         ("Are both Frank Lloyd and Olivier Assayas American film directors?", "yesno", []),
         ("What is the capital of the country where Kieslowski was born?", "bridge", []),
     ],

@@ -26,6 +26,7 @@ tests/experiments/test_cli_help.py.
 from __future__ import annotations
 
 import json
+import re
 
 import dspy
 import pytest
@@ -124,7 +125,7 @@ def test_compile_tune_export_and_ask_the_exported_program(sharp, tmp_path):
     # the rule LM answers every toy draft right: nothing to separate, and the command says so (the fit
     # itself, on a world with right and wrong drafts: tests/compile/test_critic.py)
     assert code == 2, out
-    assert "cannot fit the answer critic on 22 drafts: they need right and wrong answers" in out, out
+    assert re.search(r"cannot fit the answer critic on \d+ drafts: they need right and wrong answers", out), out
 
     space = tmp_path / "space.yaml"
     space.write_text(

@@ -21,16 +21,18 @@ from typing import Any
 
 from experiments.lab.studies import add_recording_arguments, program_and_records, rounded_diff, show
 from optimize import replay
-from optimize.critic import draft_cases, report
+from optimize.critic import report, round_cases
 from optimize.stats import paired_bootstrap
 from program.forms import FORMS
+from program.rounds import titles_only
 from program.sharp import gate_probability
 
 
-def critic_report(program: Any, records: dict, examples: list, seed: int = 0) -> dict:
-    """The gate (and the critic LM where it read) on every recorded draft of ``examples``."""
+def critic_report(program: Any, records: dict, examples: list, seed: int = 0, passages: Any = titles_only) -> dict:
+    """The gate (and the critic LM where it read) on every recorded round of ``examples``, settled as the
+    program settles it."""
     policy = program.config
-    cases = draft_cases(records, examples)
+    cases = round_cases(records, examples, policy, passages)
     probs = [gate_probability(c["features"], policy) for c in cases]
     out: dict = {"all": report(probs, cases, policy.accept_threshold, seed)}
     drafts = [c for c in cases if c["action"] == "draft"]
@@ -47,11 +49,14 @@ def critic_report(program: Any, records: dict, examples: list, seed: int = 0) ->
     return out
 
 
-def policy_report(program: Any, records: dict, examples: list, seed: int = 0) -> dict:
-    """The draft alone against the program's policy, replayed over the same questions, per form."""
+def policy_report(program: Any, records: dict, examples: list, seed: int = 0, passages: Any = titles_only) -> dict:
+    """The draft alone (as the reader wrote it) against the program's policy, replayed over the same
+    questions, per form."""
+    draft = program.config.replace(max_repairs=0, critic="off", yes_threshold=None, option_form="question",
+                                   force_option=False, span_rule="off")  # fmt: skip
     runs = {
-        "draft only": replay.score(records, examples, program.config.replace(max_repairs=0, critic="off"), seed),
-        "program": replay.score(records, examples, program.config, seed),
+        "draft only": replay.score(records, examples, draft, seed, passages),
+        "program": replay.score(records, examples, program.config, seed, passages),
     }
     rows = {name: {r["id"]: r for r in res.rows} for name, res in runs.items()}
     forms = {ex.id: records[ex.id]["form"] for ex in examples}
@@ -87,8 +92,8 @@ def main() -> None:
             "questions": len(examples),
             "positions": positions,
             "program": str(args.program),
-            "critic": critic_report(program, records, examples, args.seed),
-            "policy": policy_report(program, records, examples, args.seed),
+            "critic": critic_report(program, records, examples, args.seed, passages),
+            "policy": policy_report(program, records, examples, args.seed, passages),
         },
         args.json,
     )
