@@ -320,11 +320,11 @@ def _check_splits(job: CompileJob, student: dspy.Module, trainset: list, valset:
     if (
         job.target == "critic"
         and not job.critic_reads
-        and getattr(getattr(student, "config", None), "critic", "off") != "off"
+        and getattr(getattr(student, "config", None), "ask_critic", "off") != "off"
     ):
         raise ConfigError(
-            f"the critic reads no recorded round (critic_reads off), but the program asks it (critic="
-            f"{student.config.critic!r}): its rounds could not be replayed; set critic=off or let the critic read"
+            f"the critic reads no recorded round (critic_reads off), but the program asks it (ask_critic="
+            f"{student.config.ask_critic!r}): its rounds could not be replayed; set ask_critic=off or let the critic read"
         )
 
 
@@ -401,7 +401,7 @@ def _compile_answer_critic(
     critiqued = all(records[ex.id].get("critiqued", True) for ex in valset if ex.id in records)
     before_policy, after_policy = student.config, compiled.config
     if not critiqued:
-        before_policy, after_policy = before_policy.replace(critic="off"), after_policy.replace(critic="off")
+        before_policy, after_policy = before_policy.replace(ask_critic="off"), after_policy.replace(ask_critic="off")
         mlflow.set_tag("critic.replayed_off", "the held-out recording has no critiques")
     before = replay.score(records, valset, before_policy, passages=job.passages)
     tracking.log_eval(before, "before.")

@@ -188,6 +188,8 @@ def _trace_detail(s: Mapping[str, Any]) -> str:
             detail = f"[yellow]discarded: {escape(str(s['critic_problem']))}[/yellow]"
     elif role == "judgement":  # its answer is the round's, on the row above
         detail = f"{s.get('action')}: " + ("accepted" if s.get("accepted") else "not accepted")
+        if s.get("how") not in (None, "read"):  # code settled the answer: how, and why
+            detail += f"; {escape(str(s['how']))}" + (f" ({escape(_cut(str(s['why']), 80))})" if s.get("why") else "")
         if s.get("fallback"):
             detail += f" [yellow]({escape(str(s['fallback']))})[/yellow]"
     else:
@@ -231,8 +233,8 @@ def step_line(step: Mapping[str, Any]) -> str:
     rnd = f", round {step['round']}" if step.get("round") is not None else ""
     if role == "planner":
         subs = step.get("sub_questions") or []
-        text = f"[bold]decompose[/bold]{rnd}: " + (
-            " | ".join(escape(s) for s in subs) if subs else "(no sub-question: the direct read stands)"
+        text = f"[bold]compare[/bold]{rnd}: " + (
+            " | ".join(escape(s) for s in subs) if subs else "(no sub-question: the draft stands)"
         )
     elif role in ("retriever", "fallback"):
         text = _retrieval_line(step, rnd)
@@ -243,6 +245,10 @@ def step_line(step: Mapping[str, Any]) -> str:
         text = (
             f"[bold]judge[/bold]{rnd} ({escape(str(step.get('action')))}): {_p(step, 'p_right', 'P(right)')}, {verdict}"
         )
+        if step.get("how") not in (None, "read"):
+            text += f"; {escape(str(step['how']))}" + (
+                f" [dim]({escape(str(step['why']))})[/dim]" if step.get("why") else ""
+            )
         if step.get("fallback"):
             text += f" [yellow]({escape(str(step['fallback']))})[/yellow]"
     elif role == "composer":
@@ -251,7 +257,7 @@ def step_line(step: Mapping[str, Any]) -> str:
         text = f"[bold]answer[/bold] from round {step.get('round')} ({escape(str(step.get('action')))}): " + escape(
             str(step.get("answer") or "")
         )
-    elif role == "generator":
+    elif role in ("generator", "focuser"):
         cited = len(step.get("cited_ids") or [])
         text = f"[bold]answer[/bold]: {escape(str(step.get('answer') or ''))}" + (
             f" [dim](cites {cited} passage{'s' if cited != 1 else ''})[/dim]" if cited else ""

@@ -335,12 +335,12 @@ class _EveryRound:
     gate = judge = None
     max_repairs = 2
     focus_when = "rejected"
-    select = "last"
+    choose = "last"
     budget = Budget(max_lm_calls=None)
 
     def __init__(self, policy: Any, rec: dict):
         self._policy, self._recorded = policy, [r["action"] for r in rec["rounds"] if r["action"] != "draft"]
-        self.critic = "always" if rec.get("critiqued") else "off"
+        self.ask_critic = "always" if rec.get("critiqued") else "off"
         self.critic_floor = 0.0
 
     def __getattr__(self, name: str) -> Any:

@@ -68,7 +68,7 @@ class SearchSpace(StrictConfig):
 
     threshold_low: float = Field(0.0, ge=0.0, le=1.0)
     threshold_high: float = Field(1.0, ge=0.0, le=1.0)
-    critic: tuple[Literal["off", "band", "always"], ...] = ("off", "band", "always")
+    ask_critic: tuple[Literal["off", "band", "always"], ...] = ("off", "band", "always")
     floor_low: float = Field(0.0, ge=0.0, le=1.0)
     floor_high: float = Field(0.9, ge=0.0, le=1.0)
     max_repairs: tuple[int, ...] = (0, 1, 2)
@@ -76,7 +76,7 @@ class SearchSpace(StrictConfig):
     repair_comparison: tuple[str, ...] = REPAIR_ORDERS
     repair_yesno: tuple[str, ...] = REPAIR_ORDERS
     focus_when: tuple[Literal["rejected", "flagged"], ...] = ("rejected", "flagged")
-    select: tuple[Literal["confidence", "last"], ...] = ("confidence", "last")
+    choose: tuple[Literal["confidence", "last"], ...] = ("confidence", "last")
     yes_threshold: tuple[str | float, ...] = YES_GRID
     yes_threshold_sub: tuple[str | float, ...] = YES_GRID
     compare_by: tuple[Literal["code", "composer"], ...] = ("code", "composer")
@@ -102,8 +102,8 @@ class SearchSpace(StrictConfig):
                 raise ValueError(f"{name}: choices are 'off' or probabilities in [0, 1], not {bad}")
         if min(self.max_repairs) < 0 or max(self.max_repairs) > 2:
             raise ValueError("max_repairs choices must lie in 0..2")
-        if self.fixed.get("critic") is False:  # YAML reads a bare `off` (critic=off) as false
-            self.fixed["critic"] = "off"
+        if self.fixed.get("ask_critic") is False:  # YAML reads a bare `off` (ask_critic=off) as false
+            self.fixed["ask_critic"] = "off"
         unknown = set(self.fixed) - set(TUNED_FIELDS)
         if unknown:
             raise ValueError(f"fixed: unknown parameter(s) {sorted(unknown)}; valid: {', '.join(TUNED_FIELDS)}")
@@ -112,12 +112,12 @@ class SearchSpace(StrictConfig):
     @property
     def needs_critic(self) -> bool:
         """Whether a policy of the space may ask the critic (then the recording must be critiqued)."""
-        choices = [self.fixed["critic"]] if "critic" in self.fixed else list(self.critic)
+        choices = [self.fixed["ask_critic"]] if "ask_critic" in self.fixed else list(self.ask_critic)
         return any(c != "off" for c in choices)
 
 
 _CHOICES = (
-    "critic", "max_repairs", "repair_bridge", "repair_comparison", "repair_yesno", "focus_when", "select",
+    "ask_critic", "max_repairs", "repair_bridge", "repair_comparison", "repair_yesno", "focus_when", "choose",
     "yes_threshold", "yes_threshold_sub", "compare_by", "option_form", "force_option", "span_rule",
 )  # fmt: skip
 
@@ -576,7 +576,7 @@ class ReplayScorer:
             if self.needs_critic and not all(r.get("critiqued", True) for r in recs.values() if not r.get("error")):
                 raise ConfigError(
                     f"{self.record_path} holds rounds the critic did not read, and the search space asks the "
-                    "critic: record again with the critic, or fix critic=off in the space"
+                    "critic: record again with the critic, or fix ask_critic=off in the space"
                 )
             self.record_seconds += time.perf_counter() - t0
             self.recordings_made += int(live)

@@ -75,14 +75,14 @@ TUNED_FIELDS = (
     "accept_threshold",
     "accept_comparison",
     "accept_yesno",
-    "critic",
+    "ask_critic",
     "critic_floor",
     "max_repairs",
     "repair_bridge",
     "repair_comparison",
     "repair_yesno",
     "focus_when",
-    "select",
+    "choose",
     "yes_threshold",
     "yes_threshold_sub",
     "compare_by",
@@ -116,7 +116,7 @@ class SharpConfig(StrictConfig):
     # gate's P (the gate alone accepts above it; below the floor the round is repaired unread). Off by
     # default: the 1.5B critic's verdict did not tell right drafts from wrong ones on held-out train drafts
     # (experiments/RESULTS.md, 'The answer critic'); `sharp tune` can turn it on where it pays
-    critic: Literal["off", "band", "always"] = "off"
+    ask_critic: Literal["off", "band", "always"] = "off"
     critic_floor: float = Field(0.0, ge=0.0, le=1.0)
     max_repairs: int = Field(2, ge=0, le=2)
     # the repairs a rejected round gets, in order, by the question's form (program/forms.py)
@@ -127,7 +127,7 @@ class SharpConfig(StrictConfig):
     # intermediate-entity sign flags ("flagged")
     focus_when: Literal["rejected", "flagged"] = "flagged"
     # the answer: the round with the highest P(right) ("confidence"), or the last round's ("last")
-    select: Literal["confidence", "last"] = "confidence"
+    choose: Literal["confidence", "last"] = "confidence"
     # a yes/no question's answer from the reader's P("yes") against P("no"): "yes" at or above this (None: the
     # text the reader wrote); ``yes_threshold_sub`` the same for the per-entity checks of a comparison
     yes_threshold: float | None = Field(None, ge=0.0, le=1.0)
@@ -210,11 +210,11 @@ class Explore:
     option_form = "question"
     force_option = False
     span_rule = "off"
-    select = "last"
+    choose = "last"
     budget = Budget(max_lm_calls=None)
 
     def __init__(self, critique: bool = True, actions: Sequence[str] | None = None):
-        self.critic = "always" if critique else "off"
+        self.ask_critic = "always" if critique else "off"
         self.actions = None if actions is None else tuple(actions)
 
     def accept_for(self, form: Form) -> float:
@@ -240,9 +240,9 @@ def gate_probability(features: dict[str, float], policy: Policy) -> float:
 
 def wants_critic(p_gate: float, policy: Policy, form: Form) -> bool:
     """Whether the critic LM reads a round of a ``form`` question whose gate probability is ``p_gate``."""
-    if policy.critic == "always":
+    if policy.ask_critic == "always":
         return True
-    return policy.critic == "band" and policy.critic_floor <= p_gate < policy.accept_for(form)
+    return policy.ask_critic == "band" and policy.critic_floor <= p_gate < policy.accept_for(form)
 
 
 def p_right(features: dict[str, float], p_gate: float, critique: dict | None, policy: Policy) -> tuple[float, str]:
@@ -290,7 +290,7 @@ def select(rounds: Sequence[Round], policy: Policy) -> Round:
     without an answer (a comparison whose values decided nothing and were not composed) are never chosen,
     unless none has one (then the draft, whose answer is None)."""
     answered = [r for r in rounds if r.answer is not None] or list(rounds[:1])
-    if policy.select == "last":
+    if policy.choose == "last":
         return answered[-1]
     return max(answered, key=lambda r: (r.p_right if r.p_right is not None else -1.0, -r.round))
 

@@ -45,7 +45,7 @@ def test_route_single_step_retrieves_once():
 
 def test_route_multi_step_runs_the_sharp_loop_and_accounts_everything():
     # the SHARP loop: the draft (no log-probabilities: P 0.5), which the critic reads and supports
-    pred, lms, _ = adaptive("multi_step", AdaptiveConfig(critic="band"))
+    pred, lms, _ = adaptive("multi_step", AdaptiveConfig(ask_critic="band"))
     assert router_step(pred)["route"] == "multi_step" and pred.trace[0]["role"] == "router"
     assert [lms[k].calls for k in ("planner", "critic", "generator")] == [0, 1, 1]
     assert pred.stop_reason == "confident" and pred.cost["lm_calls"] == 3 and pred.answer == "American"

@@ -82,7 +82,7 @@ def make_examples(cases=CASES) -> list[dspy.Example]:
 
 # one passage read for the draft (so repairs have something to find), three for a retrieval repair; the critic
 # reads the drafts the gate is unsure of (off by default)
-SMALL = SharpConfig(k_schedule=(1, 3), evidence_cap=3, sub_k=1, critic="band")
+SMALL = SharpConfig(k_schedule=(1, 3), evidence_cap=3, sub_k=1, ask_critic="band")
 
 
 @pytest.fixture

@@ -95,13 +95,13 @@ def test_the_critic_target_fits_gate_and_judge_installs_them_and_reports_by_repl
 
 def test_a_recording_without_critiques_fits_the_gate_alone(world, tmp_path, tracked):
     job = CompileJob(target="critic", name="gate-only", critic_reads=False)
-    out, _, _ = compile_critic(world, tmp_path, job, world.small.replace(critic="off"))
+    out, _, _ = compile_critic(world, tmp_path, job, world.small.replace(ask_critic="off"))
     cfg = SharpConfig.from_mapping(read_program(out.path).config)
     assert cfg.gate is not None and cfg.judge is None and out.critic["judge_features"] is None
     assert "judge" not in out.critic["report"] and out.critic["report"]["fit"]["critiqued"] == 0
     # the second compile on the same recording records nothing
     job2 = CompileJob(target="critic", name="gate-again", critic_reads=False, recording=Path(out.critic["recording"]))
-    again, lms, _ = compile_critic(world, tmp_path, job2, world.small.replace(critic="off"))
+    again, lms, _ = compile_critic(world, tmp_path, job2, world.small.replace(ask_critic="off"))
     assert all(lm.calls == 0 for lm in lms.values()) and again.critic["threshold"] == out.critic["threshold"]
 
 
@@ -126,8 +126,8 @@ def test_a_refit_without_a_judge_drops_the_programs_old_judge(world, tmp_path, t
 
 def test_a_critic_the_recording_does_not_read_is_refused_before_anything_runs(world, tmp_path, tracked):
     job = CompileJob(target="critic", name="refused", critic_reads=False)
-    with pytest.raises(ConfigError, match="the critic reads no recorded round.*critic='band'.*set critic=off"):
-        compile_critic(world, tmp_path, job, world.small.replace(critic="band"))
+    with pytest.raises(ConfigError, match="the critic reads no recorded round.*critic='band'.*set ask_critic=off"):
+        compile_critic(world, tmp_path, job, world.small.replace(ask_critic="band"))
     assert tracked.runs() == []
 
 

@@ -39,7 +39,7 @@ def test_the_policy_report_is_the_replay_of_the_draft_alone_and_of_the_program(c
     program, path, held = compiled
     records = replay.read_records(path, held)
     rep = heldout_critic.policy_report(program, records, held)
-    draft = replay.score(records, held, program.config.replace(max_repairs=0, critic="off", yes_threshold=None,
+    draft = replay.score(records, held, program.config.replace(max_repairs=0, ask_critic="off", yes_threshold=None,
                                                                option_form="question", force_option=False,
                                                                span_rule="off"))  # fmt: skip
     full = replay.score(records, held, program.config)

@@ -34,23 +34,23 @@ COMPARED = (
 # repairs, how the answer is chosen, and a budget
 POLICIES = {
     "defaults": {},
-    "critic off": {"critic": "off"},
-    "critic always": {"critic": "always"},
-    "band with a floor": {"critic": "band", "critic_floor": 0.3, "accept_threshold": 0.9},
-    "everything accepted": {"critic": "off", "accept_threshold": 0.0},
-    "nothing accepted, the last round": {"critic": "always", "accept_threshold": 1.0, "select": "last"},
+    "critic off": {"ask_critic": "off"},
+    "critic always": {"ask_critic": "always"},
+    "band with a floor": {"ask_critic": "band", "critic_floor": 0.3, "accept_threshold": 0.9},
+    "everything accepted": {"ask_critic": "off", "accept_threshold": 0.0},
+    "nothing accepted, the last round": {"ask_critic": "always", "accept_threshold": 1.0, "choose": "last"},
     "no repair": {"max_repairs": 0},
-    "one repair": {"max_repairs": 1, "critic": "always"},
+    "one repair": {"max_repairs": 1, "ask_critic": "always"},
     "retrieval first": {"repair_comparison": ("retrieve", "compare"), "repair_yesno": ("retrieve",)},
-    "comparisons only": {"repair_comparison": ("compare",), "repair_bridge": (), "critic": "off"},
+    "comparisons only": {"repair_comparison": ("compare",), "repair_bridge": (), "ask_critic": "off"},
     "every repair": {"repair_bridge": ("focus", "retrieve"), "repair_comparison": ("compare", "retrieve"),
                      "repair_yesno": ("compare", "retrieve"), "focus_when": "rejected", "accept_threshold": 0.99},
-    "focus when flagged": {"repair_bridge": ("focus",), "focus_when": "flagged", "critic": "off"},
-    "composer decides": {"compare_by": "composer", "critic": "off"},
+    "focus when flagged": {"repair_bridge": ("focus",), "focus_when": "flagged", "ask_critic": "off"},
+    "composer decides": {"compare_by": "composer", "ask_critic": "off"},
     "code settles everything": {"yes_threshold": 0.6, "yes_threshold_sub": 0.6, "option_form": "passage",
                                 "force_option": True, "span_rule": "both"},
-    "two lm calls": {"critic": "always", "budget": Budget(max_lm_calls=2)},
-    "300 tokens": {"critic": "always", "focus_when": "rejected", "budget": Budget(max_lm_calls=None, max_tokens=300)},
+    "two lm calls": {"ask_critic": "always", "budget": Budget(max_lm_calls=2)},
+    "300 tokens": {"ask_critic": "always", "focus_when": "rejected", "budget": Budget(max_lm_calls=None, max_tokens=300)},
 }  # fmt: skip
 
 
@@ -122,18 +122,18 @@ def test_a_recording_without_critiques_replays_only_policies_that_never_ask_the_
     examples = world.examples()
     recs = record(world.program(), examples, critique=False)
     assert all(not r["critiqued"] and all(x["critique"] is None for x in r["rounds"]) for r in recs.values())
-    off = world.small.replace(critic="off")
+    off = world.small.replace(ask_critic="off")
     live = evaluate(world.program(off), examples, progress=False)
     assert [r["answer"] for r in score(recs, examples, off, passages=TEXTS).rows] == [r["answer"] for r in live.rows]
     with pytest.raises(ReplayError, match="asks the critic about a round the recording did not critique"):
-        score(recs, examples, world.small.replace(critic="always"))
+        score(recs, examples, world.small.replace(ask_critic="always"))
 
 
 def test_a_repair_the_recording_lacks_is_refused(world):
     (ex,) = world.examples()[:1]
     rec = record_question(world.program(), ex.question, actions=())
     assert [r["action"] for r in rec["rounds"]] == ["draft"]
-    policy = world.small.replace(critic="off", accept_threshold=1.0, repair_bridge=("retrieve",))
+    policy = world.small.replace(ask_critic="off", accept_threshold=1.0, repair_bridge=("retrieve",))
     with pytest.raises(ReplayError, match="runs the 'retrieve' repair, which the recording did not record"):
         replay(rec, policy)
     with pytest.raises(ReplayError, match="format 2"):
@@ -151,7 +151,7 @@ def test_a_recording_of_drafts_grows_into_one_of_every_repair_without_reading_a_
     whole = [s for s in lms["generator"].rules.seen if s["question"] in {e.question for e in examples}]
     assert len(whole) == len(examples)  # one retrieval repair's re-read each: no draft read again
     assert all(len(r["rounds"]) == 3 for r in recs.values())
-    off = world.small.replace(critic="off", repair_bridge=("focus", "retrieve"), focus_when="rejected")
+    off = world.small.replace(ask_critic="off", repair_bridge=("focus", "retrieve"), focus_when="rejected")
     live = evaluate(world.program(off), examples, progress=False)
     assert [r["answer"] for r in score(recs, examples, off, passages=TEXTS).rows] == [r["answer"] for r in live.rows]
 
@@ -162,7 +162,7 @@ def test_records_of_a_program_that_reads_otherwise_are_refused(world, toy_record
     check_reading(recs.values(), prog)  # the same reading
     # a policy setting does not change the reading; a reading setting or a prompt does, for the actions that
     # read it: sub_k changes the comparisons' and focused reads' reading, not the draft's
-    assert reading(world.program(world.small.replace(accept_threshold=0.1, critic="off"))) == reading(prog)
+    assert reading(world.program(world.small.replace(accept_threshold=0.1, ask_critic="off"))) == reading(prog)
     wider = world.program(world.small.replace(sub_k=2))
     assert reading(wider, "draft") == reading(prog, "draft") and reading(wider, "compare") != reading(prog, "compare")
     french = world.program()
@@ -239,7 +239,7 @@ def test_a_recording_stops_when_the_lm_keeps_failing(world, tmp_path):
 
 def test_a_truncated_question_replays_with_its_note(world):
     """A question longer than max_question_chars is cut live (an "input" step notes it); its replay says so too."""
-    config = world.small.replace(max_question_chars=50, critic="off")
+    config = world.small.replace(max_question_chars=50, ask_critic="off")
     question = world.examples()[0].question + " " + "padding " * 20
     rec = record_question(world.program(config), question)
     live = world.program(config)(question=question)

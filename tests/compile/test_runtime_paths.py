@@ -89,7 +89,7 @@ def test_a_critic_compile_records_what_its_calibrators_were_fitted_on(world, tmp
 
 def test_tune_from_runtime_records_once_and_saves_the_tuned_program(world, tmp_path, tracked):
     rt = FakeRuntime(world, tmp_path)
-    space = SearchSpace(critic=("off", "band"), max_repairs=(0, 1))
+    space = SearchSpace(ask_critic=("off", "band"), max_repairs=(0, 1))
     out = tune_from_runtime(rt, TuneJob(n_trials=4, space=space), n_questions=6, system_config={"sub_k": 2})
     assert out.study == "sharp-hotpotqa-em-cost" and out.storage == f"sqlite:///{tmp_path / 'optuna.db'}"
     assert out.speedup["recordings"] == 1 and len(list((tmp_path / "replay").glob("*.jsonl"))) == 1

@@ -45,29 +45,29 @@ def test_space_validation_names_the_problem(tmp_path):
         SearchSpace.from_mapping({"threshold_low": 0.9, "threshold_high": 0.5})
     with pytest.raises(ConfigError, match="max_repairs choices must lie in 0..2"):
         SearchSpace.from_mapping({"max_repairs": [1, 3]})
-    with pytest.raises(ConfigError, match="select needs at least one choice"):
-        SearchSpace.from_mapping({"select": []})
+    with pytest.raises(ConfigError, match="choose needs at least one choice"):
+        SearchSpace.from_mapping({"choose": []})
     with pytest.raises(ConfigError, match="unknown key 'k_start'"):
         SearchSpace.from_mapping({"k_start": [1, 2]})  # retrieval settings are no policy: they need a recording
     with pytest.raises(ConfigError, match="unknown objective"):
         get_objective("bleu")
     path = tmp_path / "space.yaml"
-    path.write_text("threshold_low: 0.5\nrepair_bridge: [retrieve]\nfixed: {select: last}\n")
-    space = load_space(path, {"critic": "off"})
+    path.write_text("threshold_low: 0.5\nrepair_bridge: [retrieve]\nfixed: {choose: last}\n")
+    space = load_space(path, {"ask_critic": "off"})
     assert space.threshold_low == 0.5 and space.repair_bridge == ("retrieve",)
-    assert space.fixed == {"select": "last", "critic": "off"}
+    assert space.fixed == {"choose": "last", "ask_critic": "off"}
 
 
 def test_whether_a_space_needs_a_critiqued_recording():
     assert SearchSpace().needs_critic
-    assert not SearchSpace(critic=("off",)).needs_critic
-    assert not SearchSpace(fixed={"critic": "off"}).needs_critic
-    assert SearchSpace(critic=("off",), fixed={"critic": "band"}).needs_critic  # the pin wins
+    assert not SearchSpace(ask_critic=("off",)).needs_critic
+    assert not SearchSpace(fixed={"ask_critic": "off"}).needs_critic
+    assert SearchSpace(ask_critic=("off",), fixed={"ask_critic": "band"}).needs_critic  # the pin wins
 
 
 def test_suggest_stays_within_the_space_and_keeps_the_pins():
     space = SearchSpace(
-        threshold_low=0.4, threshold_high=0.6, critic=("band",), max_repairs=(1,), fixed={"select": "last"}
+        threshold_low=0.4, threshold_high=0.6, ask_critic=("band",), max_repairs=(1,), fixed={"choose": "last"}
     )
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
     for _ in range(20):
@@ -75,7 +75,7 @@ def test_suggest_stays_within_the_space_and_keeps_the_pins():
         assert set(params) == set(TUNED_FIELDS)
         assert all(0.4 <= params[k] <= 0.6 for k in ("accept_threshold", "accept_comparison", "accept_yesno"))
         assert 0.0 <= params["critic_floor"] <= 0.9
-        assert params["critic"] == "band" and params["max_repairs"] == 1 and params["select"] == "last"
+        assert params["ask_critic"] == "band" and params["max_repairs"] == 1 and params["choose"] == "last"
         assert params["repair_comparison"] in REPAIR_ORDERS and params["repair_bridge"] in BRIDGE_ORDERS
         assert params["yes_threshold"] in YES_GRID and params["span_rule"] in ("off", "name", "span", "both")
         assert in_space(params, space)
@@ -88,14 +88,14 @@ def test_params_and_configs_round_trip():
         "accept_threshold": 0.8,
         "accept_comparison": 0.8,  # a form without its own threshold: the general one
         "accept_yesno": 0.8,
-        "critic": "off",
+        "ask_critic": "off",
         "critic_floor": 0.0,
         "max_repairs": 2,
         "repair_bridge": "retrieve",
         "repair_comparison": "compare,retrieve",
         "repair_yesno": "compare,retrieve",
         "focus_when": "flagged",
-        "select": "confidence",
+        "choose": "confidence",
         "yes_threshold": "off",  # the reader's text, not its P(yes)
         "yes_threshold_sub": "off",
         "compare_by": "code",
@@ -202,7 +202,7 @@ def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
     assert baseline_trial(study).number == 0
     assert not enqueue_baseline(study, SearchSpace(), default)  # a study with trials is not re-seeded
     fresh = optuna.create_study(direction="maximize")
-    assert not enqueue_baseline(fresh, SearchSpace(select=("last",)), default) and not fresh.trials
+    assert not enqueue_baseline(fresh, SearchSpace(choose=("last",)), default) and not fresh.trials
 
 
 def test_a_tie_on_the_objective_goes_to_the_policy_with_fewer_lm_calls():
@@ -321,7 +321,7 @@ def test_a_space_that_asks_the_critic_grows_a_recording_without_critiques_readin
     path = tmp_path / "rec.jsonl"
     record(world.program(), examples, path, critique=False)
     off = ReplayScorer(world.program(), examples, path, needs_critic=False)
-    metrics, recorded = off(params_of(world.small.replace(critic="off")))
+    metrics, recorded = off(params_of(world.small.replace(ask_critic="off")))
     assert recorded and metrics["n"] == 3
     lms = world.lms()
     prog = world.program()

@@ -113,7 +113,7 @@ def test_ask_json_and_a_down_tracking_server(world):
     # with the critic asked (in the band of the gate's P), it supports the draft: no repair
     pred = json.loads(
         CliRunner()
-        .invoke(app, ["ask", "Who directed Pulp Fiction?", "--json", "--set", "critic=band", *base])
+        .invoke(app, ["ask", "Who directed Pulp Fiction?", "--json", "--set", "ask_critic=band", *base])
         .output.strip()
         .splitlines()[-1]
     )

@@ -150,7 +150,7 @@ def world(tmp_path, monkeypatch, clean_logging):
     monkeypatch.setattr(rt_mod, "assign_lms", give)
     monkeypatch.setattr(rt_mod.Runtime, "retriever", lambda self, overrides=None: KeywordRetriever())
     # the critic reads the drafts the gate is unsure of (all of them here: no log-probabilities)
-    base = ["--data-dir", str(tmp_path / "datasets"), "--workspace", str(tmp_path / "ws"), "--set", "critic=band"]
+    base = ["--data-dir", str(tmp_path / "datasets"), "--workspace", str(tmp_path / "ws"), "--set", "ask_critic=band"]
     return tmp_path, base
 
 
@@ -189,4 +189,4 @@ def test_ask_shows_each_step_on_stderr_and_json_stays_one_object(world):
     assert "retrieve, k=" not in as_json.stderr and "opening the index" not in as_json.stderr
 
 
-STEP_WORDS = {"decompose", "retrieve", "critic", "judge", "compose", "answer"}
+STEP_WORDS = {"compare", "retrieve", "critic", "judge", "compose", "answer"}

@@ -140,7 +140,7 @@ def test_step_lines():
     cost = {"lm_calls": 1, "seconds": 2.5, "prompt_tokens": 300, "completion_tokens": 41}
     plan = {"role": "planner", "round": 1, "sub_questions": ["When was A born?", "When was B born?"], **cost}
     assert step_line(plan) == (
-        "[bold]decompose[/bold], round 1: When was A born? | When was B born? [dim](2.5 s, 341 tokens)[/dim]"
+        "[bold]compare[/bold], round 1: When was A born? | When was B born? [dim](2.5 s, 341 tokens)[/dim]"
     )
     assert "(no sub-question: the direct read stands)" in step_line({**plan, "sub_questions": []})
     ret = {"role": "retriever", "round": 1, "k": 5, "queries": ["Tarantino"], "retrieved_ids": [["a", "b"]]}

@@ -21,7 +21,7 @@ ROW = re.compile(r"^ ?(\d+) +(\w+)")  # a table row's first line: the step's num
 
 
 def run(critic: str):
-    prog = SharpRAG(KeywordRetriever(), SharpConfig(critic=critic, repair_comparison=("retrieve", "compare")))
+    prog = SharpRAG(KeywordRetriever(), SharpConfig(ask_critic=critic, repair_comparison=("retrieve", "compare")))
     values = {SUBS[0]: "Knoxville, Tennessee", SUBS[1]: "Warsaw, Poland"}
 
     def generator(fields):

@@ -57,7 +57,9 @@ def test_a_retrieval_repair_rereads_the_pools_best_passages_so_a_new_one_displac
             return [p.with_score(1.0 if "Tarantino" in query and p.id == "p2" else 0.1) for p in hits]
 
     generator = reads(("Quentin Tarantino", -1.0), ("American", -0.05))
-    prog = program(generator, SharpConfig(critic="off", evidence_cap=3, repair_bridge=("retrieve",)), Scored(CORPUS))
+    prog = program(
+        generator, SharpConfig(ask_critic="off", evidence_cap=3, repair_bridge=("retrieve",)), Scored(CORPUS)
+    )
     pred = prog(question=BRIDGE)
     assert pred.answer == "American" and pred.passages[0].id == "p2" and len(pred.passages) == 3
     second = [s for s in pred.trace if s["role"] == "generator"][1]
@@ -79,7 +81,7 @@ def test_a_comparison_leaves_the_pool_a_retrieval_repair_reads_as_it_was():
     planner = FieldLM("planner", lambda f: {"entities": [], "sub_questions": list(sub_values)})
     evidence = {}
     for order in (("compare", "retrieve"), ("retrieve",)):
-        config = SharpConfig(critic="off", repair_comparison=order, accept_threshold=0.99)
+        config = SharpConfig(ask_critic="off", repair_comparison=order, accept_threshold=0.99)
         prog = program(FieldLM("generator", generator), config, KeywordRetriever(CORPUS), planner)
         pred = prog(question=CHOICE)
         reread = [s for s in pred.trace if s["role"] == "generator"][-1]

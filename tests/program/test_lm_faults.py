@@ -18,7 +18,7 @@ Q = "What nationality is the director of Pulp Fiction?"
 
 def sharp_on(base: str, **spec) -> SharpRAG:
     """SHARP whose critic reads the drafts the gate is unsure of (every draft here: no log-probabilities)."""
-    prog = SharpRAG(KeywordRetriever(), SharpConfig(critic="band"))
+    prog = SharpRAG(KeywordRetriever(), SharpConfig(ask_critic="band"))
     default = {"model": "openai/test", "api_base": base, "num_retries": 1, "retry_backoff_s": 0.01, "timeout_s": 5}
     assign_lms(prog, LMConfig.from_mapping({"default": {**default, **spec}}))
     return prog
@@ -90,7 +90,7 @@ def test_garbage_replies_are_answered_around_and_never_replayed_from_the_cache(f
 
 
 def run_with_critic(critic_lm):
-    prog = SharpRAG(KeywordRetriever(), SharpConfig(critic="band", max_repairs=0))
+    prog = SharpRAG(KeywordRetriever(), SharpConfig(ask_critic="band", max_repairs=0))
     lms = {
         "planner": ScriptedLM("planner", []),
         "critic": critic_lm,

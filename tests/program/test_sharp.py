@@ -59,7 +59,12 @@ def planner_for(entities, subs):
 
 
 # one repair a form: the focused read for bridges, the comparison for the others (the defaults add retrieval)
-ONE = {"critic": "off", "repair_bridge": ("focus",), "repair_comparison": ("compare",), "repair_yesno": ("compare",)}
+ONE = {
+    "ask_critic": "off",
+    "repair_bridge": ("focus",),
+    "repair_comparison": ("compare",),
+    "repair_yesno": ("compare",),
+}
 
 
 def cfg(**over):
@@ -91,7 +96,7 @@ def rounds(pred):
 # ---- the draft ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("critic", ["off", "band"])
 def test_a_confident_draft_ends_the_loop_after_one_lm_call(critic):
-    prog, lms, retriever = sharp(by_question("generator", {BRIDGE: reply("American")}), SharpConfig(critic=critic))
+    prog, lms, retriever = sharp(by_question("generator", {BRIDGE: reply("American")}), SharpConfig(ask_critic=critic))
     pred = prog(question=BRIDGE)
     assert pred.answer == "American" and pred.stop_reason == "confident" and pred.retries == 0
     assert pred.cost["lm_calls"] == 1 and lms["critic"].calls == 0 and lms["planner"].calls == 0
@@ -106,7 +111,9 @@ def test_a_confident_draft_ends_the_loop_after_one_lm_call(critic):
 
 def test_critic_always_reads_even_a_confident_draft_and_its_verdict_decides():
     critic = FieldLM("critic", lambda f: crit("supported", 0.85))
-    prog, lms, _ = sharp(by_question("generator", {BRIDGE: reply("American")}), SharpConfig(critic="always"), critic)
+    prog, lms, _ = sharp(
+        by_question("generator", {BRIDGE: reply("American")}), SharpConfig(ask_critic="always"), critic
+    )
     pred = prog(question=BRIDGE)
     assert lms["critic"].calls == 1 and pred.cost["lm_calls"] == 2
     assert lms["critic"].rules.seen[0]["draft_answer"] == "American"
@@ -118,7 +125,7 @@ def test_critic_always_reads_even_a_confident_draft_and_its_verdict_decides():
                          ids=["above the threshold", "in the band", "below the floor"])  # fmt: skip
 def test_the_critic_reads_only_rounds_whose_gate_probability_lies_in_its_band(lps, asked):
     generator = by_question("generator", {BRIDGE: [reply("Quentin Tarantino", lps), reply("American", SURE)]})
-    config = SharpConfig(critic="band", critic_floor=0.3, accept_threshold=0.8, repair_bridge=("retrieve",))
+    config = SharpConfig(ask_critic="band", critic_floor=0.3, accept_threshold=0.8, repair_bridge=("retrieve",))
     prog, lms, retriever = sharp(generator, config)
     pred = prog(question=BRIDGE)
     assert lms["critic"].calls == int(asked)
@@ -128,7 +135,7 @@ def test_the_critic_reads_only_rounds_whose_gate_probability_lies_in_its_band(lp
 # ---- repairs: retrieval --------------------------------------------------------------------------------------
 def test_a_rejected_bridge_draft_searches_question_and_draft_at_the_widest_k_and_rereads():
     generator = by_question("generator", {BRIDGE: [reply("Quentin Tarantino", UNSURE), reply("American", SURE)]})
-    prog, lms, retriever = sharp(generator, SharpConfig(critic="off", repair_bridge=("retrieve",)))
+    prog, lms, retriever = sharp(generator, SharpConfig(ask_critic="off", repair_bridge=("retrieve",)))
     pred = prog(question=BRIDGE)
     assert retriever.queries == [(BRIDGE, 3), (f"{BRIDGE} Quentin Tarantino", 5)]
     assert rounds(pred) == [("draft", "Quentin Tarantino"), ("retrieve", "American")]
@@ -141,7 +148,7 @@ def test_a_rejected_bridge_draft_searches_question_and_draft_at_the_widest_k_and
 @pytest.mark.parametrize("draft", ["unknown", "yes"])
 def test_a_draft_that_names_nothing_is_not_added_to_the_retrieval_query(draft):
     generator = by_question("generator", {BRIDGE: [reply(draft, UNSURE), reply("American", SURE)]})
-    prog, _, retriever = sharp(generator, SharpConfig(critic="off", repair_bridge=("retrieve",)))
+    prog, _, retriever = sharp(generator, SharpConfig(ask_critic="off", repair_bridge=("retrieve",)))
     pred = prog(question=BRIDGE)
     assert retriever.queries == [(BRIDGE, 3), (BRIDGE, 5)] and pred.answer == "American"
 
@@ -204,7 +211,7 @@ def test_values_that_do_not_decide_are_composed_by_the_lm_and_the_trace_says_why
 
 
 def test_compare_by_composer_always_composes():
-    prog, lms, _ = sharp(choice_generator(), SharpConfig(critic="off", compare_by="composer"))
+    prog, lms, _ = sharp(choice_generator(), SharpConfig(ask_critic="off", compare_by="composer"))
     pred = prog(question=CHOICE)
     assert lms["composer"].calls == 1 and steps(pred, "judgement")[1]["how"] == "composed"
 
@@ -227,7 +234,7 @@ def test_a_yes_no_question_about_both_entities_is_checked_per_entity_and_combine
 @pytest.mark.parametrize("threshold,answer,how", [(None, "yes", "read"), (0.5, "yes", "p_yes"), (0.8, "no", "p_yes")])
 def test_a_yes_no_draft_is_decided_from_p_yes_against_the_threshold(threshold, answer, how):
     generator = by_question("generator", {BOTH: reply("yes", {"yes": 0.7, "no": 0.3})})
-    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, yes_threshold=threshold))
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", max_repairs=0, yes_threshold=threshold))
     pred = prog(question=BOTH)
     (judged,) = steps(pred, "judgement")
     assert (pred.answer, judged["how"]) == (answer, how)
@@ -237,7 +244,7 @@ def test_a_yes_no_draft_is_decided_from_p_yes_against_the_threshold(threshold, a
 
 def test_a_yes_no_draft_without_log_probabilities_keeps_its_text_and_says_so():
     generator = by_question("generator", {BOTH: reply("yes", None)})
-    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, yes_threshold=0.9))
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", max_repairs=0, yes_threshold=0.9))
     pred = prog(question=BOTH)
     (judged,) = steps(pred, "judgement")
     assert pred.answer == "yes" and judged["how"] == "read"
@@ -246,17 +253,17 @@ def test_a_yes_no_draft_without_log_probabilities_keeps_its_text_and_says_so():
 
 def test_a_chosen_option_is_written_as_its_passage_writes_it_or_as_the_question_names_it():
     generator = choice_generator(direct="Tarantino", lps=SURE)
-    prog, _, _ = sharp(generator, SharpConfig(critic="off"))
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off"))
     assert prog(question=CHOICE).answer == "Quentin Tarantino"  # the option the answer names
-    prog, _, _ = sharp(generator, SharpConfig(critic="off", option_form="passage"))
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", option_form="passage"))
     assert prog(question=CHOICE).answer == "Quentin Jerome Tarantino"  # his passage's first sentence
 
 
 def test_a_choice_answered_with_no_option_is_forced_only_when_the_policy_says_so():
     generator = choice_generator(direct="Kieslowski, Krzysztof", lps=SURE)
-    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0))
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", max_repairs=0))
     assert prog(question=CHOICE).answer == "Kieslowski, Krzysztof"
-    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, force_option=True))
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", max_repairs=0, force_option=True))
     pred = prog(question=CHOICE)
     assert pred.answer == "Krzysztof Kieslowski" and steps(pred, "judgement")[0]["how"] == "forced"
 
@@ -266,7 +273,7 @@ def test_a_choice_answered_with_no_option_is_forced_only_when_the_policy_says_so
 def test_a_span_is_written_as_the_passage_writes_it(rule, answer):
     question = "Who directed Pulp Fiction?"
     generator = by_question("generator", {question: reply("Quentin Tarantino" if rule == "name" else "Tarantino")})
-    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, span_rule=rule))
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", max_repairs=0, span_rule=rule))
     pred = prog(question=question)
     assert pred.answer == (answer if rule != "name" else "Quentin Jerome Tarantino")
 
@@ -274,24 +281,24 @@ def test_a_span_is_written_as_the_passage_writes_it(rule, answer):
 def test_the_closest_span_replaces_an_answer_the_evidence_does_not_hold():
     question = "What prize did Pulp Fiction win?"
     generator = by_question("generator", {question: reply("the Palme d'Or award")})
-    prog, _, _ = sharp(generator, SharpConfig(critic="off", max_repairs=0, span_rule="span"))
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", max_repairs=0, span_rule="span"))
     pred = prog(question=question)
     assert pred.answer == "Palme d'Or" and steps(pred, "judgement")[0]["how"] == "span"
 
 
 # ---- policy: thresholds, caps, budget, selection -------------------------------------------------------------
 def test_a_form_may_have_its_own_accept_threshold():
-    config = SharpConfig(critic="off", accept_threshold=0.8, accept_comparison=0.3)
+    config = SharpConfig(ask_critic="off", accept_threshold=0.8, accept_comparison=0.3)
     assert config.accept_for("comparison") == 0.3 and config.accept_for("yesno") == config.accept_for("bridge") == 0.8
     prog, _, _ = sharp(choice_generator(), config)
     pred = prog(question=CHOICE)  # the draft's P 0.37 is enough for a comparison
     assert pred.stop_reason == "confident" and pred.cost["lm_calls"] == 1
-    band = config.replace(critic="band")
+    band = config.replace(ask_critic="band")
     assert wants_critic(0.5, band, "bridge") and not wants_critic(0.5, band, "comparison")
 
 
 def test_select_last_answers_with_the_last_round_and_confidence_with_the_surest():
-    prog, _, _ = sharp(choice_generator(lps=SURE), cfg(accept_threshold=0.99, select="last"))
+    prog, _, _ = sharp(choice_generator(lps=SURE), cfg(accept_threshold=0.99, choose="last"))
     assert prog(question=CHOICE).answer == "Krzysztof Kieslowski"
     prog, _, _ = sharp(choice_generator(lps=SURE), cfg(accept_threshold=0.99))
     assert prog(question=CHOICE).answer == "Quentin Tarantino"  # the draft's P 0.95 beats the comparison's
@@ -299,7 +306,7 @@ def test_select_last_answers_with_the_last_round_and_confidence_with_the_surest(
 
 @pytest.mark.parametrize("max_repairs,actions", [(0, ["draft"]), (1, ["draft", "compare"])])
 def test_max_repairs_stops_the_loop(max_repairs, actions):
-    config = SharpConfig(critic="off", max_repairs=max_repairs, repair_comparison=("compare", "retrieve"),
+    config = SharpConfig(ask_critic="off", max_repairs=max_repairs, repair_comparison=("compare", "retrieve"),
                          accept_threshold=0.99)  # fmt: skip
     prog, _, _ = sharp(choice_generator(), config)
     pred = prog(question=CHOICE)
@@ -307,7 +314,7 @@ def test_max_repairs_stops_the_loop(max_repairs, actions):
 
 
 def test_the_budget_stops_the_loop_after_the_round_that_spent_it():
-    config = SharpConfig(critic="band", budget=Budget(max_lm_calls=2))
+    config = SharpConfig(ask_critic="band", budget=Budget(max_lm_calls=2))
     prog, lms, _ = sharp(choice_generator(), config)
     pred = prog(question=CHOICE)
     assert pred.stop_reason == "budget_lm_calls" and rounds(pred) == [("draft", "Quentin Tarantino")]
@@ -318,7 +325,7 @@ def test_the_budget_stops_the_loop_after_the_round_that_spent_it():
 @pytest.mark.parametrize("verdict,first", [("incomplete", "retrieve"), ("unsupported", "compare")])
 def test_an_incomplete_critique_moves_the_retrieval_repair_first(verdict, first):
     critic = FieldLM("critic", lambda f: crit(verdict, 0.7))
-    config = SharpConfig(critic="always", max_repairs=1, repair_comparison=("compare", "retrieve"))
+    config = SharpConfig(ask_critic="always", max_repairs=1, repair_comparison=("compare", "retrieve"))
     prog, _, _ = sharp(choice_generator(), config, critic)
     assert [a for a, _ in rounds(prog(question=CHOICE))] == ["draft", first]
 
@@ -338,7 +345,7 @@ def test_a_critique_without_a_usable_verdict_is_discarded_and_the_round_stands_a
 ):
     critic = FieldLM("critic", lambda f: critic_reply)
     generator = by_question("generator", {BRIDGE: reply("American", HALF)})
-    prog, lms, _ = sharp(generator, SharpConfig(critic="always", max_repairs=0), critic)
+    prog, lms, _ = sharp(generator, SharpConfig(ask_critic="always", max_repairs=0), critic)
     pred = prog(question=BRIDGE)
     (c,) = steps(pred, "critic")
     assert c["critic_problem"] == problem and c["verdict"] is None and c["p_supported"] is None
@@ -381,7 +388,7 @@ def test_missing_log_probabilities_give_an_uncalibrated_half_traced_with_why():
 
 
 def test_garbage_from_every_role_still_answers_with_a_trace():
-    prog = SharpRAG(KeywordRetriever(CORPUS), SharpConfig(critic="always", focus_when="rejected"))
+    prog = SharpRAG(KeywordRetriever(CORPUS), SharpConfig(ask_critic="always", focus_when="rejected"))
     g = GarbageLM()
     assign(prog, {"planner": g, "critic": g, "generator": g, "composer": g, "focuser": g})
     for question in (BOTH, BRIDGE):
@@ -453,7 +460,7 @@ def test_a_looping_planner_is_capped_and_its_cut_json_salvaged():
                 adapter_name="JSONAdapter", signature=prog.planner.signature, lm_response=cut
             )
 
-    config = SharpConfig(critic="off", planner_max_tokens=48, max_sub_questions=2)
+    config = SharpConfig(ask_critic="off", planner_max_tokens=48, max_sub_questions=2)
     prog, _, retriever = sharp(choice_generator(), config, planner=Looping("planner", []))
     pred = prog(question=CHOICE)
     (plan,) = steps(pred, "planner")
@@ -491,16 +498,16 @@ def test_next_step_stops_on_confidence_budget_repairs_and_an_exhausted_plan():
 def test_select_takes_the_most_confident_answered_round_the_earliest_on_a_tie():
     rounds_ = [rnd("draft", "a", 0.4, n=0), rnd("compare", None, None, n=1), rnd("retrieve", "c", 0.4, n=2)]
     assert select(rounds_, SharpConfig()).answer == "a"
-    assert select(rounds_, SharpConfig(select="last")).answer == "c"
+    assert select(rounds_, SharpConfig(choose="last")).answer == "c"
     rounds_[2].p_right = 0.41
     assert select(rounds_, SharpConfig()).answer == "c"
 
 
 def test_wants_critic_and_p_right_follow_the_policy():
-    band = SharpConfig(critic="band", critic_floor=0.2, accept_threshold=0.8)
+    band = SharpConfig(ask_critic="band", critic_floor=0.2, accept_threshold=0.8)
     assert [wants_critic(p, band, "bridge") for p in (0.1, 0.2, 0.79, 0.8)] == [False, True, True, False]
-    assert wants_critic(0.99, band.replace(critic="always"), "bridge")
-    assert not wants_critic(0.5, band.replace(critic="off"), "bridge")
+    assert wants_critic(0.99, band.replace(ask_critic="always"), "bridge")
+    assert not wants_critic(0.5, band.replace(ask_critic="off"), "bridge")
     features = {"lp_mean": -0.1}
     assert p_right(features, 0.6, None, band) == (0.6, "gate")
     assert p_right(features, 0.6, {"p_supported": None, "critic_problem": "x"}, band) == (0.6, "gate")

@@ -24,7 +24,7 @@ def crit(verdict, p):
 
 def sharp(critic):
     """SHARP whose draft names the bridge entity with little confidence and whose re-read is sure."""
-    prog = SharpRAG(KeywordRetriever(), SharpConfig(critic="band", repair_bridge=("retrieve",)))
+    prog = SharpRAG(KeywordRetriever(), SharpConfig(ask_critic="band", repair_bridge=("retrieve",)))
     drafts = iter([("Quentin Tarantino", [-1.0]), ("American", [-0.05])])
 
     def generator(fields):
@@ -127,7 +127,7 @@ def test_a_failing_question_still_delivers_its_steps():
 
 def test_a_system_inside_another_is_seen_once_in_order():
     """Adaptive-RAG routes to the SHARP loop, whose steps it copies into its own trace."""
-    prog = build_system("adaptive", KeywordRetriever(), {"max_repairs": 0, "critic": "always"})
+    prog = build_system("adaptive", KeywordRetriever(), {"max_repairs": 0, "ask_critic": "always"})
     lms = {
         "router": ScriptedLM("planner", [{"complexity": "multi_step"}]),
         "planner": ScriptedLM("planner", []),

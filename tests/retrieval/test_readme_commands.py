@@ -129,7 +129,7 @@ def test_compile_tune_export_and_ask_the_exported_program(sharp, tmp_path):
 
     space = tmp_path / "space.yaml"
     space.write_text(
-        json.dumps({"threshold_low": 0.2, "threshold_high": 0.9, "max_repairs": [0, 1], "critic": ["off"]})
+        json.dumps({"threshold_low": 0.2, "threshold_high": 0.9, "max_repairs": [0, 1], "ask_critic": ["off"]})
     )
     storage = f"journal:{tmp_path / 'study.journal'}"
     code, out = sharp(

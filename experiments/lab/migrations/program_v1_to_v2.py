@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 def migrate_config(config: dict) -> dict:
     out = dict(config)
+    out["ask_critic"], out["choose"] = out.pop("critic", "off"), out.pop("select", "confidence")
     for name in ("repair_bridge", "repair_comparison", "repair_yesno"):
         out[name] = ["compare" if a == "decompose" else a for a in out.get(name) or []]
     out.update(compare_by="composer", yes_threshold=None, option_form="question", force_option=False,

@@ -59,14 +59,14 @@ def levers(critic: bool) -> list[tuple[str, dict[str, Any]]]:
                 "accept_yesno": None,
             },
         ),  # fmt: skip
-        ("the program's policy, answer of the last round", {"select": "last"}),
+        ("the program's policy, answer of the last round", {"choose": "last"}),
         ("the program's policy (shipped)", {}),
     ]
     if critic:
-        rows.append(("the program's policy, critic on every draft", {"critic": "always"}))
-        rows.append(("the program's policy, critic in the band below the threshold", {"critic": "band"}))
+        rows.append(("the program's policy, critic on every draft", {"ask_critic": "always"}))
+        rows.append(("the program's policy, critic in the band below the threshold", {"ask_critic": "band"}))
     # without critiques in the recording, no policy may ask the critic
-    return rows if critic else [(name, {**over, "critic": "off"}) for name, over in rows]
+    return rows if critic else [(name, {**over, "ask_critic": "off"}) for name, over in rows]
 
 
 def ablate(program: Any, records: dict, examples: list, critic: bool, seed: int = 0) -> list[dict]:

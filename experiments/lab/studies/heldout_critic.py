@@ -52,7 +52,7 @@ def critic_report(program: Any, records: dict, examples: list, seed: int = 0, pa
 def policy_report(program: Any, records: dict, examples: list, seed: int = 0, passages: Any = titles_only) -> dict:
     """The draft alone (as the reader wrote it) against the program's policy, replayed over the same
     questions, per form."""
-    draft = program.config.replace(max_repairs=0, critic="off", yes_threshold=None, option_form="question",
+    draft = program.config.replace(max_repairs=0, ask_critic="off", yes_threshold=None, option_form="question",
                                    force_option=False, span_rule="off")  # fmt: skip
     runs = {
         "draft only": replay.score(records, examples, draft, seed, passages),

@@ -22,7 +22,7 @@ from optimize import replay
 from optimize.stats import paired_bootstrap
 from optimize.tune import YES_GRID
 
-DRAFT = {"max_repairs": 0, "critic": "off", "yes_threshold": None, "option_form": "question",
+DRAFT = {"max_repairs": 0, "ask_critic": "off", "yes_threshold": None, "option_form": "question",
          "force_option": False, "span_rule": "off"}  # fmt: skip
 
 
