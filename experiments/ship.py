@@ -14,7 +14,7 @@ from typing import Any
 
 from program import shipped
 from program.digest import digest
-from program.errors import ProgramFileError
+from program.errors import ProgramFileError, SharpError
 from program.saved import read_program
 
 # meta keys that name things on the machine that compiled the program, not what it is
@@ -71,3 +71,57 @@ def _compiled_on(meta: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     if "train_offset" in gate:
         parts.append(f"after the first {gate['train_offset']} seeded questions")
     return ", ".join(parts)
+
+
+# ---- the check before a program replaces a shipped one ----------------------------------------------------
+class ShipRefusedError(SharpError):
+    """The program to ship scores below the shipped one it would replace, on the same held-out questions."""
+
+
+def score_on(runtime: Any, module: Any, examples: Sequence[Any], recording: Path) -> Any:
+    """``module``'s scores on ``examples``, replayed over ``recording`` (its rounds recorded where it lacks
+    them: a live LM cost, logged)."""
+    from optimize import replay
+
+    records = replay.record(module, examples, recording, critique=False, passages=runtime.passages())
+    replay.check_reading(records.values(), module)
+    return replay.score(records, examples, module.config, passages=runtime.passages())
+
+
+def ship_check(
+    runtime: Any,
+    new: Path,
+    current: Path,
+    examples: Sequence[Any],
+    recording: Path | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """EM of the program at ``new`` and of the shipped ``current`` on the same held-out ``examples``, each
+    replayed over a recording of its own reading (``recording`` for the new one; a workspace file named by
+    what its rounds read for the other), with the paired bootstrap CI of the difference."""
+    from optimize import replay
+    from optimize.stats import paired_bootstrap
+
+    out: dict[str, Any] = {"questions": len(examples)}
+    rows = {}
+    for label, path, given in (("new", new, recording), ("shipped", current, None)):
+        module, _ = runtime.load_program(path)
+        where = given or runtime.workspace / "recordings" / f"ship-{replay.reading_key(module, examples)}.jsonl"
+        result = score_on(runtime, module, examples, Path(where))
+        rows[label] = {r["id"]: float(r["em"]) for r in result.rows}
+        out[label] = {"em": round(result.metrics["em"], 4), "lm_calls_per_q": round(result.metrics["lm_calls_per_q"], 3),
+                      "recording": str(where)}  # fmt: skip
+    diff = paired_bootstrap(rows["new"], rows["shipped"], seed=seed)
+    out["delta_em"] = round(diff["diff"], 4) if diff else out["new"]["em"] - out["shipped"]["em"]
+    out["ci"] = [round(diff["ci"][0], 4), round(diff["ci"][1], 4)] if diff else None
+    return out
+
+
+def refuse_if_worse(check: Mapping[str, Any], name: str, force: bool) -> None:
+    """Raise ShipRefusedError when the new program scores below the shipped one (unless ``force``)."""
+    if check["delta_em"] < 0 and not force:
+        raise ShipRefusedError(
+            f"{name}: the new program scores {check['new']['em']:.3f} EM on {check['questions']} held-out train "
+            f"questions, {-check['delta_em']:.3f} below the shipped one's {check['shipped']['em']:.3f} (95% CI "
+            f"of the difference {check['ci']}); ship it anyway with --force"
+        )

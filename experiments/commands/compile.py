@@ -197,12 +197,42 @@ def ship_cmd(
     name: str = typer.Option(..., "--name", help="Its name in program/compiled/ (e.g. sharp-hotpotqa)."),
     command: list[str] | None = typer.Option(None, "--command", help="A command that made it (repeatable)."),
     figure: list[str] | None = typer.Option(None, "--figure", help="A measured figure KEY=VALUE (repeatable)."),
+    check_offset: int | None = typer.Option(
+        None, "--check-offset", help="Replacing a shipped program: the held-out train questions start here (seeded)."
+    ),
+    check_n: int | None = typer.Option(None, "--check-n", help="... and are this many."),
+    recording: Path | None = typer.Option(
+        None, "--recording", help="The new program's recording of those questions (made where it lacks rounds)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Ship even when it scores below the program it replaces."),
+    opts: o.Options = o.SHARED,
 ) -> None:
     """Ship a compiled program as the default (program/compiled/): what `sharp ask`, `sharp eval --system
-    sharp` and `sharp demo` run for its dataset and model when no --program is given."""
-    from experiments.ship import ship_program
+    sharp` and `sharp demo` run for its dataset and model when no --program is given. Replacing a shipped
+    program, it must score at least as well on the same held-out train questions (--check-offset, --check-n;
+    each program replayed over a recording of its rounds), or --force."""
+    from experiments.ship import refuse_if_worse, ship_check, ship_program
+    from program import shipped
 
-    out = ship_program(program, name, commands=command or [], figures=o.parse_sets(figure, "--figure"))
+    current = shipped.COMPILED_DIR / f"{name}.json"
+    figures = o.parse_sets(figure, "--figure")
+    if current.is_file() and not force:
+        if check_offset is None or check_n is None:
+            raise typer.BadParameter(
+                f"{name} is shipped already: give the held-out train questions to compare them on "
+                "(--check-offset, --check-n), or --force",
+                param_hint="--check-n",
+            )
+        rt = o.build_runtime(opts, track=False)
+        examples = rt.examples("train", limit=check_offset + check_n)[check_offset:]
+        check = ship_check(rt, program, current, examples, recording)
+        typer.echo(
+            f"held-out train {check_offset}:{check_offset + check_n}: new {check['new']['em']:.3f} EM, shipped "
+            f"{check['shipped']['em']:.3f}, difference {check['delta_em']:+.3f} (95% CI {check['ci']})"
+        )
+        refuse_if_worse(check, name, force)
+        figures = {**figures, "ship_check": check}
+    out = ship_program(program, name, commands=command or [], figures=figures)
     typer.echo(f"shipped {out}; commit it with program/compiled/MANIFEST.json")
 
 

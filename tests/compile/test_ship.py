@@ -65,3 +65,58 @@ def test_ship_refuses_a_program_without_corpus_model_or_checksum(tmp_path, retri
 def test_ship_command_errors_name_the_file(tmp_path):
     res = CliRunner().invoke(app, ["ship", str(tmp_path / "missing.json"), "--name", "x"])
     assert res.exit_code != 0 and "missing.json" in res.output and "Traceback" not in res.output
+
+
+class _ShipRuntime:
+    """What ship_check uses of a Runtime, over the toy world: programs loaded with rule LMs, its passages."""
+
+    def __init__(self, world, workspace):
+        self.world, self.workspace = world, workspace
+
+    def load_program(self, path):
+        from program.saved import load_into
+
+        module = load_into(read_program(path), self.world.retriever())
+        self.world.assign(module)
+        return module, None
+
+    def passages(self):
+        from program.rounds import lookup_in
+
+        return lookup_in({p.id: p for p in self.world.corpus})
+
+
+def test_a_program_that_scores_below_the_shipped_one_on_held_out_questions_is_refused_by_how_much(world, tmp_path):
+    """The shipped program answers with the retrieval repair; the candidate repairs nothing: on the same
+    held-out questions (each replayed over a recording of its own reading) it scores lower, and is refused
+    unless forced."""
+    from experiments.ship import ShipRefusedError, refuse_if_worse, ship_check
+
+    def program_file(name, **config):
+        prog = world.program(world.small.replace(ask_critic="off", **config))
+        return save_program(tmp_path / f"{name}.json", prog, "sharp", lm=LM, index_manifest={"corpus_sha256": "toy"})
+
+    shipped_file = program_file("shipped", accept_threshold=0.99)
+    worse = program_file("worse", max_repairs=0)
+    rt = _ShipRuntime(world, tmp_path)
+    check = ship_check(rt, worse, shipped_file, world.examples())
+    assert check["questions"] == len(world.examples()) and check["delta_em"] < 0
+    assert check["new"]["em"] < check["shipped"]["em"] and check["new"]["lm_calls_per_q"] == 1.0
+    # the two read alike (their policies differ): one recording, named by what its rounds read, serves both
+    assert check["new"]["recording"] == check["shipped"]["recording"]
+    with pytest.raises(ShipRefusedError, match=r"below the shipped one's .*--force"):
+        refuse_if_worse(check, "sharp-toy", force=False)
+    refuse_if_worse(check, "sharp-toy", force=True)  # forced: shipped anyway
+    same = ship_check(rt, shipped_file, shipped_file, world.examples())
+    assert same["delta_em"] == 0.0
+    refuse_if_worse(same, "sharp-toy", force=False)  # not below: shipped
+
+
+def test_replacing_a_shipped_program_asks_for_the_held_out_questions_or_force(tmp_path, retriever, monkeypatch):
+    folder = tmp_path / "compiled"
+    ship_program(saved(tmp_path, retriever), "sharp-x", folder=folder)
+    monkeypatch.setattr(shipped, "COMPILED_DIR", folder)
+    res = CliRunner().invoke(app, ["ship", str(saved(tmp_path, retriever)), "--name", "sharp-x"])
+    assert res.exit_code == 2 and "is shipped already" in res.output and "--check-offset" in res.output
+    forced = CliRunner().invoke(app, ["ship", str(saved(tmp_path, retriever)), "--name", "sharp-x", "--force"])
+    assert forced.exit_code == 0, forced.output

@@ -154,9 +154,9 @@ def test_step_lines():
     assert "round 0: -, P(supported) - [yellow](discarded: unparseable)[/yellow]" in discarded
     judged = {"role": "judgement", "round": 1, "action": "retrieve", "p_right": 0.84, "accepted": True}
     assert step_line(judged) == "[bold]judge[/bold], round 1 (retrieve): P(right) 0.84, accepted"
-    fell_back = {**judged, "action": "decompose", "p_right": None, "accepted": False, "fallback": "no value read"}
+    fell_back = {**judged, "action": "compare", "p_right": None, "accepted": False, "fallback": "no value read"}
     assert step_line(fell_back) == (
-        "[bold]judge[/bold], round 1 (decompose): P(right) -, not accepted [yellow](no value read)[/yellow]"
+        "[bold]judge[/bold], round 1 (compare): P(right) -, not accepted [yellow](no value read)[/yellow]"
     )
     assert step_line({"role": "composer", "round": 1, "answer": "yes"}) == "[bold]compose[/bold], round 1: yes"
     chosen = step_line({"role": "select", "round": 0, "action": "draft", "answer": "American"})
