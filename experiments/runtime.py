@@ -39,6 +39,8 @@ class Runtime:
     cache: bool = True
     cache_dir: Path | None = None
     index_path: Path | None = None  # --index-dir: the index folder, instead of WORKSPACE/indexes/<dataset>
+    # set by program_path when no shipped SHARP program fits: SHARP then runs the ranked plain read
+    ranked_read: bool = False
 
     def __post_init__(self) -> None:
         from experiments import rankers
@@ -158,7 +160,12 @@ class Runtime:
 
     # ---- systems ---------------------------------------------------------------------------
     def system(self, name: str, config: Mapping[str, Any] | None = None, retriever: Any = None) -> dspy.Module:
-        cfg = config_for(name, config)
+        """The uncompiled system ``name`` with ``config``; SHARP where no shipped program fits the corpus and
+        model (:meth:`program_path` said so): the ranked plain read under ``config``."""
+        from program.shipped import RANKED_READ
+
+        ranked = name == "sharp" and self.ranked_read
+        cfg = config_for(name, {**RANKED_READ, **(config or {})} if ranked else config)
         module_cls = SYSTEMS[name][0]
         if retriever is None and getattr(module_cls, "NEEDS_RETRIEVER", True):
             retriever = self.retriever(retriever_overrides(cfg))  # e.g. vanilla-dense: the index in that mode
@@ -207,7 +214,16 @@ class Runtime:
                         f"{sorted(models | ({lm} if lm else set()))}; shipped: "
                         f"{[s.describe() for s in shipped.shipped_programs()] or 'none'}"
                     )
-                log.info("no shipped compiled program fits this index and model: running the uncompiled %s", system)
+                if ref is None and system == "sharp":
+                    self.ranked_read = True
+                    log.warning(
+                        "no shipped SHARP program for the %s corpus and %s: running the ranked plain read (the "
+                        "draft alone, no repair); --program none runs the uncompiled SHARP",
+                        self.dataset,
+                        lm or sorted(models),
+                    )
+                else:
+                    log.info("no shipped compiled program fits this index and model: the uncompiled %s", system)
                 return None
             log.info("using %s; --program none runs the uncompiled SHARP", found.describe())
             return found.path

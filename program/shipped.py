@@ -4,7 +4,8 @@
 pickle) and ``MANIFEST.json``, one entry per program: what it was compiled on (dataset, corpus sha256,
 question ids, the model), with which commands, and its measured figures. A command that runs SHARP without
 ``--program`` uses the shipped program whose corpus is the index's and whose model is the one asked for;
-where none fits (another corpus, another model), it runs the uncompiled SHARP and says so.
+where none fits (another corpus, another model), it runs the ranked plain read (:data:`RANKED_READ`: SHARP's
+draft alone) and says so in one line, never another corpus's program.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ COMPILED_DIR = Path(__file__).resolve().parent / "compiled"
 MANIFEST = "MANIFEST.json"
 # what ``--program`` takes to mean "the shipped default" and "no compiled program"
 DEFAULT, NONE = "default", "none"
+# what SHARP runs for a corpus (and model) without a shipped program, never another corpus's: the ranked plain
+# read, the draft alone (its settings over the uncompiled config)
+RANKED_READ = {"max_repairs": 0}
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,8 @@ def test_eval_against_a_failing_server_fails_its_questions_then_a_rerun_answers_
     server.mode, sent = "ok", len(server.requests)
     fixed = CliRunner().invoke(app, args)  # the same command: resumes, and retries the failed questions
     assert fixed.exit_code == 0, fixed.output
-    # for each of the 2 questions: the draft and its retrieval repair (no log-probabilities: P 0.5, not accepted)
-    assert len(server.requests) == sent + 4
+    # for each of the 2 questions: the ranked plain read (no program is shipped for this toy corpus)
+    assert len(server.requests) == sent + 2
     metrics = metrics_of(fixed.output)
     assert metrics["errors"] == 0 and metrics["em"] == 0.5
 

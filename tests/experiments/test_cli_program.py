@@ -71,7 +71,8 @@ def world(tmp_path, monkeypatch):
     scripted = Scripted()
     monkeypatch.setattr(rt_mod, "assign_lms", scripted.assign)
     monkeypatch.setattr(rt_mod.Runtime, "retriever", lambda self, overrides=None: KeywordRetriever())
-    base = ["--data-dir", str(tmp_path / "datasets"), "--workspace", str(tmp_path / "ws")]
+    # --program none: the uncompiled SHARP (no program is shipped for this toy corpus: the ranked read otherwise)
+    base = ["--data-dir", str(tmp_path / "datasets"), "--workspace", str(tmp_path / "ws"), "--program", "none"]
     return tmp_path, base, scripted
 
 
@@ -100,6 +101,18 @@ def test_eval_json_mlflow_run_and_resume(world):
 
     again = CliRunner().invoke(app, args)  # resumes from the results file: no LM call
     assert again.exit_code == 0 and scripted.calls == first_calls
+
+
+def test_a_corpus_without_a_shipped_program_gets_the_ranked_plain_read_with_a_one_line_notice(world):
+    tmp_path, base, scripted = world
+    base = base[:-2]  # no --program: the default for this corpus, of which none is shipped
+    out = CliRunner().invoke(app, ["ask", "What nationality is the director of Pulp Fiction?", "--json", *base])
+    assert out.exit_code == 0, out.output
+    pred = json.loads(out.output.strip().splitlines()[-1])
+    assert [s["role"] for s in pred["trace"]] == ["retriever", "generator", "judgement", "select"]  # no repair
+    assert pred["stop_reason"] == "max_repairs" and pred["cost"]["lm_calls"] == 1
+    notices = [ln for ln in out.stderr.splitlines() if "no shipped SHARP program" in ln]
+    assert len(notices) == 1 and "ranked plain read" in notices[0] and "sharp-hotpotqa" not in notices[0]
 
 
 def test_ask_json_and_a_down_tracking_server(world):

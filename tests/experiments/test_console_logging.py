@@ -150,7 +150,8 @@ def world(tmp_path, monkeypatch, clean_logging):
     monkeypatch.setattr(rt_mod, "assign_lms", give)
     monkeypatch.setattr(rt_mod.Runtime, "retriever", lambda self, overrides=None: KeywordRetriever())
     # the critic reads the drafts the gate is unsure of (all of them here: no log-probabilities)
-    base = ["--data-dir", str(tmp_path / "datasets"), "--workspace", str(tmp_path / "ws"), "--set", "ask_critic=band"]
+    base = ["--data-dir", str(tmp_path / "datasets"), "--workspace", str(tmp_path / "ws"), "--set", "ask_critic=band",
+            "--program", "none"]  # fmt: skip
     return tmp_path, base
 
 
