@@ -16,24 +16,27 @@ from program.values import parse_value
 
 Asked = Literal["yesno", "date", "number", "person", "place", "other"]
 
-_DATE = re.compile(r"^(when|what year|which year|in what year|in which year|what date|on what date|what decade|"
-                   r"which decade|what century|in what century)\b", re.I)  # fmt: skip
-_NUMBER = re.compile(r"^(how many|how much|how long|how old|how tall|how far|how big|how large|how high|"
-                     r"what percentage|what is the population|what was the population|what number)\b", re.I)  # fmt: skip
+# a question asks for its kind of answer where its wh-phrase stands: first ("When was ..."), or later on, in
+# the long questions HotpotQA writes ("..., whose career began when?", "... a chain that operated how many ...")
+_DATE = re.compile(r"\b(what year|which year|in what year|in which year|what date|on what date|what decade|"
+                   r"which decade|what century|in what century)\b|^when\b|\bwhen\s*\?$", re.I)  # fmt: skip
+_NUMBER = re.compile(r"\b(how many|how much|how long|how old|how tall|how far|how big|how large|how high|"
+                     r"what percentage|what is the population|what was the population|what number|"
+                     r"how any|inhabitants?|population)\b", re.I)  # fmt: skip
 _PERSON = re.compile(r"^(who|whom|whose|which (person|man|woman|actor|actress|singer|author|writer|director|"
                      r"player|artist|musician|politician|president|king|queen))\b", re.I)  # fmt: skip
-_PLACE = re.compile(r"^(where|in which (city|country|state|town|county|region|province)|which (city|country|"
+_PLACE = re.compile(r"^where\b|\b(in which (city|country|state|town|county|region|province)|which (city|country|"
                     r"state|town|county|region|province)|what (city|country|state|town|county|region|province))\b",
                     re.I)  # fmt: skip
 
 
 def asked_type(question: str) -> Asked:
-    """The kind of answer ``question`` asks for, from its first words."""
+    """The kind of answer ``question`` asks for, from its wh-phrase."""
     q = " ".join(question.split())
     if is_yes_no_question(q):
         return "yesno"
     for pattern, kind in ((_DATE, "date"), (_NUMBER, "number"), (_PERSON, "person"), (_PLACE, "place")):
-        if pattern.match(q):
+        if pattern.search(q):
             return kind  # type: ignore[return-value]
     return "other"
 

@@ -20,61 +20,52 @@ from typing import Any
 from experiments.lab.studies import add_recording_arguments, program_and_records, rounded_diff, show
 from optimize import replay
 from optimize.stats import paired_bootstrap
+from program.rounds import titles_only
+
+# the draft as the reader wrote it: no repair, no rule of code over its answer
+DRAFT = {"max_repairs": 0, "yes_threshold": None, "yes_threshold_sub": None, "option_form": "question",
+         "force_option": False, "span_rule": "off"}  # fmt: skip
+NO_REPAIR = {"repair_bridge": (), "repair_comparison": (), "repair_yesno": ()}
 
 
-def levers(critic: bool) -> list[tuple[str, dict[str, Any]]]:
-    """(name, policy overrides) from the draft alone to the shipped policy, one lever at a time."""
+def levers(program_policy: dict[str, Any], critic: bool) -> list[tuple[str, dict[str, Any]]]:
+    """(name, policy overrides) from the draft alone to the program's policy, one lever at a time: the
+    one-call fixes of code (yes/no from P(yes), options and spans as the passage writes them), then each
+    repair (the comparison decided in code, the focused read, re-retrieval), then the program's own policy.
+    The fixes take the program's own settings (those it was tuned to)."""
+    fixes = {k: program_policy[k] for k in ("yes_threshold", "option_form", "force_option", "span_rule")}
+    compare = {"repair_comparison": ("compare",), "repair_yesno": ("compare",), "max_repairs": 1,
+               "yes_threshold_sub": program_policy["yes_threshold_sub"]}  # fmt: skip
     rows = [
-        ("draft only (one ranked read)", {"max_repairs": 0}),
-        (
-            "+ retrieval repair, every form",
-            {
-                "repair_bridge": ("retrieve",),
-                "repair_comparison": ("retrieve",),
-                "repair_yesno": ("retrieve",),
-                "max_repairs": 1,
-                "accept_comparison": None,
-                "accept_yesno": None,
-            },
-        ),  # fmt: skip
-        (
-            "+ decomposed read for comparisons and yes/no",
-            {
-                "repair_bridge": ("retrieve",),
-                "repair_comparison": ("decompose", "retrieve"),
-                "repair_yesno": ("decompose", "retrieve"),
-                "max_repairs": 2,
-                "accept_comparison": None,
-                "accept_yesno": None,
-            },
-        ),  # fmt: skip
-        (
-            "decomposed read only (no retrieval repair)",
-            {
-                "repair_bridge": (),
-                "repair_comparison": ("decompose",),
-                "repair_yesno": ("decompose",),
-                "max_repairs": 1,
-                "accept_comparison": None,
-                "accept_yesno": None,
-            },
-        ),  # fmt: skip
+        ("draft only (one ranked read: plain RAG over the ranker)", DRAFT),
+        ("+ one-call fixes of code (yes/no from P(yes), options, spans)", {**DRAFT, **fixes}),
+        ("+ comparisons decided in code (compare repair)", {**NO_REPAIR, **fixes, **compare}),
+        ("+ comparisons composed by the LM instead", {**NO_REPAIR, **fixes, **compare, "compare_by": "composer"}),
+        ("+ focused read of flagged bridge drafts", {**NO_REPAIR, **fixes, **compare, "repair_bridge": ("focus",),
+                                                     "focus_when": "flagged"}),
+        ("+ focused read of every rejected bridge draft", {**NO_REPAIR, **fixes, **compare, "repair_bridge": ("focus",),
+                                                          "focus_when": "rejected"}),
+        ("+ re-retrieval, every form", {**fixes, **compare, "max_repairs": 2, "repair_bridge": ("focus", "retrieve"),
+                                        "repair_comparison": ("compare", "retrieve"),
+                                        "repair_yesno": ("compare", "retrieve")}),
         ("the program's policy, answer of the last round", {"choose": "last"}),
         ("the program's policy (shipped)", {}),
-    ]
+    ]  # fmt: skip
     if critic:
-        rows.append(("the program's policy, critic on every draft", {"ask_critic": "always"}))
+        rows.append(("the program's policy, critic on every round", {"ask_critic": "always"}))
         rows.append(("the program's policy, critic in the band below the threshold", {"ask_critic": "band"}))
     # without critiques in the recording, no policy may ask the critic
     return rows if critic else [(name, {**over, "ask_critic": "off"}) for name, over in rows]
 
 
-def ablate(program: Any, records: dict, examples: list, critic: bool, seed: int = 0) -> list[dict]:
+def ablate(
+    program: Any, records: dict, examples: list, critic: bool, seed: int = 0, passages: Any = None
+) -> list[dict]:
     base = program.config
     out, first = [], None
-    for name, over in levers(critic):
+    for name, over in levers(base.model_dump(), critic):
         policy = base.replace(**over)
-        result = replay.score(records, examples, policy, seed)
+        result = replay.score(records, examples, policy, seed, passages or titles_only)
         em = {r["id"]: float(r["em"]) for r in result.rows}
         first = first or em
         diff = paired_bootstrap(em, first, seed=seed) if em is not first else None
@@ -105,7 +96,7 @@ def main() -> None:
             "questions": len(examples),
             "positions": positions,
             "program": str(args.program),
-            "rows": ablate(program, records, examples, args.critic),
+            "rows": ablate(program, records, examples, args.critic, passages=passages),
         },
         args.json,
     )
