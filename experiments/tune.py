@@ -173,7 +173,9 @@ def run_tune(
     study = open_study(storage, study_name, objective, seed=job.seed)
     enqueue_baseline(study, job.space, params_of(base.config))
     record_path = job.recording or workspace / "replay" / f"{replay.reading_key(base, examples, key_extra)}.jsonl"
-    scorer = ReplayScorer(base, examples, record_path, job.threads, job.space.needs_critic, passages)
+    scorer = ReplayScorer(
+        base, examples, record_path, job.threads, job.space.needs_critic, passages, actions=job.space.actions
+    )
     run_params = _run_params(job, objective, base, examples, study_name, storage, record_path, params)
     tags = {"kind": "tune", "study": study_name, "objective": job.objective}
     with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:

@@ -90,14 +90,15 @@ def error_row(example: Any, exc: BaseException) -> dict:
     }
 
 
-def aggregate(rows: Sequence[dict], seed: int = 0) -> dict:
-    """Headline means with bootstrap 95% CIs, cost per question, calibration, cache and errors."""
+def aggregate(rows: Sequence[dict], seed: int = 0, intervals: bool = True) -> dict:
+    """Headline means with bootstrap 95% CIs (None without ``intervals``: a tuning trial needs the means
+    alone), cost per question, calibration, cache and errors."""
     out: dict[str, Any] = {"n": len(rows)}
     for key in HEADLINE + ("precision",):
         vals = [r[key] for r in rows if r.get(key) is not None]
         out[key] = mean(vals)
         if key in HEADLINE:
-            ci = bootstrap_ci(vals, seed=seed)
+            ci = bootstrap_ci(vals, seed=seed) if intervals else None
             out[f"{key}_ci"] = list(ci) if ci else None
     for key in ("lm_calls", "prompt_tokens", "completion_tokens", "lm_seconds", "seconds", "retries"):
         out[f"{key}_per_q"] = mean([float(r.get(key) or 0) for r in rows])

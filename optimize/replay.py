@@ -372,9 +372,11 @@ def score(
     policy: SharpConfig,
     seed: int = 0,
     passages: PassageLookup = titles_only,
+    intervals: bool = True,
 ) -> EvalResult:
     """Rows and aggregate metrics of ``policy`` over ``examples``, as :func:`optimize.evaluate.evaluate`
-    would report them for a live run (plus ``live_seconds``: the recorded seconds of the steps used)."""
+    would report them for a live run (plus ``live_seconds``: the recorded seconds of the steps used); without
+    ``intervals``, the means alone (no bootstrap CI, no per-type table: what a tuning trial needs)."""
     rows = []
     for ex in examples:
         rec = records.get(ex.id)
@@ -388,6 +390,6 @@ def score(
             row = question_row(ex, pred)
             row["live_seconds"] = round(live_seconds(pred), 4)
         rows.append(row)
-    metrics = aggregate(rows, seed)
+    metrics = aggregate(rows, seed, intervals)
     metrics["live_seconds_per_q"] = sum(r["live_seconds"] for r in rows) / len(rows) if rows else 0.0
-    return EvalResult(rows=rows, metrics=metrics, by_type=by_type(rows, seed))
+    return EvalResult(rows=rows, metrics=metrics, by_type=by_type(rows, seed) if intervals else {})

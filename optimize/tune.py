@@ -115,6 +115,16 @@ class SearchSpace(StrictConfig):
         choices = [self.fixed["ask_critic"]] if "ask_critic" in self.fixed else list(self.ask_critic)
         return any(c != "off" for c in choices)
 
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The repairs a policy of the space may run (the recording must hold them)."""
+        found: set[str] = set()
+        for name in ORDERS:
+            choices = [self.fixed[name]] if name in self.fixed else list(getattr(self, name))
+            for choice in choices:
+                found.update(repairs_of(choice) if isinstance(choice, str) else choice)
+        return tuple(sorted(found))
+
 
 _CHOICES = (
     "ask_critic", "max_repairs", "repair_bridge", "repair_comparison", "repair_yesno", "focus_when", "choose",
@@ -541,6 +551,7 @@ class ReplayScorer:
         threads: int = 1,
         needs_critic: bool = True,
         passages: Any = None,
+        actions: Sequence[str] | None = None,
     ):
         if not isinstance(base, SharpRAG):
             raise ConfigError(
@@ -549,6 +560,7 @@ class ReplayScorer:
         self.base, self.examples, self.record_path, self.threads = base, list(examples), record_path, threads
         self.needs_critic = needs_critic
         self.passages = passages or titles_only  # recorded passages -> their text (rules that read it)
+        self.actions = None if actions is None else tuple(actions)  # the repairs to record (None: every one)
         self.recording: dict[str, dict] | None = None
         self.record_seconds = self.replay_seconds = self.live_estimate = 0.0
         self.recordings_made = 0
@@ -563,7 +575,7 @@ class ReplayScorer:
     def records(self) -> dict[str, dict]:
         if self.recording is None:
             t0 = time.perf_counter()
-            live = bool(replay.pending(self.examples, self.record_path, self.base))
+            live = bool(replay.pending(self.examples, self.record_path, self.base, self.actions))
             recs = replay.record(
                 self.base,
                 self.examples,
@@ -571,6 +583,7 @@ class ReplayScorer:
                 self.threads,
                 critique=self.needs_critic,
                 passages=self.passages,
+                actions=self.actions,
             )
             replay.check_reading(recs.values(), self.base)
             if self.needs_critic and not all(r.get("critiqued", True) for r in recs.values() if not r.get("error")):
@@ -587,7 +600,8 @@ class ReplayScorer:
         recorded = self.recording is None
         recs = self.records()
         t0 = time.perf_counter()
-        result = replay.score(recs, self.examples, apply_params(self.base.config, params), passages=self.passages)
+        policy = apply_params(self.base.config, params)
+        result = replay.score(recs, self.examples, policy, passages=self.passages, intervals=False)
         seconds = time.perf_counter() - t0
         self.replay_seconds += seconds
         live = result.metrics["live_seconds_per_q"] * len(self.examples)

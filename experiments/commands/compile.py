@@ -192,6 +192,7 @@ def export_cmd(
     typer.echo(f'ask:    sharp ask --program {out.model_uri} "..."')
 
 
+@o.shared(o.WHERE, o.LMS, o.CACHE)
 def ship_cmd(
     program: Path = typer.Argument(..., help="A compiled or tuned program (workspace/programs/NAME.json)."),
     name: str = typer.Option(..., "--name", help="Its name in program/compiled/ (e.g. sharp-hotpotqa)."),
