@@ -3,10 +3,11 @@
     python -m experiments.lab.studies.draft_analysis --dataset hotpotqa --split train \\
         --recording workspace/recordings/hotpotqa-train.jsonl [--json OUT]
 
-Per question form and per round (draft, retrieval repair, decomposed read): how many drafts, their EM, and
-what an oracle choosing the best round would score; how often a repair fixes or breaks the draft; and the
-AUROC of single features against "the draft is right" (what the answer critic can build on). Read from the
-recording only: no LM call.
+Per question form and per round (draft, re-retrieval, comparison, focused read), settled as a program settles
+them (``--program``, default the uncompiled SHARP): how many rounds, their EM, and what an oracle choosing
+the best round would score; how often a repair fixes or breaks the draft; and the AUROC of single features
+against "the round is right" (what the answer critic can build on). Read from the recording only: no LM
+call.
 """
 
 from __future__ import annotations
@@ -15,18 +16,19 @@ import argparse
 import logging
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from experiments.lab.studies import show
 from experiments.runtime import Runtime
-from optimize.critic import draft_cases
+from optimize.critic import round_cases
 from optimize.metrics import auroc
 from optimize.replay import _read
 from program.calibration import CRITIC_FEATURES, GATE_FEATURES
 
 
-def analyse(records: dict[str, dict], examples: list) -> dict:
+def analyse(records: dict[str, dict], examples: list, policy: Any, passages: Any) -> dict:
     by_id = {ex.id: ex for ex in examples}
-    cases = draft_cases(records, [by_id[i] for i in records if i in by_id])
+    cases = round_cases(records, [by_id[i] for i in records if i in by_id], policy, passages)
     rounds: dict[tuple[str, str], list[float]] = defaultdict(list)
     per_q: dict[str, dict[str, dict]] = defaultdict(dict)
     for c in cases:
@@ -46,7 +48,7 @@ def analyse(records: dict[str, dict], examples: list) -> dict:
             "draft_em": round(sum(draft) / max(1, len(draft)), 3),
             "best_round_em": round(sum(oracle) / max(1, len(oracle)), 3),
         }
-        for action in ("retrieve", "decompose"):
+        for action in ("retrieve", "compare", "focus"):
             pairs = [(a["draft"]["label"], a[action]["label"]) for a in qs if "draft" in a and action in a]
             if pairs:
                 out["repairs"][f"{form}/{action}"] = {
@@ -79,11 +81,17 @@ def main() -> None:
     ap.add_argument("--split", default="train")
     ap.add_argument("--recording", type=Path, required=True)
     ap.add_argument("--json", type=Path, default=None, help="also write the analysis here")
+    ap.add_argument("--program", type=Path, default=None, help="settle rounds as this program does")
+    ap.add_argument("--offset", type=int, default=0, help="skip the first N seeded questions")
+    ap.add_argument("--n", type=int, default=None, help="questions after the offset (default: all recorded)")
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
-    out = analyse(_read(args.recording), rt.examples(args.split))
+    program = rt.load_program(args.program)[0] if args.program else rt.system("sharp", {})
+    limit = None if args.n is None else args.offset + args.n
+    examples = rt.examples(args.split, limit=limit)[args.offset :]
+    out = analyse(_read(args.recording), examples, program.config, rt.passages())
     show(out, args.json)
 
 
