@@ -59,7 +59,20 @@ __all__ = [
 # what each action's reads depend on: the predictors it calls and the config fields it reads. A repair that
 # starts from the draft's answer (a retrieval repair's search, a focused read's entity) depends on the draft too
 READS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "draft": (("generator",), ("ranker", "k_schedule", "passage_chars", "generator_adapter", "max_question_chars")),
+    "draft": (
+        ("generator",),
+        (
+            "ranker",
+            "k_schedule",
+            "passage_chars",
+            "generator_adapter",
+            "max_question_chars",
+            "evidence",
+            "selector",
+            "sentence_passages",
+            "sentence_budget",
+        ),
+    ),  # fmt: skip
     "retrieve": (("generator",), ("evidence_cap",)),
     "focus": (("focuser",), ("sub_k", "evidence_cap")),
     "compare": (

@@ -183,3 +183,6 @@ def check_calibrators(config: Any, corpus_sha256: str | None, ranker: str | None
     for calibrator in (getattr(config, "gate", None), getattr(config, "judge", None)):
         if calibrator is not None:
             calibrator.check_fits(corpus_sha256, ranker, dataset)
+    selector = getattr(config, "selector", None)
+    if selector is not None:
+        selector.check_fits(corpus_sha256, dataset)

@@ -45,6 +45,7 @@ from program.generation import answer_from_evidence, record_confidence
 from program.parsing import items
 from program.retrieval.base import Retriever
 from program.rounds import REPAIRS_FOR, Action, Read, Round, RoundSource, Run
+from program.sentences import SentenceSelector, select_sentences, split_sentences
 from program.signatures import ComposeAnswer, CritiqueAnswer, DecomposeQuestion, GenerateAnswer, ReadSecondHop
 from program.spans import closest_span, names_title, passage_name, words
 from program.steps import Budget, Tracer, finish, traced
@@ -142,6 +143,12 @@ class SharpConfig(StrictConfig):
     # an answer that names an evidence passage written as that passage names it ("name"), one that is not an
     # evidence span mapped to the closest span ("span"), both, or neither
     span_rule: Literal["off", "name", "span", "both"] = "off"
+    # what the draft reads: the top k_schedule[0] passages whole, or the sentences the selector keeps of the top
+    # sentence_passages passages (sentence_budget sentences in all: each passage's first, then the best scored)
+    evidence: Literal["passages", "sentences"] = "passages"
+    selector: SentenceSelector | None = None
+    sentence_passages: int = Field(5, ge=1, le=20)
+    sentence_budget: int = Field(10, ge=1, le=60)
     gate: AnswerCalibrator | None = None  # P(right) without the critic; fitted by `sharp compile --target critic`
     judge: AnswerCalibrator | None = None  # P(right) with the critic's verdict; fitted alike
     max_sub_questions: int = Field(3, ge=2, le=5)
@@ -177,6 +184,8 @@ class SharpConfig(StrictConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> SharpConfig:
+        if self.evidence == "sentences" and self.selector is None:
+            raise ValueError("evidence: reading sentences needs a fitted sentence selector (selector)")
         if self.judge is not None and not self.judge.needs_critic:
             raise ValueError("judge: a judge calibrator reads the critic's verdict; this one does not (use gate)")
         if self.gate is not None and self.gate.needs_critic:
@@ -507,8 +516,18 @@ class SharpRAG(dspy.Module):
                     [(str(t), float(lp)) for t, lp in top] if top else None)  # fmt: skip
 
     def _draft(self, run: Run, tr: Tracer, round_no: int, policy: Policy) -> Round:
-        evidence = self._search(run.question, self.config.k_schedule[0], run, tr, round_no)
-        return Round("draft", read=self._read(run.question, evidence, tr, round_no))
+        """The ranked read: the top passages, or the sentences the selector keeps of them (the round keeps
+        the whole passages as its evidence: what the answer is judged and written against)."""
+        cfg = self.config
+        if cfg.evidence == "passages":
+            evidence = self._search(run.question, cfg.k_schedule[0], run, tr, round_no)
+            return Round("draft", read=self._read(run.question, evidence, tr, round_no))
+        passages = self._search(run.question, cfg.sentence_passages, run, tr, round_no)
+        shown = select_sentences(run.question, passages, cfg.selector, cfg.sentence_budget)  # type: ignore[arg-type]
+        read = self._read(run.question, shown, tr, round_no)
+        tr.steps[-1]["sentences"] = sum(len(split_sentences(p.text)) for p in shown)
+        read.evidence = list(passages)
+        return Round("draft", read=read)
 
     @staticmethod
     def _entity_of(run: Run) -> str | None:
