@@ -155,7 +155,7 @@ def select_sentences(
     its passage's order."""
     scored = scored_sentences(question, passages, selector)
     keep = {(i, 0) for i in range(len(passages))}
-    for p, i, j, _ in sorted((s for s in scored if s[2] > 0), key=lambda s: (-s[0], s[1], s[2])):
+    for _, i, j, _ in sorted((s for s in scored if s[2] > 0), key=lambda s: (-s[0], s[1], s[2])):
         if len(keep) >= max(budget, len(passages)):
             break
         keep.add((i, j))
