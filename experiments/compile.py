@@ -21,7 +21,7 @@ import dspy
 
 from experiments import tracking
 from experiments.prompts import describe_program, render_prompts
-from optimize import replay
+from optimize import recording, replay
 from optimize.compile import CompileResult, compile_program, shared_retriever
 from optimize.critic import fit_answer_critic, round_cases
 from optimize.evaluate import EvalResult, evaluate
@@ -29,7 +29,7 @@ from optimize.feedback import ANSWER_METRICS, answer_feedback_metric
 from optimize.optimizers import check_sizes, get_optimizer
 from program.digest import digest
 from program.errors import ConfigError
-from program.lm.accounting import recording
+from program.lm.accounting import recording as ledger_of_calls
 from program.rounds import titles_only
 from program.saved import save_program
 from program.sharp import SharpRAG
@@ -174,10 +174,12 @@ def _compile_critic(
     if not isinstance(student, SharpRAG):
         raise ConfigError(f"{type(student).__name__} has no answer critic to compile; use --system sharp")
     questions = [*trainset, *valset]
-    path = job.recording or record_dir / f"{replay.reading_key(student, questions, job.calibrator_fitted_on)}.jsonl"
-    with recording() as ledger:
-        records = replay.record(student, questions, path, job.threads, critique=job.critic_reads, passages=job.passages)
-    replay.check_reading(records.values(), student)
+    path = job.recording or record_dir / f"{recording.reading_key(student, questions, job.calibrator_fitted_on)}.jsonl"
+    with ledger_of_calls() as ledger:
+        records = recording.record(
+            student, questions, path, job.threads, critique=job.critic_reads, passages=job.passages
+        )
+    recording.check_reading(records.values(), student)
     fit_cases = round_cases(records, trainset, student.config, job.passages)
     held_cases = round_cases(records, valset, student.config, job.passages)
     log.info(

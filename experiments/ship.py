@@ -78,13 +78,13 @@ class ShipRefusedError(SharpError):
     """The program to ship scores below the shipped one it would replace, on the same held-out questions."""
 
 
-def score_on(runtime: Any, module: Any, examples: Sequence[Any], recording: Path) -> Any:
-    """``module``'s scores on ``examples``, replayed over ``recording`` (its rounds recorded where it lacks
-    them: a live LM cost, logged)."""
-    from optimize import replay
+def score_on(runtime: Any, module: Any, examples: Sequence[Any], where: Path) -> Any:
+    """``module``'s scores on ``examples``, replayed over the recording at ``where`` (its rounds recorded where
+    it lacks them: a live LM cost, logged)."""
+    from optimize import recording, replay
 
-    records = replay.record(module, examples, recording, critique=False, passages=runtime.passages())
-    replay.check_reading(records.values(), module)
+    records = recording.record(module, examples, where, critique=False, passages=runtime.passages())
+    recording.check_reading(records.values(), module)
     return replay.score(records, examples, module.config, passages=runtime.passages())
 
 
@@ -93,20 +93,20 @@ def ship_check(
     new: Path,
     current: Path,
     examples: Sequence[Any],
-    recording: Path | None = None,
+    recorded: Path | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """EM of the program at ``new`` and of the shipped ``current`` on the same held-out ``examples``, each
-    replayed over a recording of its own reading (``recording`` for the new one; a workspace file named by
+    replayed over a recording of its own reading (``recorded`` for the new one; a workspace file named by
     what its rounds read for the other), with the paired bootstrap CI of the difference."""
-    from optimize import replay
+    from optimize import recording
     from optimize.stats import paired_bootstrap
 
     out: dict[str, Any] = {"questions": len(examples)}
     rows = {}
-    for label, path, given in (("new", new, recording), ("shipped", current, None)):
+    for label, path, given in (("new", new, recorded), ("shipped", current, None)):
         module, _ = runtime.load_program(path)
-        where = given or runtime.workspace / "recordings" / f"ship-{replay.reading_key(module, examples)}.jsonl"
+        where = given or runtime.workspace / "recordings" / f"ship-{recording.reading_key(module, examples)}.jsonl"
         result = score_on(runtime, module, examples, Path(where))
         rows[label] = {r["id"]: float(r["em"]) for r in result.rows}
         out[label] = {"em": round(result.metrics["em"], 4), "lm_calls_per_q": round(result.metrics["lm_calls_per_q"], 3),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from experiments import tracking
 from experiments.compile import SaveInfo, data_hash
-from optimize import replay
+from optimize import recording
 from optimize.evaluate import evaluate
 from optimize.storage import redact_url
 from optimize.tune import (
@@ -172,7 +172,7 @@ def run_tune(
     storage = job.storage or default_storage(workspace)
     study = open_study(storage, study_name, objective, seed=job.seed)
     enqueue_baseline(study, job.space, params_of(base.config))
-    record_path = job.recording or workspace / "replay" / f"{replay.reading_key(base, examples, key_extra)}.jsonl"
+    record_path = job.recording or workspace / "replay" / f"{recording.reading_key(base, examples, key_extra)}.jsonl"
     scorer = ReplayScorer(
         base, examples, record_path, job.threads, job.space.needs_critic, passages, actions=job.space.actions
     )

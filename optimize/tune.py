@@ -33,7 +33,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 from pydantic import Field, model_validator
 
-from optimize import replay
+from optimize import recording, replay
 from optimize.compile import shared_retriever
 from optimize.storage import open_storage
 from optimize.workers import identity, is_gone
@@ -575,8 +575,8 @@ class ReplayScorer:
     def records(self) -> dict[str, dict]:
         if self.recording is None:
             t0 = time.perf_counter()
-            live = bool(replay.pending(self.examples, self.record_path, self.base, self.actions))
-            recs = replay.record(
+            live = bool(recording.pending(self.examples, self.record_path, self.base, self.actions))
+            recs = recording.record(
                 self.base,
                 self.examples,
                 self.record_path,
@@ -585,7 +585,7 @@ class ReplayScorer:
                 passages=self.passages,
                 actions=self.actions,
             )
-            replay.check_reading(recs.values(), self.base)
+            recording.check_reading(recs.values(), self.base)
             if self.needs_critic and not all(r.get("critiqued", True) for r in recs.values() if not r.get("error")):
                 raise ConfigError(
                     f"{self.record_path} holds rounds the critic did not read, and the search space asks the "

@@ -3,7 +3,7 @@
 The 1.5B reader is distracted by passages it does not need (three ranked passages read better than five:
 experiments/RESULTS.md, 'Reading'). A :class:`SentenceSelector`, a logistic regression over what a sentence
 shares with the question and where it stands (:data:`SENTENCE_FEATURES`), fitted on train questions'
-supporting-fact labels (``python -m experiments.lab.studies.sentence_evidence``), scores every sentence of
+supporting-fact labels (``sharp fit-selector``), scores every sentence of
 the top passages; :func:`select_sentences` keeps each passage's first sentence (it names the passage's
 subject) and the best-scored others up to a budget, in their passage's order. The reader then reads more
 passages in fewer tokens. Like the answer critic's calibrators, the selector is plain numbers in the program's
@@ -91,7 +91,7 @@ class SentenceSelector(LinearModel):
 
     KNOWN = SENTENCE_FEATURES
     KIND = "sentence selector"
-    REFIT = "python -m experiments.lab.studies.sentence_evidence --dataset DATASET"
+    REFIT = "sharp fit-selector --dataset DATASET --n-train N"
     ERROR = SelectorError
 
     def check_fits(self, corpus_sha256: str | None, dataset: str | None = None) -> None:

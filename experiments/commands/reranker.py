@@ -254,6 +254,40 @@ def _fit_ranker(rt: Runtime, out: Path, n_train: int | None, seed: int, c: float
     return summary
 
 
+@o.shared(o.WHERE, o.RETRIEVER_SET)
+def fit_selector(
+    n_train: int = typer.Option(..., "--n-train", help="Fit on the first N seeded train questions."),
+    n_heldout: int = typer.Option(100, "--n-heldout", help="Report coverage on the next N."),
+    passages: int = typer.Option(5, "--passages", help="Ranked passages a question's sentences come from."),
+    budget: int = typer.Option(10, "--budget", help="Sentences shown in all (coverage is reported around it)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a selector of the same dataset."),
+    opts: o.Options = o.SHARED,
+    as_json: bool = typer.Option(False, "--json", help="Print what was fitted and measured as one JSON object."),
+) -> None:
+    """Fit the sentence selector on train questions' supporting facts (no LM call): the sentences of the ranked
+    passages SHARP's draft reads with `--config WORKSPACE/selectors/DATASET.json`.
+    Its coverage of the gold sentences on the next train questions is reported beside whole passages'."""
+    from experiments import settings
+    from experiments.selectors import fit_from_runtime, save_selector, selectors_dir
+    from program.errors import ConfigError
+
+    out = selectors_dir(settings.workspace(opts.workspace)) / f"{Path(opts.dataset).stem.lower()}.json"
+    if out.exists() and not overwrite:
+        raise ConfigError(f"a selector exists at {out}; pass --overwrite")
+    rt = o.build_runtime(opts, lms=False, track=False)
+    budgets = tuple(sorted({max(1, budget - 2), budget, budget + 2}))
+    selector, summary = fit_from_runtime(rt, n_train, n_heldout, passages, budgets)
+    summary["selector"] = str(save_selector(selector, out, passages, budget))
+    if as_json:
+        sys.stdout.write(json.dumps(summary, default=str) + "\n")
+        return
+    typer.echo(f"sentence selector: {out} (fitted on {summary['fit']['questions']} questions)")
+    for name, cov in summary["coverage"].items():
+        typer.echo(f"  {name}: gold sentences shown {cov['gold_sentence_recall']:.3f}, every one "
+                   f"{cov['all_gold_sentences']:.3f}, {cov['chars_per_q']:.0f} chars a question")  # fmt: skip
+
+
 def register(app: typer.Typer) -> None:
     o.add_command(app, "train-reranker", train_reranker)
     o.add_command(app, "fit-ranker", fit_ranker)
+    o.add_command(app, "fit-selector", fit_selector)

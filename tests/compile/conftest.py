@@ -116,7 +116,7 @@ def world():
 def toy_recording():
     """The toy world recorded once with SMALL in explore mode, every round critiqued: (examples, records, the
     LM calls the recording made). Module scope: tests read it, never change it."""
-    from optimize.replay import record
+    from optimize.recording import record
 
     examples = make_examples()
     prog = SharpRAG(KeywordRetriever(CORPUS), SMALL)

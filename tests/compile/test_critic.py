@@ -11,7 +11,7 @@ import mlflow
 import pytest
 
 from experiments.compile import CompileJob, SaveInfo, run_compile
-from optimize import replay
+from optimize import recording, replay
 from program.errors import ConfigError
 from program.saved import read_program
 from program.sharp import SharpConfig
@@ -49,8 +49,8 @@ def test_the_critic_target_fits_gate_and_judge_installs_them_and_reports_by_repl
     assert cfg.gate is not None and not cfg.gate.needs_critic
     assert cfg.judge is not None and cfg.judge.needs_critic  # the recording was critiqued
     assert cfg.accept_threshold == out.critic["threshold"] == cfg.gate.fitted_on["threshold"]
-    recording = Path(out.critic["recording"])
-    assert cfg.gate.fitted_on["role"] == "gate" and cfg.gate.fitted_on["recording"] == recording.name
+    path = Path(out.critic["recording"])
+    assert cfg.gate.fitted_on["role"] == "gate" and cfg.gate.fitted_on["recording"] == path.name
     assert cfg.gate.fitted_on["held_out"]["auroc"] == pytest.approx(out.critic["report"]["gate"]["auroc"], abs=1e-4)
     assert out.critic["gate_features"] == list(cfg.gate.features)
     assert {k: v for k, v in saved.config.items() if k not in ("gate", "judge", "accept_threshold")} == {
@@ -66,7 +66,7 @@ def test_the_critic_target_fits_gate_and_judge_installs_them_and_reports_by_repl
     fresh = world.lms()
     again = world.program()
     world.assign(again, fresh)
-    records = replay.record(again, [*train, *held], recording)  # read back: nothing left to record
+    records = recording.record(again, [*train, *held], path)  # read back: nothing left to record
     assert all(lm.calls == 0 for lm in fresh.values())
     before, after = replay.score(records, held, student.config), replay.score(records, held, cfg)
     for key in ("em", "f1", "lm_calls_per_q"):

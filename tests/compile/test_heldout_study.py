@@ -11,7 +11,7 @@ import pytest
 
 from experiments.compile import CompileJob
 from experiments.lab.studies import heldout_critic
-from optimize import replay
+from optimize import recording, replay
 from optimize.critic import round_cases
 from tests.compile.test_critic import compile_critic, splits
 
@@ -26,7 +26,7 @@ def compiled(world, tmp_path, tracked):
 
 def test_the_critic_report_covers_every_recorded_draft_of_the_questions(compiled):
     program, path, held = compiled
-    records = replay.read_records(path, held)
+    records = recording.read_records(path, held)
     rep = heldout_critic.critic_report(program, records, held)
     cases = round_cases(records, held, program.config)
     assert rep["all"]["drafts"] == len(cases) and rep["all"]["questions"] == len(held)
@@ -37,7 +37,7 @@ def test_the_critic_report_covers_every_recorded_draft_of_the_questions(compiled
 
 def test_the_policy_report_is_the_replay_of_the_draft_alone_and_of_the_program(compiled):
     program, path, held = compiled
-    records = replay.read_records(path, held)
+    records = recording.read_records(path, held)
     rep = heldout_critic.policy_report(program, records, held)
     draft = replay.score(records, held, program.config.replace(max_repairs=0, ask_critic="off", yes_threshold=None,
                                                                option_form="question", force_option=False,
@@ -59,7 +59,7 @@ def test_read_records_refuses_a_recording_that_lacks_questions_and_records_nothi
     partial.write_text("\n".join(lines) + "\n")
     before = partial.read_text()
     with pytest.raises(replay.ReplayError, match=rf"lacks 1 of the {len(held)} questions.*{held[0].id}"):
-        replay.read_records(partial, held)
+        recording.read_records(partial, held)
     assert partial.read_text() == before
     with pytest.raises(replay.ReplayError, match="no recording at"):
-        replay.read_records(tmp_path / "none.jsonl", held)
+        recording.read_records(tmp_path / "none.jsonl", held)

@@ -8,7 +8,8 @@ import pytest
 from toy_world import CORPUS
 
 from optimize.evaluate import evaluate
-from optimize.replay import ReplayError, check_reading, reading, reading_key, record, record_question, replay, score
+from optimize.recording import check_reading, reading, reading_key, record, record_question
+from optimize.replay import ReplayError, replay, score
 from program.errors import ConfigError
 from program.rounds import lookup_in
 from program.steps import Budget

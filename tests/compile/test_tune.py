@@ -293,7 +293,9 @@ def test_multi_objective_plots_the_pareto_front(world, tmp_path, tracked):
 
 
 def test_interrupted_study_marks_the_run_and_resumes(world, tmp_path, tracked, monkeypatch):
-    real = et.replay.score
+    from optimize import replay
+
+    real = replay.score
     calls = []
 
     def interrupted(*args, **kwargs):
@@ -302,20 +304,20 @@ def test_interrupted_study_marks_the_run_and_resumes(world, tmp_path, tracked, m
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(et.replay, "score", interrupted)
+    monkeypatch.setattr(replay, "score", interrupted)
     job = TuneJob(n_trials=5, storage=f"sqlite:///{tmp_path}/optuna.db", space=TOY_SPACE)
     with pytest.raises(KeyboardInterrupt):
         run_tune(job, world.program(), world.examples(), workspace=tmp_path, study_name="cut")
     (parent,) = [r for r in tracked.runs() if r.data.tags.get("kind") == "tune"]
     assert parent.info.status in ("KILLED", "FAILED")  # never left RUNNING
     assert len(nested_runs(parent.info.run_id)) == 2
-    monkeypatch.setattr(et.replay, "score", real)
+    monkeypatch.setattr(replay, "score", real)
     out = run_tune(job, world.program(), world.examples(), workspace=tmp_path, study_name="cut")
     assert out.trials_run == 3 and mlflow.get_run(out.run_id).info.status == "FINISHED"
 
 
 def test_a_space_that_asks_the_critic_grows_a_recording_without_critiques_reading_no_round_again(world, tmp_path):
-    from optimize.replay import record
+    from optimize.recording import record
 
     examples = world.examples()[:3]
     path = tmp_path / "rec.jsonl"

@@ -239,3 +239,29 @@ def test_fit_ranker_command_saves_a_ranker_that_eval_retrieval_uses(tmp_path, ti
     assert runner.invoke(app, [*suggested[1:], "--no-tracking"]).exit_code == 0
     res = runner.invoke(app, ["eval-retrieval", *base, "--split", "dev", "--json", "--retriever-set", "ranker=nope"])
     assert res.exit_code == 0, res.output
+
+
+def test_fit_selector_command_saves_config_keys_that_a_program_reads_and_refuses_to_overwrite(
+    tmp_path, tiny_dataset, fake_models
+):
+    data = tmp_path / "tiny"
+    shutil.copytree(tiny_dataset, data)
+    rows = json.loads((data / "dev.json").read_text())
+    (data / "train.json").write_text(json.dumps(rows * 2))
+    ws = tmp_path / "ws"
+    runner = CliRunner()
+    base = ["--dataset", str(data), "--workspace", str(ws)]
+    assert runner.invoke(app, ["index", *base, "--no-progress"]).exit_code == 0
+    res = runner.invoke(app, ["fit-selector", *base, "--n-train", "4", "--n-heldout", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["fit"]["questions"] == 4 and summary["held_out"] == "train 4:6"
+    assert "top 3 passages whole (the draft today)" in summary["coverage"]
+    saved = json.loads((ws / "selectors" / "tiny.json").read_text())
+    assert saved["evidence"] == "sentences" and saved["selector"]["fitted_on"]["corpus_sha256"]
+    from program.sharp import SharpConfig
+
+    config = SharpConfig.from_mapping(saved)  # the keys a program takes with --config
+    assert config.selector is not None and config.sentence_passages == 5
+    again = runner.invoke(app, ["fit-selector", *base, "--n-train", "4"])
+    assert again.exit_code != 0 and "--overwrite" in again.output

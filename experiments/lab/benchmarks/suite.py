@@ -344,7 +344,8 @@ def systems(b: Bench, s: Section) -> None:
 
 
 def replay(b: Bench, s: Section) -> None:
-    from optimize.replay import record, score
+    from optimize.recording import record
+    from optimize.replay import score
 
     if b.sharp is None:
         raise BenchError("needs the live SHARP run of the systems section")

@@ -21,7 +21,7 @@ import logging
 from pathlib import Path
 
 from experiments.runtime import Runtime
-from optimize.replay import reading
+from optimize.recording import reading
 from program.forms import question_form
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ def program_and_records(args: "argparse.Namespace", n: int, critique: "bool | No
     import logging
 
     from experiments.runtime import Runtime
-    from optimize import replay
+    from optimize import recording
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
@@ -50,10 +50,10 @@ def program_and_records(args: "argparse.Namespace", n: int, critique: "bool | No
     passages = rt.passages()
     examples = rt.examples(args.split, limit=args.offset + n, seed=args.seed)[args.offset :]
     if critique is None:
-        records = replay.read_records(args.recording, examples)
+        records = recording.read_records(args.recording, examples)
     else:
-        records = replay.record(program, examples, args.recording, critique=critique, passages=passages)
-    replay.check_reading(records.values(), program)
+        records = recording.record(program, examples, args.recording, critique=critique, passages=passages)
+    recording.check_reading(records.values(), program)
     positions = f"{args.split} {args.offset}:{args.offset + len(examples)} (seed {args.seed})"
     return program, examples, records, positions, passages
 

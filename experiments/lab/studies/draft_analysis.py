@@ -22,7 +22,7 @@ from experiments.lab.studies import show
 from experiments.runtime import Runtime
 from optimize.critic import round_cases
 from optimize.metrics import auroc
-from optimize.replay import _read
+from optimize.recording import _read
 from program.calibration import CRITIC_FEATURES, GATE_FEATURES
 
 

@@ -1,5 +1,5 @@
 """Record SHARP's rounds on a slice of seeded questions, for the answer critic's fit and the policy's replay:
-``optimize.replay.record`` through the runtime.
+``optimize.recording.record`` through the runtime.
 
     python -m experiments.lab.studies.record_drafts --dataset hotpotqa --split train --offset 0 --n 598 \\
         --actions draft --out workspace/recordings/hotpotqa-train.jsonl
@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 
 from experiments.runtime import Runtime
-from optimize.replay import record
+from optimize.recording import record
 from program.rounds import ACTIONS
 
 

@@ -17,44 +17,17 @@ EM, F1 and prompt tokens a question, and the paired EM difference.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from experiments.lab.studies import rounded_diff, show
 from experiments.runtime import Runtime
-from optimize import replay
-from optimize.sentences import coverage, fit_selector, sentence_cases
+from experiments.selectors import fit_from_runtime, save_selector, selectors_dir
+from optimize import recording, replay
 from optimize.stats import paired_bootstrap
 
 DRAFT = {"max_repairs": 0, "ask_critic": "off"}
-
-
-def gold_sentences(example: Any, sentences: dict[str, list[str]]) -> dict[str, list[str]]:
-    """title -> the texts of the example's supporting sentences (none where the ids are unknown)."""
-    out: dict[str, list[str]] = {}
-    for title, sid in getattr(example, "gold_sentences", None) or []:
-        found = sentences.get(title) or []
-        if sid is not None and 0 <= int(sid) < len(found):
-            out.setdefault(title, []).append(found[int(sid)])
-    return out
-
-
-def corpus_sentences(rt: Runtime) -> dict[str, list[str]]:
-    with open(rt.source.corpus_file(), encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh]
-    return {r["title"]: list(r["text"]) if isinstance(r["text"], list) else [r["text"]] for r in rows}
-
-
-def items(rt: Runtime, examples: list, k: int, sentences: dict) -> list[tuple]:
-    retriever = rt.retriever()
-    out = []
-    for ex in examples:
-        gold = gold_sentences(ex, sentences)
-        if gold:
-            out.append((ex.question, retriever.retrieve(ex.question, k), gold, ex.id))
-    return out
 
 
 def drafts(rt: Runtime, records: dict, examples: list, overrides: dict) -> Any:
@@ -77,39 +50,20 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rt = Runtime(dataset=args.dataset, workspace=args.workspace, retriever_config={"ranker": args.dataset})
-    examples = rt.examples("train", limit=args.offset + args.n)
-    sentences = corpus_sentences(rt)
-    fit_items = items(rt, examples[: args.fit_n], args.passages, sentences)
-    cases = [c for q, ps, gold, qid in fit_items for c in sentence_cases(q, ps, gold, qid)]
-    fitted_on = {"dataset": args.dataset, "corpus_sha256": rt.index_manifest().get("corpus_sha256"),
-                 "questions": len(fit_items), "train_offset": 0, "n_train": args.fit_n}  # fmt: skip
-    selector = fit_selector(cases, fitted_on)
-    path = args.workspace / "selectors" / f"{args.dataset}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(selector.model_dump(mode="json"), indent=1) + "\n")
-    held = examples[args.offset :]
-    held_items = [(q, ps, gold) for q, ps, gold, _ in items(rt, held, args.passages, sentences)]
-    out: dict[str, Any] = {
-        "selector": str(path),
-        "fit": {"questions": len(fit_items), "sentences": len(cases), "supporting": sum(c["label"] for c in cases)},
-        "held_out": f"train {args.offset}:{args.offset + args.n}",
-        "coverage": {
-            "top 3 passages whole (the draft today)": coverage(held_items, None, args.budget, 3),
-            f"top {args.passages} passages whole": coverage(held_items, None, args.budget, args.passages),
-            **{
-                f"{b} sentences of the top {args.passages}": coverage(held_items, selector, b, 0)
-                for b in sorted({args.budget - 2, args.budget, args.budget + 2, args.budget + 4})
-            },
-        },
-        "weights": dict(zip(selector.features, [round(w, 3) for w in selector.weights])),
-    }
+    if args.offset != args.fit_n:
+        ap.error("the held-out questions start where the fit's end: --offset must equal --fit-n")
+    budgets = tuple(sorted({args.budget - 2, args.budget, args.budget + 2, args.budget + 4}))
+    selector, summary = fit_from_runtime(rt, args.fit_n, args.n, args.passages, budgets)
+    path = save_selector(selector, selectors_dir(args.workspace) / f"{args.dataset}.json", args.passages, args.budget)
+    out: dict[str, Any] = {"selector": str(path), **summary}
+    held = rt.examples("train", limit=args.offset + args.n)[args.offset :]
     if args.record:
         sentence_config = {"evidence": "sentences", "selector": selector.model_dump(mode="json"),
                            "sentence_passages": args.passages, "sentence_budget": args.budget}  # fmt: skip
         program = rt.system("sharp", sentence_config)
         where = args.workspace / "recordings" / f"{args.dataset}-train-sentences.jsonl"
-        recs = replay.record(program, held, where, critique=False, actions=(), passages=rt.passages())
-        whole = replay.read_records(args.recording, held)
+        recs = recording.record(program, held, where, critique=False, actions=(), passages=rt.passages())
+        whole = recording.read_records(args.recording, held)
         runs = {"passages": drafts(rt, whole, held, {}), "sentences": drafts(rt, recs, held, sentence_config)}
         em = {k: {r["id"]: float(r["em"]) for r in v.rows} for k, v in runs.items()}
         out["reader"] = {
