@@ -7,7 +7,6 @@ import mlflow
 import optuna
 import pytest
 
-import experiments.tune as et
 from experiments.tune import TuneJob, load_space, run_tune
 from optimize.tune import (
     BRIDGE_ORDERS,
