@@ -76,11 +76,15 @@ AFTER_DRAFT = ("retrieve", "focus")
 
 def reading(program: SharpRAG, action: str = "draft") -> str:
     """A digest of what decides what ``action``'s reads are: the predictors it calls (their instructions and
-    demos) and the config fields it reads. A recorded round is replayable by a program with the same."""
+    demos) and the config fields it reads, those at their default left out (a setting added later, at a
+    default that reads as before, leaves a recording replayable). A recorded round is replayable by a program
+    with the same."""
     from program.saved import without_lms
 
     predictors, fields = READS[action]
-    config = program.config.model_dump(mode="json", include=set(fields))
+    values = program.config.model_dump(mode="json", include=set(fields))
+    defaults = type(program.config)().model_dump(mode="json", include=set(fields))
+    config = {k: v for k, v in sorted(values.items()) if v != defaults.get(k)}
     state = {name: without_lms(getattr(program, name).dump_state()) for name in predictors}
     parts = {"action": action, "config": config, "state": state}
     if action in AFTER_DRAFT:

@@ -1,0 +1,79 @@
+"""Restamp a recording's rounds with this code's reading digests, where the code changed how a reading is
+digested and not what a round reads (optimize/recording.py: config fields at their default left out of the
+digest, 2026-12-06; the draft's reading settings gained the sentence-evidence fields, at defaults that read
+whole passages as before):
+
+    python -m experiments.lab.migrations.restamp_readings --dataset 2wikimultihopqa \\
+        --recording workspace/recordings/2wikimultihopqa-train.jsonl
+
+A round is restamped only when its stamp is the digest the previous rule gives for this program (the same
+predictors and the same reading settings); any other stamp is left as it is (and a later recording reads that
+round again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from experiments.runtime import Runtime
+from optimize.recording import AFTER_DRAFT, readings
+from program.digest import digest
+from program.saved import without_lms
+
+log = logging.getLogger(__name__)
+
+# the fields each action's digest covered under the previous rule (every one, default or not)
+PREVIOUS = {
+    "draft": ("ranker", "k_schedule", "passage_chars", "generator_adapter", "max_question_chars"),
+    "retrieve": ("evidence_cap",),
+    "focus": ("sub_k", "evidence_cap"),
+    "compare": ("ranker", "sub_k", "max_sub_questions", "passage_chars", "generator_adapter", "structured_adapter",
+                "planner_max_tokens", "compose_max_tokens", "max_question_chars"),
+    "critic": ("passage_chars", "structured_adapter", "critic_max_tokens"),
+}  # fmt: skip
+PREDICTORS = {"draft": ("generator",), "retrieve": ("generator",), "focus": ("focuser",),
+              "compare": ("planner", "generator", "composer"), "critic": ("critic",)}  # fmt: skip
+
+
+def previous(program, action: str) -> str:
+    config = program.config.model_dump(mode="json", include=set(PREVIOUS[action]))
+    state = {name: without_lms(getattr(program, name).dump_state()) for name in PREDICTORS[action]}
+    parts = {"action": action, "config": config, "state": state}
+    if action in AFTER_DRAFT:
+        parts["draft"] = previous(program, "draft")
+    return digest(parts, 16)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--recording", type=Path, required=True)
+    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    program = Runtime(dataset=args.dataset, workspace=args.workspace).system("sharp", {})
+    new = readings(program)
+    old = {action: previous(program, action) for action in PREVIOUS}
+    lines, moved, kept = [], 0, 0
+    for line in args.recording.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        for rnd in rec.get("rounds") or []:
+            if rnd.get("reading") == old.get(rnd["action"]):
+                rnd["reading"], moved = new[rnd["action"]], moved + 1
+            else:
+                kept += 1
+        lines.append(json.dumps(rec))
+    tmp = args.recording.with_suffix(".restamp.tmp")
+    tmp.write_text("".join(f"{x}\n" for x in lines))
+    tmp.replace(args.recording)
+    log.info("restamped %d rounds of %s (%d left as they were)", moved, args.recording, kept)
+
+
+if __name__ == "__main__":
+    main()
