@@ -27,6 +27,7 @@ live, or a recording (program/rounds.py: :class:`~program.rounds.RecordedRounds`
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -141,7 +142,8 @@ class SharpConfig(StrictConfig):
     # a choice answered with none of its options becomes the option it shares most words with
     force_option: bool = False
     # an answer that names an evidence passage written as that passage names it ("name"), one that is not an
-    # evidence span mapped to the closest span ("span"), both, or neither
+    # evidence span mapped to the closest span ("span"), both, or neither; any of them drops a title's
+    # parenthesised qualifier ("USS Essex (CV-9)" -> "USS Essex")
     span_rule: Literal["off", "name", "span", "both"] = "off"
     # what the draft reads: the top k_schedule[0] passages whole, or the sentences the selector keeps of the top
     # sentence_passages passages (sentence_budget sentences in all: each passage's first, then the best scored)
@@ -354,6 +356,10 @@ def _as_option(answer: str, opts: list[str], run: Run, rnd: Round, policy: Polic
     return option, how
 
 
+# a title's parenthesised qualifier ("USS Essex (CV-9)", "Catwoman (video game)"): gold spans leave it out
+_QUALIFIER = re.compile(r"\s*\([^()]*\)")
+
+
 def settle(run: Run, rnd: Round, policy: Policy) -> None:
     """The round's answer as code settles it from its reads (``answer``, ``how``, ``why``), in place: a yes/no
     question decided from P("yes"), a comparison from its values, an option or a span written as the question
@@ -373,11 +379,13 @@ def settle(run: Run, rnd: Round, policy: Policy) -> None:
             answer, how = written[0], how if how in ("code", "p_yes") else written[1]
     elif answer is not None and answer.lower() not in ("yes", "no", "unknown") and policy.span_rule != "off":
         evidence = _evidence_of(run, rnd)
+        bare = _QUALIFIER.sub("", answer).strip() or answer
         rewritten = None
         if policy.span_rule in ("name", "both"):
-            rewritten = passage_name(answer, evidence)
+            rewritten = passage_name(bare, evidence)
         if rewritten is None and policy.span_rule in ("span", "both"):
-            rewritten = closest_span(answer, evidence)
+            rewritten = closest_span(bare, evidence)
+        rewritten = rewritten or (bare if bare != answer else None)
         if rewritten is not None:
             answer, how, why = rewritten, "span", f"{answer!r} written as the passage writes it"
     rnd.answer, rnd.how, rnd.why = answer, how, why

@@ -512,3 +512,13 @@ def test_wants_critic_and_p_right_follow_the_policy():
     assert p_right(features, 0.6, None, band) == (0.6, "gate")
     assert p_right(features, 0.6, {"p_supported": None, "critic_problem": "x"}, band) == (0.6, "gate")
     assert p_right(features, 0.6, {"p_supported": 0.3, "verdict": "unsupported"}, band) == (0.3, "critic")
+
+
+@pytest.mark.parametrize("rule", ["name", "span", "both"])
+def test_a_span_rule_drops_a_titles_parenthesised_qualifier(rule):
+    question = "Which film won the Palme d'Or in 1994?"
+    generator = by_question("generator", {question: reply("Pulp Fiction (film)")})
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", max_repairs=0, span_rule=rule))
+    assert prog(question=question).answer == "Pulp Fiction"
+    prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", max_repairs=0))
+    assert prog(question=question).answer == "Pulp Fiction (film)"  # the rule off: as read
