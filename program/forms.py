@@ -64,8 +64,10 @@ def options(question: str) -> list[str]:
         return []
     cut = parts[-1]
     before, after = q[: cut.start()].rstrip(" ,"), q[cut.end() :].strip(" ,")
-    if "," in before and "," in after:  # "Which director, A or B, was born in Poland?": B ends at its comma
-        after = after.split(",", 1)[0]
+    # "Which director, A or B, was born in Poland?": B ends at the comma the sentence goes on after (a
+    # lowercase word); "..., A or The Actress, The Dollars And The Transylvanians?" keeps its comma
+    if "," in before and re.search(r",\s+[a-z]", after):
+        after = re.split(r",\s+(?=[a-z])", after, maxsplit=1)[0]
     if "," in before:
         first = before.rsplit(",", 1)[1]
     elif ":" in before:

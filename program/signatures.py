@@ -21,9 +21,11 @@ class DecomposeQuestion(dspy.Signature):
     entities the question names (at least two). Write the entities as the question names them.
     Never repeat the whole question. Name the entity explicitly in its question and ask for a value
     that can be compared: a date, a number, a place, a nationality, or a yes/no property ("Is X an
-    American film director?" when the question asks whether both are). Only when the question itself
-    asks about a related entity (the director of a film, the founder of a company), ask through the
-    entity the question names ("When was the director of Jaws born?")."""
+    American film director?" when the question asks whether both are). When the question asks whether
+    they share something (the same country, nationality, year), ask what that is for each entity
+    ("Which country is X from?"), never a yes/no question. Only when the question itself asks about a
+    related entity (the director of a film, the founder of a company), ask through the entity the
+    question names ("When was the director of Jaws born?")."""
 
     options: list[str] = dspy.InputField(desc="the options the question names, when known; [] if not")
     question: str = dspy.InputField()

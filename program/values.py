@@ -226,11 +226,9 @@ def _yes_no(question: str, values: Sequence[Value], cue: Cue | None) -> Decision
     kinds = {v.kind for v in values}
     yes = [v.text.lower() in ("yes", "true") for v in values]
     if _SAME.search(question):
-        if kinds == {"yesno"}:
-            same = len(set(yes)) == 1
-        else:
-            keys = {_same_key(v) for v in values}
-            same = len(keys) == 1
+        if kinds == {"yesno"}:  # "Is X in France?" twice says nothing of whether they share a country
+            return Decision(None, "a question of sameness needs the values, not yes/no checks")
+        same = len({_same_key(v) for v in values}) == 1
         differ = bool(re.search(r"\bdifferent\b", question, re.I))
         return Decision("no" if same == differ else "yes", "values equal" if same else "values differ")
     if kinds == {"yesno"}:

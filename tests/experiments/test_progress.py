@@ -142,7 +142,7 @@ def test_step_lines():
     assert step_line(plan) == (
         "[bold]compare[/bold], round 1: When was A born? | When was B born? [dim](2.5 s, 341 tokens)[/dim]"
     )
-    assert "(no sub-question: the direct read stands)" in step_line({**plan, "sub_questions": []})
+    assert "(no sub-question: the draft stands)" in step_line({**plan, "sub_questions": []})
     ret = {"role": "retriever", "round": 1, "k": 5, "queries": ["Tarantino"], "retrieved_ids": [["a", "b"]]}
     assert step_line({**ret, "new_ids": ["b"]}).startswith(
         "[bold]retrieve[/bold], round 1, k=5: 1 query -> 2 passages, 1 new"

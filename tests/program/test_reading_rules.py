@@ -114,6 +114,19 @@ def test_values_that_do_not_decide_say_why(question, values, why):
     assert decision.answer is None and why in decision.why
 
 
+def test_a_question_of_sameness_is_not_decided_from_yes_no_checks():
+    decision = decide("Are A and B located in the same country?", ["A", "B"], ["yes", "yes"], choice=False)
+    assert decision.answer is None and "needs the values" in decision.why
+
+
+@pytest.mark.parametrize(
+    "question,values,why",
+    [("Which film came out first, A or B?", ["2013", "2008"], "")],
+)
+def test_a_decided_choice_is_not_none(question, values, why):
+    assert decide(question, ["A", "B"], values, choice=True).answer == "B"
+
+
 def test_country_names_and_demonyms_share_a_key():
     assert same_place_key("USA") == same_place_key("American") == same_place_key("the United States")
     assert same_place_key("Paris, France") == "france" and same_place_key("Atlantis") == "atlantis"
@@ -128,6 +141,8 @@ def test_country_names_and_demonyms_share_a_key():
          ["Frederick King Keller", "Ian Schneider"]),
         ("In between A Corp and B Corp which was founded first?", "comparison", ["A Corp", "B Corp"]),
         ("Which genus has more species, Bactris and Epigaea?", "comparison", ["Bactris", "Epigaea"]),
+        ("Which film has the director who is older, Urban Justice or The Actress, The Dollars And The Angels?",
+         "comparison", ["Urban Justice", "The Actress, The Dollars And The Angels"]),
         ("Who was born first out of Eric Tanenblatt and Craig L. Fuller?", "comparison",
          ["Eric Tanenblatt", "Craig L. Fuller"]),
         ("Was Judith S. Beck or Felix Barcelona born first?", "comparison", ["Judith S. Beck", "Felix Barcelona"]),

@@ -35,6 +35,7 @@ def main() -> None:
         default=None,
         help=f"comma-separated actions to record (of {', '.join(ACTIONS)}; the draft always): default every repair",
     )
+    ap.add_argument("--program", type=Path, default=None, help="a saved program (default: the uncompiled SHARP)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
@@ -50,7 +51,7 @@ def main() -> None:
     position = {ex.id: i for i, ex in enumerate(examples)}
     ranges = [tuple(int(x) for x in r.split(":")) for r in args.critic_range]
     todo = examples[args.offset :]
-    program = rt.system("sharp", {})
+    program = rt.load_program(args.program)[0] if args.program else rt.system("sharp", {})
     record(
         program,
         todo,
