@@ -103,9 +103,10 @@ def reading_key(program: SharpRAG, examples: Sequence[Any], extra: Any = None) -
     return digest({"reading": readings(program), "ids": ids, "extra": extra}, 16)
 
 
-def check_reading(records: Iterable[dict], program: SharpRAG) -> None:
+def check_reading(records: Iterable[dict], program: SharpRAG, actions: Iterable[str] | None = None) -> None:
     """Refuse records holding a round made by a program that reads otherwise (other prompts or reading
-    settings for that round's action)."""
+    settings for that round's action); only rounds of ``actions`` when given (what a replay will reach)."""
+    wanted = None if actions is None else set(actions)
     mine = readings(program)
     other = sorted(
         {
@@ -113,7 +114,7 @@ def check_reading(records: Iterable[dict], program: SharpRAG) -> None:
             for rec in records
             if not rec.get("error")
             for rnd in rec.get("rounds") or []
-            if rnd.get("reading") != mine[rnd["action"]]
+            if rnd.get("reading") != mine[rnd["action"]] and (wanted is None or rnd["action"] in wanted)
         }
     )
     if other:

@@ -34,7 +34,9 @@ def add_recording_arguments(ap: "argparse.ArgumentParser", split: str) -> None:
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
 
 
-def program_and_records(args: "argparse.Namespace", n: int, critique: "bool | None" = None) -> tuple:
+def program_and_records(
+    args: "argparse.Namespace", n: int, critique: "bool | None" = None, actions: "tuple[str, ...] | None" = None
+) -> tuple:
     """(program, examples, records, positions, passages) for ``n`` seeded questions after ``args.offset``
     (``passages``: the index's text for recorded passages, program.rounds.PassageLookup). ``critique``
     None reads the recording only (a missing question is an error); True/False records what it lacks, with or
@@ -53,7 +55,7 @@ def program_and_records(args: "argparse.Namespace", n: int, critique: "bool | No
         records = recording.read_records(args.recording, examples)
     else:
         records = recording.record(program, examples, args.recording, critique=critique, passages=passages)
-    recording.check_reading(records.values(), program)
+    recording.check_reading(records.values(), program, actions)
     positions = f"{args.split} {args.offset}:{args.offset + len(examples)} (seed {args.seed})"
     return program, examples, records, positions, passages
 

@@ -78,7 +78,7 @@ def main() -> None:
     add_recording_arguments(ap, split="train")
     ap.add_argument("--n", type=int, required=True, help="questions (after --offset)")
     args = ap.parse_args()
-    program, examples, records, positions, passages = program_and_records(args, args.n)
+    program, examples, records, positions, passages = program_and_records(args, args.n, actions=("draft",))
     show({"questions": len(examples), "positions": positions, "rows": study(program, records, examples, passages)},
          args.json)  # fmt: skip
 
