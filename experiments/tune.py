@@ -174,7 +174,14 @@ def run_tune(
     enqueue_baseline(study, job.space, params_of(base.config))
     record_path = job.recording or workspace / "replay" / f"{recording.reading_key(base, examples, key_extra)}.jsonl"
     scorer = ReplayScorer(
-        base, examples, record_path, job.threads, job.space.needs_critic, passages, actions=job.space.actions
+        base,
+        examples,
+        record_path,
+        job.threads,
+        job.space.needs_critic,
+        passages,
+        actions=job.space.actions,
+        focus_when=job.space.focus_when_needed,
     )
     run_params = _run_params(job, objective, base, examples, study_name, storage, record_path, params)
     tags = {"kind": "tune", "study": study_name, "objective": job.objective}

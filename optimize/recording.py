@@ -161,16 +161,18 @@ def record_question(
     known: dict | None = None,
     actions: Sequence[str] | None = None,
     passages: PassageLookup = titles_only,
+    focus_when: str = "rejected",
 ) -> dict:
     """Run ``program``'s loop in explore mode: the draft and every repair for the question's form (those in
     ``actions`` only, when given), and with ``critique`` the critic on each round. Rounds ``known`` (an
-    earlier record of the question) holds for this program's reading are kept, not read again."""
+    earlier record of the question) holds for this program's reading are kept, not read again; ``focus_when``
+    "flagged" records a focused read only after a flagged draft (what policies that focus so replay)."""
     cfg = program.config
     q, truncated = check_question(question, cfg.max_question_chars)
     source = _Resumed(program, known, passages)
     with recording() as ledger:
         tr = Tracer(Budget(max_lm_calls=None), ledger)
-        run = play(q, question_form(q), source, Explore(critique, actions), tr)
+        run = play(q, question_form(q), source, Explore(critique, actions, focus_when), tr)
     mine = readings(program)
     rounds = []
     for rnd in run.rounds:
@@ -235,24 +237,47 @@ def _torn(path: Path) -> bool:
         return fh.read(1) != b"\n"
 
 
-def complete(rec: dict | None, program: SharpRAG, actions: Sequence[str] | None = None, critique: bool = False) -> bool:
+def complete(
+    rec: dict | None,
+    program: SharpRAG,
+    actions: Sequence[str] | None = None,
+    critique: bool = False,
+    focus_when: str = "rejected",
+) -> bool:
     """Whether ``rec`` holds, for ``program``'s reading, the draft and every repair of its form (those in
-    ``actions``), critiqued where ``critique`` asks it."""
+    ``actions``; a focused read only after a flagged draft with ``focus_when`` "flagged"), critiqued where
+    ``critique`` asks it."""
     if not rec or not usable(rec) or (critique and not rec.get("critiqued")):
         return False
     mine = readings(program)
-    have = {r["action"] for r in rec["rounds"] if r.get("reading") == mine.get(r["action"])}
+    kept = [r for r in rec["rounds"] if r.get("reading") == mine.get(r["action"])]
+    have = {r["action"] for r in kept}
     want = {"draft", *(a for a in REPAIRS_FOR[rec["form"]] if actions is None or a in actions)}
+    draft = next((r for r in kept if r["action"] == "draft"), None)
+    if focus_when == "flagged" and draft is not None and not _draft_flagged(rec, draft):
+        want.discard("focus")
     return want <= have
 
 
+def _draft_flagged(rec: dict, draft: dict) -> bool:
+    """Whether a recorded draft is flagged (program.sharp.flagged: what the reader wrote, titles enough)."""
+    from program.rounds import Round, Run
+    from program.sharp import flagged
+
+    return flagged(Run(rec["question"], rec["form"]), Round.from_record(draft, titles_only))
+
+
 def pending(
-    examples: Sequence[Any], path: str | Path | None, program: SharpRAG, actions: Sequence[str] | None = None
+    examples: Sequence[Any],
+    path: str | Path | None,
+    program: SharpRAG,
+    actions: Sequence[str] | None = None,
+    focus_when: str = "rejected",
 ) -> list[Any]:
     """The examples a recording at ``path`` still lacks, holds as failed, or holds without a round ``program``
     would record for them."""
     done = _read(Path(path)) if path else {}
-    return [ex for ex in examples if not complete(done.get(ex.id), program, actions)]
+    return [ex for ex in examples if not complete(done.get(ex.id), program, actions, focus_when=focus_when)]
 
 
 def record(
@@ -264,6 +289,7 @@ def record(
     critique: bool | Callable[[Any], bool] = True,
     actions: Sequence[str] | None = None,
     passages: PassageLookup = titles_only,
+    focus_when: str = "rejected",
 ) -> dict[str, dict]:
     """Record every example (resuming from ``path``); return id -> record. ``critique``: whether the critic
     reads every round (or a function of the example saying so); ``actions``: the repairs to record (None:
@@ -281,7 +307,7 @@ def record(
     def crit(ex: Any) -> bool:
         return bool(critique(ex)) if callable(critique) else bool(critique)
 
-    todo = [ex for ex in examples if not complete(done.get(ex.id), program, actions, crit(ex))]
+    todo = [ex for ex in examples if not complete(done.get(ex.id), program, actions, crit(ex), focus_when)]
     lock = threading.Lock()
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -293,7 +319,7 @@ def record(
     def one(ex: Any) -> dict:
         t0 = time.perf_counter()
         try:
-            rec = record_question(program, ex.question, crit(ex), done.get(ex.id), actions, passages)
+            rec = record_question(program, ex.question, crit(ex), done.get(ex.id), actions, passages, focus_when)
         except Exception as exc:
             log.warning("recording question %s failed: %s", ex.id, exc)
             rec = {"format": FORMAT, "error": failure_text(exc)}

@@ -75,7 +75,9 @@ class SearchSpace(StrictConfig):
     repair_bridge: tuple[str, ...] = BRIDGE_ORDERS
     repair_comparison: tuple[str, ...] = REPAIR_ORDERS
     repair_yesno: tuple[str, ...] = REPAIR_ORDERS
-    focus_when: tuple[Literal["rejected", "flagged"], ...] = ("rejected", "flagged")
+    # a focused read after a flagged draft only, by default: what a recording of focused reads holds (a
+    # recording with one after every bridge draft serves "rejected" too)
+    focus_when: tuple[Literal["rejected", "flagged"], ...] = ("flagged",)
     choose: tuple[Literal["confidence", "last"], ...] = ("confidence", "last")
     yes_threshold: tuple[str | float, ...] = YES_GRID
     yes_threshold_sub: tuple[str | float, ...] = YES_GRID
@@ -114,6 +116,12 @@ class SearchSpace(StrictConfig):
         """Whether a policy of the space may ask the critic (then the recording must be critiqued)."""
         choices = [self.fixed["ask_critic"]] if "ask_critic" in self.fixed else list(self.ask_critic)
         return any(c != "off" for c in choices)
+
+    @property
+    def focus_when_needed(self) -> str:
+        """What the recording must hold of focused reads: after every rejected draft, or flagged ones only."""
+        choices = [self.fixed["focus_when"]] if "focus_when" in self.fixed else list(self.focus_when)
+        return "rejected" if "rejected" in choices else "flagged"
 
     @property
     def actions(self) -> tuple[str, ...]:
@@ -552,6 +560,7 @@ class ReplayScorer:
         needs_critic: bool = True,
         passages: Any = None,
         actions: Sequence[str] | None = None,
+        focus_when: str = "rejected",
     ):
         if not isinstance(base, SharpRAG):
             raise ConfigError(
@@ -561,6 +570,7 @@ class ReplayScorer:
         self.needs_critic = needs_critic
         self.passages = passages or titles_only  # recorded passages -> their text (rules that read it)
         self.actions = None if actions is None else tuple(actions)  # the repairs to record (None: every one)
+        self.focus_when = focus_when  # focused reads to record: after every rejected draft, or flagged ones
         self.recording: dict[str, dict] | None = None
         self.record_seconds = self.replay_seconds = self.live_estimate = 0.0
         self.recordings_made = 0
@@ -575,7 +585,7 @@ class ReplayScorer:
     def records(self) -> dict[str, dict]:
         if self.recording is None:
             t0 = time.perf_counter()
-            live = bool(recording.pending(self.examples, self.record_path, self.base, self.actions))
+            live = bool(recording.pending(self.examples, self.record_path, self.base, self.actions, self.focus_when))
             recs = recording.record(
                 self.base,
                 self.examples,
@@ -584,6 +594,7 @@ class ReplayScorer:
                 critique=self.needs_critic,
                 passages=self.passages,
                 actions=self.actions,
+                focus_when=self.focus_when,
             )
             recording.check_reading(recs.values(), self.base)
             if self.needs_critic and not all(r.get("critiqued", True) for r in recs.values() if not r.get("error")):

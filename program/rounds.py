@@ -112,6 +112,7 @@ class Round:
     p_right: float | None = None
     source: str | None = None  # where P(right) came from: gate, judge, critic
     critic_used: bool = False
+    flagged: bool = False  # the type check or the intermediate-entity sign flags what the reader wrote
 
     @property
     def evidence(self) -> list[Passage]:

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import dspy
 from pydantic import Field, field_validator, model_validator
 
+from program.answer_types import mismatch
 from program.answers import clean_answer, is_yes_no_question
 from program.calibration import AnswerCalibrator, critic_features, round_features
 from program.confidence import TOP_LOGPROBS
@@ -215,7 +216,6 @@ class Explore:
     critic_floor = 0.0
     gate = judge = None
     max_repairs = 2
-    focus_when = "rejected"
     yes_threshold = yes_threshold_sub = None
     compare_by = "composer"
     option_form = "question"
@@ -224,9 +224,10 @@ class Explore:
     choose = "last"
     budget = Budget(max_lm_calls=None)
 
-    def __init__(self, critique: bool = True, actions: Sequence[str] | None = None):
+    def __init__(self, critique: bool = True, actions: Sequence[str] | None = None, focus_when: str = "rejected"):
         self.ask_critic = "always" if critique else "off"
         self.actions = None if actions is None else tuple(actions)
+        self.focus_when = focus_when  # "flagged": focused reads of flagged drafts alone (what flagged policies run)
 
     def accept_for(self, form: Form) -> float:
         return 2.0  # above every probability: no round is accepted, every repair runs
@@ -267,10 +268,16 @@ def p_right(features: dict[str, float], p_gate: float, critique: dict | None, po
     return extra["p_supported"], "critic"
 
 
-def _flagged(rnd: Round) -> bool:
-    """Whether the type check or the intermediate-entity sign flags a round's answer."""
-    f = rnd.features or {}
-    return bool(f.get("type_mismatch") or f.get("names_passage"))
+def flagged(run: Run, rnd: Round) -> bool:
+    """Whether the type check or the intermediate-entity sign flags what the reader wrote (its own words,
+    before any rule of code: a recording's focused reads then serve every policy): a kind of thing the
+    question does not ask for, or the title of an evidence passage the question does not name."""
+    if rnd.read is None or rnd.action == "compare":
+        return False
+    answer, asked = rnd.read.answer, set(words(run.question))
+    return mismatch(run.question, answer) or any(
+        names_title(answer, p) and not set(words(p.title)) <= asked for p in rnd.read.evidence
+    )
 
 
 def next_step(rounds: Sequence[Round], form: Form, policy: Policy, spent: str | None = None) -> tuple[str | None, str]:
@@ -288,7 +295,7 @@ def next_step(rounds: Sequence[Round], form: Form, policy: Policy, spent: str | 
         return None, "max_repairs"
     done = {r.action for r in rounds}
     plan = [a for a in policy.repairs_for(form) if a not in done]
-    if policy.focus_when == "flagged" and not _flagged(rounds[0]):
+    if policy.focus_when == "flagged" and not rounds[0].flagged:
         plan = [a for a in plan if a != "focus"]
     last = (rounds[-1].critique or {}).get("verdict") if rounds[-1].critic_used else None
     if last == "incomplete" and "retrieve" in plan:
@@ -404,6 +411,7 @@ def judge(run: Run, rnd: Round, source: RoundSource, policy: Policy, tr: Tracer)
     """Settle a read round, then its features, gate, critic (where the policy wants it) and P(right), in
     place; a judgement step records the outcome."""
     settle(run, rnd, policy)
+    rnd.flagged = flagged(run, rnd)
     if rnd.answer is None:
         rnd.features, rnd.p_gate, rnd.p_right, rnd.source, rnd.critic_used = None, None, None, None, False
     else:

@@ -491,8 +491,11 @@ def test_next_step_stops_on_confidence_budget_repairs_and_an_exhausted_plan():
     assert next_step([rnd("draft"), rnd("compare", None, None)], "comparison", cfg) == ("retrieve", "")
     assert next_step([rnd("draft")], "bridge", cfg.replace(repair_bridge=())) == (None, "no_repair_left")
     focus = cfg.replace(repair_bridge=("focus",), focus_when="flagged")
-    assert next_step([rnd("draft", features={"type_mismatch": 0.0})], "bridge", focus) == (None, "no_repair_left")
-    assert next_step([rnd("draft", features={"names_passage": 1.0})], "bridge", focus) == ("focus", "")
+    assert next_step([rnd("draft")], "bridge", focus) == (None, "no_repair_left")
+    flagged = rnd("draft")
+    flagged.flagged = True  # what the reader wrote is flagged (program.sharp.flagged)
+    assert next_step([flagged], "bridge", focus) == ("focus", "")
+    assert next_step([rnd("draft")], "bridge", focus.replace(focus_when="rejected")) == ("focus", "")
 
 
 def test_select_takes_the_most_confident_answered_round_the_earliest_on_a_tie():
@@ -522,3 +525,31 @@ def test_a_span_rule_drops_a_titles_parenthesised_qualifier(rule):
     assert prog(question=question).answer == "Pulp Fiction"
     prog, _, _ = sharp(generator, SharpConfig(ask_critic="off", max_repairs=0))
     assert prog(question=question).answer == "Pulp Fiction (film)"  # the rule off: as read
+
+
+def test_a_recording_of_focused_reads_after_flagged_drafts_alone_serves_flagged_policies(tmp_path):
+    """focus_when="flagged": a focused read only where the draft's own words are flagged; the recording is
+    then complete for every question, and replays as a live run of a policy that focuses so."""
+    from optimize.evaluate import evaluate
+    from optimize.recording import complete, record
+    from optimize.replay import score
+    from program.rounds import lookup_in
+
+    other = "When was Krzysztof Kieslowski born?"
+    generator = by_question(
+        "generator", {BRIDGE: reply("Quentin Tarantino", UNSURE), other: reply("27 June 1941", UNSURE)}
+    )
+    focuser = FieldLM("focuser", lambda f: reply("American", SURE))
+    import dspy
+
+    examples = [dspy.Example(id=f"q{i}", question=q, answer=a, answer_aliases=[]).with_inputs("question")
+                for i, (q, a) in enumerate([(BRIDGE, "American"), (other, "27 June 1941")])]  # fmt: skip
+    prog, lms, _ = sharp(generator, cfg(), focuser=focuser)
+    recs = record(prog, examples, path=tmp_path / "rec.jsonl", critique=False, focus_when="flagged")
+    assert [[x["action"] for x in recs[i]["rounds"]] for i in ("q0", "q1")] == [["draft", "focus", "retrieve"],
+                                                                              ["draft", "retrieve"]]  # fmt: skip
+    assert all(complete(r, prog, critique=False, focus_when="flagged") for r in recs.values())
+    assert not complete(recs["q1"], prog, critique=False)  # a focused read after every draft: q1's is missing
+    live = evaluate(sharp(generator, cfg(), focuser=focuser)[0], examples, progress=False)
+    replayed = score(recs, examples, cfg(), passages=lookup_in({p.id: p for p in CORPUS}))
+    assert [r["answer"] for r in replayed.rows] == [r["answer"] for r in live.rows] == ["American", "27 June 1941"]

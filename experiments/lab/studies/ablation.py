@@ -43,8 +43,6 @@ def levers(program_policy: dict[str, Any], critic: bool) -> list[tuple[str, dict
         ("+ comparisons composed by the LM instead", {**NO_REPAIR, **fixes, **compare, "compare_by": "composer"}),
         ("+ focused read of flagged bridge drafts", {**NO_REPAIR, **fixes, **compare, "repair_bridge": ("focus",),
                                                      "focus_when": "flagged"}),
-        ("+ focused read of every rejected bridge draft", {**NO_REPAIR, **fixes, **compare, "repair_bridge": ("focus",),
-                                                          "focus_when": "rejected"}),
         ("+ re-retrieval, every form", {**fixes, **compare, "max_repairs": 2, "repair_bridge": ("focus", "retrieve"),
                                         "repair_comparison": ("compare", "retrieve"),
                                         "repair_yesno": ("compare", "retrieve")}),

@@ -36,6 +36,12 @@ def main() -> None:
         help=f"comma-separated actions to record (of {', '.join(ACTIONS)}; the draft always): default every repair",
     )
     ap.add_argument("--program", type=Path, default=None, help="a saved program (default: the uncompiled SHARP)")
+    ap.add_argument(
+        "--focus-when",
+        choices=("flagged", "rejected"),
+        default="flagged",
+        help="record a focused read after flagged drafts only (default), or after every bridge draft",
+    )
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
@@ -59,6 +65,7 @@ def main() -> None:
         critique=lambda ex: any(a <= position[ex.id] < b for a, b in ranges),
         actions=actions,
         passages=rt.passages(),
+        focus_when=args.focus_when,
     )
 
 
