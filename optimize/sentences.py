@@ -15,17 +15,17 @@ from optimize.linear import fit_linear
 from program.sentences import (
     SENTENCE_FEATURES,
     SentenceSelector,
-    content,
     select_sentences,
     sentence_features,
     split_sentences,
 )
+from program.text import content_terms
 from program.types import Passage
 
 
 def _matches(sentence: str, gold: str) -> bool:
     """Whether a split sentence is (most of) a gold sentence: 60% of either's content words shared."""
-    a, b = content(sentence), content(gold)
+    a, b = content_terms(sentence), content_terms(gold)
     return bool(a and b) and len(a & b) >= 0.6 * min(len(a), len(b))
 
 

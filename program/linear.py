@@ -105,6 +105,13 @@ class LinearModel(StrictConfig):
         return None
 
 
+def refuse_other_corpus(model: LinearModel, corpus_sha256: str | None, dataset: str | None, remedy: str) -> None:
+    """Raise the model's error when it was fitted on another corpus: both named, then ``remedy``."""
+    problem = model.corpus_problem(corpus_sha256, dataset)
+    if problem:
+        raise model.ERROR(f"the {model.KIND} does not fit this index: {problem}. {remedy}")
+
+
 def numbers_digest(model: Any) -> str:
     """sha256 over a model's features, numbers and ``fitted_on`` (what decides its output)."""
     payload = {k: getattr(model, k) for k in ("features", "means", "scales", "weights", "bias")}

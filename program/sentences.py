@@ -15,58 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from program.linear import LinearModel, LinearModelError
+from program.linear import LinearModel, LinearModelError, refuse_other_corpus
 from program.spans import words
+from program.text import content_terms
 from program.types import Passage
 
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"“(\[]?[A-Z0-9])")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "by",
-        "with",
-        "from",
-        "and",
-        "or",
-        "is",
-        "was",
-        "were",
-        "are",
-        "be",
-        "been",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "how",
-        "did",
-        "does",
-        "do",
-        "that",
-        "this",
-        "as",
-        "it",
-        "its",
-        "his",
-        "her",
-        "their",
-        "also",
-        "than",
-        "then",
-        "there",
-    ]
-)
 
 SENTENCE_FEATURES = (
     "overlap",  # content words of the question the sentence holds
@@ -95,12 +49,10 @@ class SentenceSelector(LinearModel):
     ERROR = SelectorError
 
     def check_fits(self, corpus_sha256: str | None, dataset: str | None = None) -> None:
-        problem = self.corpus_problem(corpus_sha256, dataset)
-        if problem:
-            raise SelectorError(
-                f"the program's sentence selector does not fit this index: {problem}. Fit one for this index's "
-                f"dataset with `{self.REFIT}`, or read whole passages (--set evidence=passages)"
-            )
+        remedy = (
+            f"Fit one for this index's dataset with `{self.REFIT}`, or read whole passages (--set evidence=passages)"
+        )
+        refuse_other_corpus(self, corpus_sha256, dataset, remedy)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -108,16 +60,12 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SPLIT.split(text or "") if s.strip()]
 
 
-def content(text: str) -> set[str]:
-    return {w for w in words(text) if w not in _STOP}
-
-
 def sentence_features(
     question: str, sentence: str, position: int, passage: Passage, rank: int, titles: Sequence[str]
 ) -> dict[str, float]:
     """The selector's features of one sentence (see :data:`SENTENCE_FEATURES`)."""
-    asked = content(question)
-    held = content(sentence)
+    asked = content_terms(question)
+    held = content_terms(sentence)
     own = " ".join(words(passage.title))
     q = f" {' '.join(words(question))} "
     text = f" {' '.join(words(sentence))} "

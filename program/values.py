@@ -254,39 +254,106 @@ def _same_key(value: Value) -> str:
     return same_place_key(value.text)
 
 
-# demonyms and other names of the countries a "same nationality / same country" question compares most
+# demonyms and other names of the countries a "same nationality / same country" question compares most: a
+# country, then the names that mean it
+_COUNTRY_NAMES = """
+united states: american, usa, us, u s, u s a, united states of america, america
+united kingdom: british, uk, u k, english, england, scottish, scotland, welsh, wales, great britain
+canada: canadian
+australia: australian
+france: french
+germany: german, west german, west germany, east german, east germany
+italy: italian
+spain: spanish
+mexico: mexican
+ireland: irish
+india: indian
+china: chinese
+japan: japanese
+south korea: korean, south korean
+russia: russian
+soviet union: soviet, ussr
+sweden: swedish
+norway: norwegian
+denmark: danish
+finland: finnish
+netherlands: dutch, the netherlands, holland
+belgium: belgian
+switzerland: swiss
+austria: austrian
+poland: polish
+czech republic: czech, czechia
+hungary: hungarian
+greece: greek
+turkey: turkish
+portugal: portuguese
+brazil: brazilian
+argentina: argentine, argentinian
+chile: chilean
+colombia: colombian
+peru: peruvian
+venezuela: venezuelan
+cuba: cuban
+egypt: egyptian
+iran: iranian, persian
+israel: israeli
+pakistan: pakistani
+bangladesh: bangladeshi
+philippines: filipino, philippine
+thailand: thai
+vietnam: vietnamese
+indonesia: indonesian
+malaysia: malaysian
+nigeria: nigerian
+south africa: south african
+kenya: kenyan
+new zealand: new zealander
+romania: romanian
+bulgaria: bulgarian
+serbia: serbian
+croatia: croatian
+ukraine: ukrainian
+yugoslavia: yugoslav, yugoslavian
+iceland: icelandic
+estonia: estonian
+latvia: latvian
+lithuania: lithuanian
+slovakia: slovak
+slovenia: slovenian
+georgia: georgian
+armenia: armenian
+lebanon: lebanese
+syria: syrian
+iraq: iraqi
+saudi arabia: saudi
+morocco: moroccan
+algeria: algerian
+tunisia: tunisian
+ethiopia: ethiopian
+ghana: ghanaian
+sri lanka: sri lankan
+nepal: nepalese
+taiwan: taiwanese
+hong kong: hong konger
+singapore: singaporean
+jamaica: jamaican
+uruguay: uruguayan
+bolivia: bolivian
+ecuador: ecuadorian
+paraguay: paraguayan
+luxembourg: luxembourgish
+monaco: monegasque
+malta: maltese
+cyprus: cypriot
+albania: albanian
+bosnia and herzegovina: bosnian
+north macedonia: macedonian
+"""
 _COUNTRY = {
-    "american": "united states", "usa": "united states", "us": "united states", "u s": "united states",
-    "u s a": "united states", "united states of america": "united states", "america": "united states",
-    "british": "united kingdom", "uk": "united kingdom", "u k": "united kingdom", "english": "united kingdom",
-    "england": "united kingdom", "scottish": "united kingdom", "scotland": "united kingdom",
-    "welsh": "united kingdom", "wales": "united kingdom", "great britain": "united kingdom",
-    "canadian": "canada", "australian": "australia", "french": "france", "german": "germany",
-    "west german": "germany", "west germany": "germany", "east german": "germany", "east germany": "germany",
-    "italian": "italy", "spanish": "spain", "mexican": "mexico", "irish": "ireland", "indian": "india",
-    "chinese": "china", "japanese": "japan", "korean": "south korea", "south korean": "south korea",
-    "russian": "russia", "soviet": "soviet union", "ussr": "soviet union", "swedish": "sweden",
-    "norwegian": "norway", "danish": "denmark", "finnish": "finland", "dutch": "netherlands",
-    "the netherlands": "netherlands", "holland": "netherlands", "belgian": "belgium", "swiss": "switzerland",
-    "austrian": "austria", "polish": "poland", "czech": "czech republic", "czechia": "czech republic",
-    "hungarian": "hungary", "greek": "greece", "turkish": "turkey", "portuguese": "portugal",
-    "brazilian": "brazil", "argentine": "argentina", "argentinian": "argentina", "chilean": "chile",
-    "colombian": "colombia", "peruvian": "peru", "venezuelan": "venezuela", "cuban": "cuba",
-    "egyptian": "egypt", "iranian": "iran", "persian": "iran", "israeli": "israel", "pakistani": "pakistan",
-    "bangladeshi": "bangladesh", "filipino": "philippines", "philippine": "philippines", "thai": "thailand",
-    "vietnamese": "vietnam", "indonesian": "indonesia", "malaysian": "malaysia", "nigerian": "nigeria",
-    "south african": "south africa", "kenyan": "kenya", "new zealander": "new zealand", "romanian": "romania",
-    "bulgarian": "bulgaria", "serbian": "serbia", "croatian": "croatia", "ukrainian": "ukraine",
-    "yugoslav": "yugoslavia", "yugoslavian": "yugoslavia", "icelandic": "iceland", "estonian": "estonia",
-    "latvian": "latvia", "lithuanian": "lithuania", "slovak": "slovakia", "slovenian": "slovenia",
-    "georgian": "georgia", "armenian": "armenia", "lebanese": "lebanon", "syrian": "syria", "iraqi": "iraq",
-    "saudi": "saudi arabia", "moroccan": "morocco", "algerian": "algeria", "tunisian": "tunisia",
-    "ethiopian": "ethiopia", "ghanaian": "ghana", "sri lankan": "sri lanka", "nepalese": "nepal",
-    "taiwanese": "taiwan", "hong konger": "hong kong", "singaporean": "singapore", "jamaican": "jamaica",
-    "uruguayan": "uruguay", "bolivian": "bolivia", "ecuadorian": "ecuador", "paraguayan": "paraguay",
-    "luxembourgish": "luxembourg", "monegasque": "monaco", "maltese": "malta", "cypriot": "cyprus",
-    "albanian": "albania", "bosnian": "bosnia and herzegovina", "macedonian": "north macedonia",
-}  # fmt: skip
+    name.strip(): country.strip()
+    for country, names in (line.split(":") for line in _COUNTRY_NAMES.strip().splitlines())
+    for name in names.split(",")
+}
 
 
 def same_place_key(text: str) -> str:

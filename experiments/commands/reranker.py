@@ -141,6 +141,9 @@ def _fit(pairs: list, out: Path, training: RerankerTraining, trained_on: dict, t
     return manifest
 
 
+# what every fitting command takes: replace an existing fit, print the outcome as JSON
+Overwrite = typer.Option(False, "--overwrite", help="Replace a fitted model of the same name.")
+AsJson = typer.Option(False, "--json", help="Print what was fitted and measured as one JSON object.")
 RankerName = typer.Option(None, "--name", help="Saved as WORKSPACE/rankers/NAME.json (default: the dataset's name).")
 RankerNTrain = typer.Option(
     None,
@@ -157,10 +160,10 @@ def fit_ranker(
     c: float = typer.Option(1.0, "--c", help="Inverse regularisation strength of the logistic regression."),
     depth: int = typer.Option(20, "--depth", help="Hits per search pooled (the query's and the second hop's)."),
     link_from: int = typer.Option(5, "--link-from", help="Top hits whose title links join the pool."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a ranker of the same name."),
+    overwrite: bool = Overwrite,
     opts: o.Options = o.SHARED,
     no_tracking: bool = typer.Option(False, "--no-tracking", help="Do not log to MLflow."),
-    as_json: bool = typer.Option(False, "--json", help="Print what was fitted and measured as one JSON object."),
+    as_json: bool = AsJson,
 ) -> None:
     """Fit the evidence ranker on train questions' gold paragraphs (no LM call, seconds on a CPU).
 
@@ -260,9 +263,9 @@ def fit_selector(
     n_heldout: int = typer.Option(100, "--n-heldout", help="Report coverage on the next N."),
     passages: int = typer.Option(5, "--passages", help="Ranked passages a question's sentences come from."),
     budget: int = typer.Option(10, "--budget", help="Sentences shown in all (coverage is reported around it)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a selector of the same dataset."),
+    overwrite: bool = Overwrite,
     opts: o.Options = o.SHARED,
-    as_json: bool = typer.Option(False, "--json", help="Print what was fitted and measured as one JSON object."),
+    as_json: bool = AsJson,
 ) -> None:
     """Fit the sentence selector on train questions' supporting facts (no LM call): the sentences of the ranked
     passages SHARP's draft reads with `--config WORKSPACE/selectors/DATASET.json`.

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from program.linear import LinearModel, LinearModelError
+from program.linear import LinearModel, LinearModelError, refuse_other_corpus
 from program.retrieval.base import check_query
 from program.retrieval.hop import hop_query
 from program.retrieval.links import TitleLinker, surface
@@ -65,12 +65,8 @@ class EvidenceRanker(LinearModel):
         fit_command: str = "sharp fit-ranker --dataset DATASET",
         dataset: str | None = None,
     ) -> None:
-        problem = self.corpus_problem(corpus_sha256, dataset)
-        if problem:
-            raise RankerError(
-                f"the evidence ranker does not fit this index: {problem}. Fit one for this index's dataset with "
-                f"`{fit_command}`, or drop it (--retriever-set ranker=null)"
-            )
+        remedy = f"Fit one for this index's dataset with `{fit_command}`, or drop it (--retriever-set ranker=null)"
+        refuse_other_corpus(self, corpus_sha256, dataset, remedy)
 
 
 def _rr(ids: Sequence[str], pid: str) -> float:

@@ -7,6 +7,7 @@ commands. Left out of the installed package (pyproject.toml); nothing in the pro
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 
 def show(out: object, path: "Path | None" = None) -> None:
@@ -58,6 +59,19 @@ def program_and_records(
     recording.check_reading(records.values(), program, actions)
     positions = f"{args.split} {args.offset}:{args.offset + len(examples)} (seed {args.seed})"
     return program, examples, records, positions, passages
+
+
+def recording_study(doc: str, split: str, study: "Any", actions: "tuple[str, ...] | None" = None) -> None:
+    """The main of a study over recorded questions: its options (:func:`add_recording_arguments` and ``--n``),
+    the program and records, then ``study(program, records, examples, passages, seed)``'s output shown with
+    the questions and their positions."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_recording_arguments(ap, split=split)
+    ap.add_argument("--n", type=int, required=True, help="questions (after --offset)")
+    args = ap.parse_args()
+    program, examples, records, positions, passages = program_and_records(args, args.n, actions=actions)
+    out = {"questions": len(examples), "positions": positions, "program": str(args.program)}
+    show({**out, **study(program, records, examples, passages, args.seed)}, args.json)
 
 
 def rounded_diff(diff: "dict | None") -> "list[float] | None":

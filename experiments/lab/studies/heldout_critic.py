@@ -16,10 +16,9 @@ Read from the recording only (no LM call; a question the recording lacks is an e
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from experiments.lab.studies import add_recording_arguments, program_and_records, rounded_diff, show
+from experiments.lab.studies import recording_study, rounded_diff
 from optimize import replay
 from optimize.critic import report, round_cases
 from optimize.stats import paired_bootstrap
@@ -82,20 +81,13 @@ def policy_report(program: Any, records: dict, examples: list, seed: int = 0, pa
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_recording_arguments(ap, split="train")
-    ap.add_argument("--n", type=int, required=True, help="questions after the offset")
-    args = ap.parse_args()
-    program, examples, records, positions, passages = program_and_records(args, args.n)
-    show(
-        {
-            "questions": len(examples),
-            "positions": positions,
-            "program": str(args.program),
-            "critic": critic_report(program, records, examples, args.seed, passages),
-            "policy": policy_report(program, records, examples, args.seed, passages),
+    recording_study(
+        __doc__,
+        "train",
+        lambda program, records, examples, passages, seed: {
+            "critic": critic_report(program, records, examples, seed, passages),
+            "policy": policy_report(program, records, examples, seed, passages),
         },
-        args.json,
     )
 
 

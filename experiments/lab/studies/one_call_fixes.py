@@ -14,10 +14,9 @@ run it on train.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from experiments.lab.studies import add_recording_arguments, program_and_records, rounded_diff, show
+from experiments.lab.studies import recording_study, rounded_diff
 from optimize import replay
 from optimize.stats import paired_bootstrap
 from optimize.tune import YES_GRID
@@ -74,13 +73,12 @@ def study(program: Any, records: dict, examples: list, passages: Any, seed: int 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_recording_arguments(ap, split="train")
-    ap.add_argument("--n", type=int, required=True, help="questions (after --offset)")
-    args = ap.parse_args()
-    program, examples, records, positions, passages = program_and_records(args, args.n, actions=("draft",))
-    show({"questions": len(examples), "positions": positions, "rows": study(program, records, examples, passages)},
-         args.json)  # fmt: skip
+    recording_study(
+        __doc__,
+        "train",
+        lambda program, records, examples, passages, seed: {"rows": study(program, records, examples, passages, seed)},
+        actions=("draft",),
+    )
 
 
 if __name__ == "__main__":
