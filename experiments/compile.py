@@ -66,11 +66,16 @@ class CompileJob:
     calibrator_fitted_on: dict = field(default_factory=dict)  # dataset, corpus, ranker: recorded with it
     # recorded passages -> their text (the index's): what rules over the text (spans, answer features) read
     passages: Any = titles_only
+    # --target critic: the repairs recorded (None: every one); focused reads after flagged drafts
+    actions: tuple[str, ...] | None = None
     freeze: tuple[str, ...] = ()  # roles whose demos and instructions the optimizer may not change
 
     def __post_init__(self) -> None:
         if self.metric not in ANSWER_METRICS:
             raise ConfigError(f"unknown metric {self.metric!r}; choose one of {', '.join(ANSWER_METRICS)}")
+        unknown = sorted(set(self.actions or ()) - {"retrieve", "compare", "focus"})
+        if unknown:
+            raise ConfigError(f"--actions: unknown repair(s) {unknown}; choose from retrieve, compare, focus")
         if self.target not in ("program", "critic"):
             raise ConfigError(f"unknown target {self.target!r}; choose 'program' or 'critic'")
         if self.freeze and self.target != "program":
@@ -177,7 +182,14 @@ def _compile_critic(
     path = job.recording or record_dir / f"{recording.reading_key(student, questions, job.calibrator_fitted_on)}.jsonl"
     with ledger_of_calls() as ledger:
         records = recording.record(
-            student, questions, path, job.threads, critique=job.critic_reads, passages=job.passages
+            student,
+            questions,
+            path,
+            job.threads,
+            critique=job.critic_reads,
+            passages=job.passages,
+            actions=job.actions,
+            focus_when="flagged",
         )
     recording.check_reading(records.values(), student)
     fit_cases = round_cases(records, trainset, student.config, job.passages)

@@ -51,6 +51,12 @@ Recording = typer.Option(
     help="--target critic: the recording of the questions' rounds to fit the critic on (made, or extended where "
     "it lacks questions; default WORKSPACE/compile/NAME/replay/KEY.jsonl).",
 )
+RecordActions = typer.Option(
+    None,
+    "--actions",
+    help="--target critic: the repairs the recording holds, or records where it lacks them (comma list of "
+    "retrieve, compare, focus; default every repair). Focused reads follow flagged drafts.",
+)
 CompileOffset = typer.Option(
     0,
     "--train-offset",
@@ -92,6 +98,7 @@ def compile_cmd(
     threads: int = typer.Option(1, "--threads", help="Threads for the before/after evaluations."),
     critic_reads: bool = CriticReads,
     recording: Path | None = Recording,
+    actions: str | None = RecordActions,
     train_offset: int = CompileOffset,
     freeze: list[str] | None = Freeze,
     program: str | None = Program,
@@ -112,6 +119,7 @@ def compile_cmd(
         threads=threads,
         critic_reads=critic_reads,
         recording=recording,
+        actions=None if actions is None else tuple(a for a in actions.split(",") if a),
         freeze=tuple(freeze or ()),
     )
     check_sizes_early(job, n_train, n_val)

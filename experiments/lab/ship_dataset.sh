@@ -8,6 +8,8 @@
 # N_HELDOUT are held out: the gate's AUROC and the ship check against the shipped program are measured there.
 # Every step replays workspace/recordings/DATASET-train.jsonl (record it first: experiments/lab/studies/
 # record_drafts.py), recording only what it lacks; no step asks the critic LM (the 1.5B critic did not pay).
+# SPACE=experiments/spaces/compare-only.yaml ACTIONS=compare tunes and fits over a recording of the drafts and
+# comparisons alone.
 set -eu
 D=$1
 T=$2
@@ -16,13 +18,16 @@ TRIALS=${4:-300}
 REC=workspace/recordings/$D-train.jsonl
 SHARP=${SHARP:-.venv/bin/sharp}
 TUNE="--dataset $D --split train --train-offset 0 --n $T --recording $REC --fix ask_critic=off --max-calls 2.5"
+# SPACE: a search space that asks only for the rounds the recording holds (experiments/spaces/)
+if [ -n "${SPACE:-}" ]; then TUNE="$TUNE --space $SPACE"; fi
 
 # 1. the rules code applies to what the reader read, and a first policy, over the uncalibrated P(right)
 $SHARP tune $TUNE --trials "$TRIALS" --study "sharp-$D-rules"
 # 2. the answer critic's gate, fitted on the tuning questions' rounds settled by those rules, reported on the
 #    held-out ones
 $SHARP compile --system sharp --target critic --dataset "$D" --train-offset 0 --n-train "$T" --n-val "$H" \
-    --no-critic-reads --recording "$REC" --program "workspace/programs/sharp-$D-rules.json" --name "sharp-$D-critic"
+    --no-critic-reads --recording "$REC" --actions "${ACTIONS:-retrieve,compare,focus}" \
+    --program "workspace/programs/sharp-$D-rules.json" --name "sharp-$D-critic"
 # 3. the policy again, over the gate's P(right), the rules kept as the gate was fitted with them
 RULES=$(.venv/bin/python -c "
 import json, sys
