@@ -72,6 +72,9 @@ READS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "critic": (("critic",), ("passage_chars", "structured_adapter", "critic_max_tokens")),
 }
 AFTER_DRAFT = ("retrieve", "focus")
+# what code decides of an action's reads, versioned: a change to it (the comparisons planned by rule) makes the
+# action's recorded rounds stale as a prompt change would
+CODE_VERSIONS = {"compare": 2}
 
 
 def reading(program: SharpRAG, action: str = "draft") -> str:
@@ -87,6 +90,8 @@ def reading(program: SharpRAG, action: str = "draft") -> str:
     config = {k: v for k, v in sorted(values.items()) if v != defaults.get(k)}
     state = {name: without_lms(getattr(program, name).dump_state()) for name in predictors}
     parts = {"action": action, "config": config, "state": state}
+    if action in CODE_VERSIONS:
+        parts["code"] = CODE_VERSIONS[action]
     if action in AFTER_DRAFT:
         parts["draft"] = reading(program, "draft")
     return digest(parts, 16)

@@ -121,3 +121,32 @@ def matches_option(answer: str, opts: list[str]) -> bool:
 
 def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+# the value a choice compares, read from the question once its options are cut out: (pattern, sub-question)
+_THROUGH = re.compile(r"\b(whose director|the director|directors?)\b", re.I)
+_VALUE_OF: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"\b(died|die|death)\b", re.I), "When did {of}{x} die?"),
+    (re.compile(r"\b(born|older|younger|oldest|youngest|elder|age)\b", re.I), "When was {of}{x} born?"),
+    (re.compile(r"\b(released|came out|come out|published|premiered|aired)\b", re.I), "When was {of}{x} released?"),
+    (re.compile(r"\b(established|founded|formed|started|launched|opened|built|created)\b", re.I),
+     "When was {of}{x} founded?"),
+)  # fmt: skip
+
+
+def rule_sub_questions(question: str, opts: list[str] | None = None) -> list[str] | None:
+    """One single-hop question per option of a choice that compares a date the question names (born, died,
+    released, founded; through the options' director where it says so): "Which film has the director who
+    died later, A or B?" -> ["When did the director of A die?", "When did the director of B die?"]. None when
+    the question is not such a choice (the planner writes its sub-questions then)."""
+    opts = options(question) if opts is None else opts
+    if len(opts) != 2:
+        return None
+    frame = question
+    for opt in opts:
+        frame = frame.replace(opt, " ")
+    of = "the director of " if _THROUGH.search(frame) else ""
+    for pattern, template in _VALUE_OF:
+        if pattern.search(frame):
+            return [template.format(of=of, x=opt) for opt in opts]
+    return None

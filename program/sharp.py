@@ -42,7 +42,7 @@ from program.confidence import TOP_LOGPROBS
 from program.config import StrictConfig
 from program.critique import critic_lm_config, output_fields, read_critique
 from program.evidence import EvidencePool, format_evidence
-from program.forms import Form, matches_option, options, question_form
+from program.forms import Form, matches_option, options, question_form, rule_sub_questions
 from program.generation import answer_from_evidence, record_confidence
 from program.parsing import items
 from program.retrieval.base import Retriever
@@ -583,19 +583,25 @@ class SharpRAG(dspy.Module):
 
     def _compare(self, run: Run, tr: Tracer, round_no: int, policy: Policy) -> Round:
         """The planner names the entities (the question's options where it has them) and writes one
-        sub-question each; each is read single-hop (the loop has the composer answer from the values only
-        where the policy needs it: :func:`needs_composer`)."""
+        sub-question each (a choice of two dates the question names is planned by rule, with no LM call:
+        program.forms.rule_sub_questions); each is read single-hop (the loop has the composer answer from
+        the values only where the policy needs it: :func:`needs_composer`)."""
         cfg, q = self.config, run.question
         named = options(q)
-        pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=cfg.structured_adapter,
-                             config={"max_tokens": cfg.planner_max_tokens}, question=q, options=named)  # fmt: skip
-        fields = output_fields(pred, step)
+        ruled = rule_sub_questions(q, named)
+        if ruled is not None:  # a choice of two dates the question names: no LM call to plan it
+            step = tr.add("planner", round=round_no, by_rule=True, lm_calls=0)
+            fields: dict = {"entities": named, "sub_questions": ruled}
+        else:
+            pred, step = tr.call("planner", self.planner, {"question": q[:200]}, adapter=cfg.structured_adapter,
+                                 config={"max_tokens": cfg.planner_max_tokens}, question=q, options=named)  # fmt: skip
+            fields = output_fields(pred, step)
         asked = " ".join(q.lower().split())
         subs = [s for s in dict.fromkeys(items(fields.get("sub_questions"))) if " ".join(s.lower().split()) != asked]
         subs = subs[: cfg.max_sub_questions]
         entities = named or items(fields.get("entities"))[: len(subs)]
         step.update(round=round_no, entities=entities, sub_questions=subs)
-        rnd = Round("compare", entities=entities, sub_questions=subs, planned=not named)
+        rnd = Round("compare", entities=entities, sub_questions=subs, planned=ruled is None and not named)
         if len(subs) < 2:
             rnd.fallback = f"the planner wrote {len(subs)} sub-question(s): the draft stands"
         elif run.form == "comparison" and len(entities) != len(subs):

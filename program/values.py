@@ -228,7 +228,8 @@ def _yes_no(question: str, values: Sequence[Value], cue: Cue | None) -> Decision
     if _SAME.search(question):
         if kinds == {"yesno"}:  # "Is X in France?" twice says nothing of whether they share a country
             return Decision(None, "a question of sameness needs the values, not yes/no checks")
-        same = len({_same_key(v) for v in values}) == 1
+        keys = [_same_keys(v) for v in values]
+        same = bool(set.intersection(*keys))
         differ = bool(re.search(r"\bdifferent\b", question, re.I))
         return Decision("no" if same == differ else "yes", "values equal" if same else "values differ")
     if kinds == {"yesno"}:
@@ -246,12 +247,15 @@ def _yes_no(question: str, values: Sequence[Value], cue: Cue | None) -> Decision
     return Decision(None, f"values {sorted(kinds)} do not answer the yes/no question")
 
 
-def _same_key(value: Value) -> str:
+def _same_keys(value: Value) -> set[str]:
+    """What a value names, for sameness: a date or a number, or the countries of a nationality
+    ("Hungarian-American" names Hungary and the United States: it shares one with "American")."""
     if value.kind == "date":
-        return str(value.date[: value.precision])  # type: ignore[index]
+        return {str(value.date[: value.precision])}  # type: ignore[index]
     if value.kind == "number":
-        return f"{value.number:g} {value.unit}"
-    return same_place_key(value.text)
+        return {f"{value.number:g} {value.unit}"}
+    parts = [p for p in re.split(r"\s*(?:-|/|,|&|\band\b)\s*", value.text) if p.strip()]
+    return {same_place_key(p) for p in parts} or {same_place_key(value.text)}
 
 
 # demonyms and other names of the countries a "same nationality / same country" question compares most: a

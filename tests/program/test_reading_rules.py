@@ -203,3 +203,30 @@ def test_the_closest_span_is_taken_only_for_an_answer_the_evidence_does_not_hold
     assert closest_span("Australian artist", [LINDSAY]) is None  # already a span
     assert closest_span("Thurston County, WA", [TUMWATER]) == "Thurston County"
     assert closest_span("a rocket scientist", [TUMWATER]) is None  # nothing close enough
+
+
+@pytest.mark.parametrize(
+    "question,subs",
+    [
+        ("Which film has the director who died later, Un Taxi or An Uncertain Season?",
+         ["When did the director of Un Taxi die?", "When did the director of An Uncertain Season die?"]),
+        ("Who is younger, Kari Lindroos or Jean Compans?", ["When was Kari Lindroos born?", "When was Jean Compans born?"]),
+        ("Which film came out first, A or B?", ["When was A released?", "When was B released?"]),
+        ("Which magazine was established first, A or B?", ["When was A founded?", "When was B founded?"]),
+        ("Who lived longer, A or B?", None),  # an age from two dates: the planner's
+        ("Which genus has more species, A or B?", None),
+        ("Are both A and B American film directors?", None),  # not a choice
+    ],
+)  # fmt: skip
+def test_a_choice_of_two_dates_is_planned_by_rule(question, subs):
+    from program.forms import rule_sub_questions
+
+    assert rule_sub_questions(question) == subs
+
+
+def test_sameness_of_nationalities_is_sameness_of_a_country_they_name():
+    assert (
+        decide("Do A and B have the same nationality?", ["A", "B"], ["American", "Hungarian-American"], False).answer
+        == "yes"
+    )
+    assert decide("Are A and B from the same country?", ["A", "B"], ["India", "USA"], False).answer == "no"

@@ -192,12 +192,24 @@ def test_a_comparison_reads_one_value_per_entity_and_code_compares_them():
     prog, lms, retriever = sharp(choice_generator())
     pred = prog(question=CHOICE)
     assert rounds(pred) == [("draft", "Quentin Tarantino"), ("compare", "Krzysztof Kieslowski")]
-    assert lms["planner"].rules.seen[0]["options"] == '["Quentin Tarantino", "Krzysztof Kieslowski"]'
+    assert lms["planner"].calls == 0  # a choice of two birth dates is planned by rule
     assert retriever.queries == [(CHOICE, 3), (SUBS[0], 3), (SUBS[1], 3)]  # each value single-hop, at sub_k
     assert lms["composer"].calls == 0  # code decided: no LM composes
     compared = steps(pred, "judgement")[1]
     assert compared["how"] == "code" and "'first': 27 June 1941 wins" in compared["why"]
-    assert pred.answer == "Krzysztof Kieslowski" and pred.sub_queries == SUBS and pred.cost["lm_calls"] == 4
+    assert pred.answer == "Krzysztof Kieslowski" and pred.sub_queries == SUBS and pred.cost["lm_calls"] == 3
+
+
+def test_the_planner_is_given_the_options_of_a_choice_it_plans():
+    question = "Who made more films, Quentin Tarantino or Krzysztof Kieslowski?"
+    subs = ["How many films did Quentin Tarantino make?", "How many films did Krzysztof Kieslowski make?"]
+    generator = by_question("generator", {question: reply("Krzysztof Kieslowski", UNSURE),
+                                          subs[0]: reply("10"), subs[1]: reply("about 20 films")})  # fmt: skip
+    prog, lms, _ = sharp(generator, planner=planner_for(OPTIONS, subs))
+    pred = prog(question=question)
+    assert lms["planner"].rules.seen[0]["options"] == '["Quentin Tarantino", "Krzysztof Kieslowski"]'
+    compared = steps(pred, "judgement")[1]
+    assert (compared["answer"], compared["how"]) == ("Krzysztof Kieslowski", "code")
 
 
 @pytest.mark.parametrize("values", [("a Tuesday", "long ago"), ("1963", "unknown")],
@@ -354,12 +366,16 @@ def test_a_critique_without_a_usable_verdict_is_discarded_and_the_round_stands_a
     assert pred.answer == "American"
 
 
+PLANNED = "Who made more films, Quentin Tarantino or Krzysztof Kieslowski?"  # no rule plans it: the planner does
+
+
 def test_a_planner_with_fewer_than_two_sub_questions_falls_back_without_reading():
     planner = planner_for(OPTIONS, SUBS[:1])
-    prog, lms, retriever = sharp(choice_generator(), cfg(), planner=planner)
-    pred = prog(question=CHOICE)
+    generator = by_question("generator", {PLANNED: reply("Quentin Tarantino", UNSURE)})
+    prog, lms, retriever = sharp(generator, cfg(), planner=planner)
+    pred = prog(question=PLANNED)
     assert "the planner wrote 1 sub-question(s)" in steps(pred, "judgement")[1]["fallback"]
-    assert lms["generator"].calls == 1 and retriever.queries == [(CHOICE, 3)]
+    assert lms["generator"].calls == 1 and retriever.queries == [(PLANNED, 3)]
     assert steps(pred, "select")[0]["action"] == "draft" and pred.answer == "Quentin Tarantino"
 
 
@@ -461,8 +477,10 @@ def test_a_looping_planner_is_capped_and_its_cut_json_salvaged():
             )
 
     config = SharpConfig(ask_critic="off", planner_max_tokens=48, max_sub_questions=2)
-    prog, _, retriever = sharp(choice_generator(), config, planner=Looping("planner", []))
-    pred = prog(question=CHOICE)
+    generator = by_question("generator", {PLANNED: reply("Quentin Tarantino", UNSURE), SUBS[0]: reply("1963"),
+                                          SUBS[1]: reply("1941")})  # fmt: skip
+    prog, _, retriever = sharp(generator, config, planner=Looping("planner", []))
+    pred = prog(question=PLANNED)
     (plan,) = steps(pred, "planner")
     assert seen and all(kw.get("max_tokens") == 48 for kw in seen)
     assert plan["salvaged"] and plan["sub_questions"] == SUBS and plan["entities"] == OPTIONS
@@ -553,3 +571,15 @@ def test_a_recording_of_focused_reads_after_flagged_drafts_alone_serves_flagged_
     live = evaluate(sharp(generator, cfg(), focuser=focuser)[0], examples, progress=False)
     replayed = score(recs, examples, cfg(), passages=lookup_in({p.id: p for p in CORPUS}))
     assert [r["answer"] for r in replayed.rows] == [r["answer"] for r in live.rows] == ["American", "27 June 1941"]
+
+
+def test_a_choice_of_two_dates_is_planned_by_rule_with_no_planner_call():
+    question = "Who was born later, Quentin Tarantino or Krzysztof Kieslowski?"
+    subs = ["When was Quentin Tarantino born?", "When was Krzysztof Kieslowski born?"]
+    generator = by_question("generator", {question: reply("Krzysztof Kieslowski", UNSURE),
+                                          subs[0]: reply("March 27, 1963"), subs[1]: reply("27 June 1941")})  # fmt: skip
+    prog, lms, _ = sharp(generator)
+    pred = prog(question=question)
+    (plan,) = steps(pred, "planner")
+    assert plan["by_rule"] and plan["sub_questions"] == subs and lms["planner"].calls == 0
+    assert pred.answer == "Quentin Tarantino" and pred.cost["lm_calls"] == 3
