@@ -127,7 +127,10 @@ def _norm(text: str) -> str:
 _THROUGH = re.compile(r"\b(whose director|the director|directors?)\b", re.I)
 _VALUE_OF: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"\b(died|die|death)\b", re.I), "When did {of}{x} die?"),
-    (re.compile(r"\b(born|older|younger|oldest|youngest|elder|age)\b", re.I), "When was {of}{x} born?"),
+    (re.compile(r"\bborn\b", re.I), "When was {of}{x} born?"),
+    # "older" is a birth only of a person: "Who is older", a film's director; a thing's age is the planner's
+    (re.compile(r"^\s*who\b.*\b(older|younger|oldest|youngest|elder)\b|\b(director)\b.*\b(older|younger)\b", re.I),
+     "When was {of}{x} born?"),
     (re.compile(r"\b(released|came out|come out|published|premiered|aired)\b", re.I), "When was {of}{x} released?"),
     (re.compile(r"\b(established|founded|formed|started|launched|opened|built|created)\b", re.I),
      "When was {of}{x} founded?"),
