@@ -124,7 +124,13 @@ def _norm(text: str) -> str:
 
 
 # the value a choice compares, read from the question once its options are cut out: (pattern, sub-question)
-_THROUGH = re.compile(r"\b(whose director|the director|directors?)\b", re.I)
+_THROUGH = re.compile(r"\b(whose directors?|the directors?|directors? who)\b", re.I)
+# a choice of two dates says which comes first: "born in Poland" names no date to compare
+_WHEN = re.compile(
+    r"\b(earlier|earliest|later|latest|first|last|older|oldest|younger|youngest|elder|before|after|sooner|"
+    r"recently|recent|newer|newest)\b",
+    re.I,
+)
 _VALUE_OF: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"\b(died|die|death)\b", re.I), "When did {of}{x} die?"),
     (re.compile(r"\bborn\b", re.I), "When was {of}{x} born?"),
@@ -148,6 +154,8 @@ def rule_sub_questions(question: str, opts: list[str] | None = None) -> list[str
     frame = question
     for opt in opts:
         frame = frame.replace(opt, " ")
+    if not _WHEN.search(frame):
+        return None
     of = "the director of " if _THROUGH.search(frame) else ""
     for pattern, template in _VALUE_OF:
         if pattern.search(frame):

@@ -62,6 +62,7 @@ __all__ = [
     "SharpConfig",
     "SharpRAG",
     "conclude",
+    "flagged",
     "gate_probability",
     "next_step",
     "p_right",

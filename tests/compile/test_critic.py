@@ -66,7 +66,7 @@ def test_the_critic_target_fits_gate_and_judge_installs_them_and_reports_by_repl
     fresh = world.lms()
     again = world.program()
     world.assign(again, fresh)
-    records = recording.record(again, [*train, *held], path)  # read back: nothing left to record
+    records = recording.record(again, [*train, *held], path, focus_when="flagged")  # read back: nothing left
     assert all(lm.calls == 0 for lm in fresh.values())
     before, after = replay.score(records, held, student.config), replay.score(records, held, cfg)
     for key in ("em", "f1", "lm_calls_per_q"):

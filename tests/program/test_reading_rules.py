@@ -216,6 +216,10 @@ def test_the_closest_span_is_taken_only_for_an_answer_the_evidence_does_not_hold
         ("Who lived longer, A or B?", None),  # an age from two dates: the planner's
         ("Which genus has more species, A or B?", None),
         ("Are both A and B American film directors?", None),  # not a choice
+        ("Which film director, Quentin Tarantino or Krzysztof Kieslowski, was born in Poland?", None),  # a place
+        ("Which band formed in England, Of Montreal or Vib Gyor?", None),  # no date compared
+        ("Which magazine is published more often, Shonen Jump or Rolling Stone?", None),
+        ("Which film director, A or B, was born first?", ["When was A born?", "When was B born?"]),  # no "of"
     ],
 )  # fmt: skip
 def test_a_choice_of_two_dates_is_planned_by_rule(question, subs):

@@ -82,6 +82,6 @@ def toy_space(tmp_path_factory) -> Path:
     """A small policy search space (the answer critic's thresholds and repairs; no critic LM)."""
     path = tmp_path_factory.mktemp("space") / "space.yaml"
     path.write_text(
-        json.dumps({"threshold_low": 0.2, "threshold_high": 0.9, "max_repairs": [0, 1, 2], "critic": ["off"]})
+        json.dumps({"threshold_low": 0.2, "threshold_high": 0.9, "max_repairs": [0, 1, 2], "ask_critic": ["off"]})
     )
     return path
