@@ -36,12 +36,16 @@ def add_recording_arguments(ap: "argparse.ArgumentParser", split: str) -> None:
 
 
 def program_and_records(
-    args: "argparse.Namespace", n: int, critique: "bool | None" = None, actions: "tuple[str, ...] | None" = None
+    args: "argparse.Namespace",
+    n: int,
+    critique: "bool | None" = None,
+    actions: "tuple[str, ...] | None" = None,
+    focus_when: str = "flagged",
 ) -> tuple:
     """(program, examples, records, positions, passages) for ``n`` seeded questions after ``args.offset``
     (``passages``: the index's text for recorded passages, program.rounds.PassageLookup). ``critique``
     None reads the recording only (a missing question is an error); True/False records what it lacks, with or
-    without critiques. The records must come from a program that reads like this one."""
+    without critiques: the repairs in ``actions`` (None: every one), focused reads as ``focus_when`` says. The records must come from a program that reads like this one."""
     import logging
 
     from experiments.runtime import Runtime
@@ -55,7 +59,10 @@ def program_and_records(
     if critique is None:
         records = recording.read_records(args.recording, examples)
     else:
-        records = recording.record(program, examples, args.recording, critique=critique, passages=passages)
+        records = recording.record(
+            program, examples, args.recording, critique=critique, passages=passages, actions=actions,
+            focus_when=focus_when,
+        )  # fmt: skip
     recording.check_reading(records.values(), program, actions)
     positions = f"{args.split} {args.offset}:{args.offset + len(examples)} (seed {args.seed})"
     return program, examples, records, positions, passages

@@ -28,7 +28,9 @@ DRAFT = {"max_repairs": 0, "yes_threshold": None, "yes_threshold_sub": None, "op
 NO_REPAIR = {"repair_bridge": (), "repair_comparison": (), "repair_yesno": ()}
 
 
-def levers(program_policy: dict[str, Any], critic: bool) -> list[tuple[str, dict[str, Any]]]:
+def levers(
+    program_policy: dict[str, Any], critic: bool, actions: tuple[str, ...] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """(name, policy overrides) from the draft alone to the program's policy, one lever at a time: the
     one-call fixes of code (yes/no from P(yes), options and spans as the passage writes them), then each
     repair (the comparison decided in code, the focused read, re-retrieval), then the program's own policy.
@@ -52,16 +54,32 @@ def levers(program_policy: dict[str, Any], critic: bool) -> list[tuple[str, dict
     if critic:
         rows.append(("the program's policy, critic on every round", {"ask_critic": "always"}))
         rows.append(("the program's policy, critic in the band below the threshold", {"ask_critic": "band"}))
+    if actions is not None:  # a recording of some repairs: the rows that need another are left out
+        rows = [(name, over) for name, over in rows if _repairs(program_policy, over) <= set(actions)]
     # without critiques in the recording, no policy may ask the critic
     return rows if critic else [(name, {**over, "ask_critic": "off"}) for name, over in rows]
 
 
+def _repairs(policy: dict[str, Any], over: dict[str, Any]) -> set[str]:
+    """The repairs a row's policy can run (none when it never repairs)."""
+    merged = {**policy, **over}
+    if not merged["max_repairs"]:
+        return set()
+    return {*merged["repair_bridge"], *merged["repair_comparison"], *merged["repair_yesno"]}
+
+
 def ablate(
-    program: Any, records: dict, examples: list, critic: bool, seed: int = 0, passages: Any = None
+    program: Any,
+    records: dict,
+    examples: list,
+    critic: bool,
+    seed: int = 0,
+    passages: Any = None,
+    actions: tuple[str, ...] | None = None,
 ) -> list[dict]:
     base = program.config
     out, first = [], None
-    for name, over in levers(base.model_dump(), critic):
+    for name, over in levers(base.model_dump(), critic, actions):
         policy = base.replace(**over)
         result = replay.score(records, examples, policy, seed, passages or titles_only)
         em = {r["id"]: float(r["em"]) for r in result.rows}
@@ -87,14 +105,25 @@ def main() -> None:
     add_recording_arguments(ap, split="dev")
     ap.add_argument("--limit", type=int, default=100, help="questions (after --offset)")
     ap.add_argument("--critic", action="store_true", help="record (and ablate) the critic on every round too")
+    ap.add_argument(
+        "--actions",
+        type=lambda text: tuple(a for a in text.split(",") if a),
+        default=None,
+        help="the repairs to record where the recording lacks them, e.g. compare,focus (default: every one); the "
+        "rows that need another repair are left out",
+    )
+    ap.add_argument("--focus-when", choices=("flagged", "rejected"), default="flagged",
+                    help="which drafts get a focused read where one is recorded")  # fmt: skip
     args = ap.parse_args()
-    program, examples, records, positions, passages = program_and_records(args, args.limit, critique=args.critic)
+    program, examples, records, positions, passages = program_and_records(
+        args, args.limit, critique=args.critic, actions=args.actions, focus_when=args.focus_when
+    )
     show(
         {
             "questions": len(examples),
             "positions": positions,
             "program": str(args.program),
-            "rows": ablate(program, records, examples, args.critic, passages=passages),
+            "rows": ablate(program, records, examples, args.critic, passages=passages, actions=args.actions),
         },
         args.json,
     )
