@@ -148,7 +148,9 @@ def critic_figures(report: dict) -> dict:
         xs, ys = zip(*curves["roc"], (1.0, 1.0))
         lo, hi = metrics.get("auroc_ci") or (None, None)
         ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
-        ax.plot(xs, ys, marker=".", label=f"{name}: AUROC {metrics['auroc']:.3f}{ci}")
+        # no AUROC where the held-out drafts are all right or all wrong: said in the legend, not a crash
+        auroc = f"{metrics['auroc']:.3f}{ci}" if metrics.get("auroc") is not None else "n/a (one class)"
+        ax.plot(xs, ys, marker=".", label=f"{name}: AUROC {auroc}")
     ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
     ax.set(xlabel="false positive rate (wrong drafts accepted)", ylabel="true positive rate (right drafts accepted)")
     ax.set_title("answer critic ROC, held-out drafts")
@@ -158,7 +160,8 @@ def critic_figures(report: dict) -> dict:
     for name, metrics, curves in views:
         if curves["reliability"]:
             conf, acc, n = zip(*curves["reliability"])
-            ax.plot(conf, acc, marker="o", label=f"{name}: Brier {metrics['brier']:.3f}, ECE {metrics['ece']:.3f}")
+            brier, ece = (f"{metrics[k]:.3f}" if metrics.get(k) is not None else "n/a" for k in ("brier", "ece"))
+            ax.plot(conf, acc, marker="o", label=f"{name}: Brier {brier}, ECE {ece}")
             for c, a, k in zip(conf, acc, n):
                 ax.annotate(str(k), (c, a), fontsize=6, xytext=(2, 2), textcoords="offset points")
     ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
