@@ -317,8 +317,10 @@ def select(rounds: Sequence[Round], policy: Policy) -> Round:
 def _yes_no(read: Read, threshold: float | None) -> tuple[str, str, str]:
     """A yes/no read's answer: from P("yes") against ``threshold`` where both are known, else its text."""
     p = read.p_yes
-    if threshold is None or p is None:
+    if threshold is None:
         return read.answer, "read", ""
+    if p is None:  # the LM gave no log-probabilities for the first answer token
+        return read.answer, "read", "no P(yes) from the LM: its text answer"
     return ("yes" if p >= threshold else "no"), "p_yes", f"P(yes) {p:.2f} against {threshold:.2f}"
 
 

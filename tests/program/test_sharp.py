@@ -260,6 +260,7 @@ def test_a_yes_no_draft_without_log_probabilities_keeps_its_text_and_says_so():
     pred = prog(question=BOTH)
     (judged,) = steps(pred, "judgement")
     assert pred.answer == "yes" and judged["how"] == "read"
+    assert judged["why"] == "no P(yes) from the LM: its text answer"
     assert steps(pred, "generator")[0]["confidence_problem"] == "no log-probabilities"
 
 
