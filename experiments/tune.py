@@ -33,6 +33,7 @@ from optimize.tune import (
     baseline_trial,
     best_trial,
     enqueue_baseline,
+    enqueue_every_repair,
     finished_trials,
     full_params,
     get_objective,
@@ -172,6 +173,7 @@ def run_tune(
     storage = job.storage or default_storage(workspace)
     study = open_study(storage, study_name, objective, seed=job.seed)
     enqueue_baseline(study, job.space, params_of(base.config))
+    enqueue_every_repair(study, job.space)
     record_path = job.recording or workspace / "replay" / f"{recording.reading_key(base, examples, key_extra)}.jsonl"
     scorer = ReplayScorer(
         base,

@@ -216,6 +216,26 @@ def enqueue_baseline(study: Any, space: SearchSpace, params: Mapping[str, Any] |
     return True
 
 
+def enqueue_every_repair(study: Any, space: SearchSpace) -> bool:
+    """Queue, on a study no trial has run yet, the corner where every draft is repaired: the accept thresholds
+    at the top of their range, the most repairs, each form's first repair order. A repair pays only above a
+    threshold most drafts' uncalibrated P(right) lies below (the 1.5B reader is sure of its wrong answers), a
+    needle the sampler's first random trials rarely find; from here it is a neighbour. False when the study
+    has run trials or queued this corner already."""
+    trials = study.get_trials(deepcopy=False)
+    if any(t.state != TrialState.WAITING or t.user_attrs.get("corner") for t in trials):
+        return False
+    point: dict[str, Any] = {}
+    for name in ("accept_threshold", "accept_comparison", "accept_yesno"):
+        point[name] = space.threshold_high
+    point["max_repairs"] = max(space.max_repairs)
+    for name in ORDERS:
+        point[name] = next((c for c in getattr(space, name) if c != "none"), "none")
+    point = {k: v for k, v in point.items() if k not in space.fixed}
+    study.enqueue_trial(point, user_attrs={"corner": "every repair"})
+    return True
+
+
 def baseline_trial(study: Any) -> Any | None:
     """The finished trial queued by :func:`enqueue_baseline`, if any."""
     return next(

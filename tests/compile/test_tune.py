@@ -204,6 +204,23 @@ def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
     assert not enqueue_baseline(fresh, SearchSpace(choose=("last",)), default) and not fresh.trials
 
 
+def test_a_fresh_study_also_tries_the_corner_where_every_draft_is_repaired():
+    from optimize.tune import enqueue_baseline, enqueue_every_repair
+
+    space = SearchSpace(max_repairs=(0, 1), repair_bridge=("none", "focus"), fixed={"accept_yesno": 0.5})
+    study = optuna.create_study(direction="maximize")
+    default = params_of(SharpConfig(max_repairs=0, repair_bridge=("focus",)))
+    assert enqueue_baseline(study, space, default) and enqueue_every_repair(study, space)
+    assert not enqueue_every_repair(study, space)  # queued once
+    seen = []
+    run_study(study, Tuner(space, get_objective("f1"), lambda p: (seen.append(p), fake_score(p))[1]), 3)
+    assert seen[0]["max_repairs"] == 0  # the starting config first
+    corner = seen[1]
+    assert corner["accept_threshold"] == corner["accept_comparison"] == 1.0 and corner["accept_yesno"] == 0.5
+    assert (corner["max_repairs"], corner["repair_bridge"], corner["repair_comparison"]) == (1, "focus", "compare")
+    assert not enqueue_every_repair(study, space)  # a study that has run trials is not re-seeded
+
+
 def test_a_tie_on_the_objective_goes_to_the_policy_with_fewer_lm_calls():
     from optuna.distributions import FloatDistribution
     from optuna.trial import create_trial
