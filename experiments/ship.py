@@ -68,8 +68,13 @@ def ship_program(
 def _compiled_on(meta: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     gate = (config.get("gate") or {}).get("fitted_on") or {}
     parts = [f"{meta.get('dataset', '?')} train"]
-    if "train_offset" in gate:
-        parts.append(f"after the first {gate['train_offset']} seeded questions")
+    offset, n = gate.get("train_offset"), gate.get("n_train")
+    if offset is not None and n is not None:  # the seeded positions the gate was fitted on
+        parts.append(f"seeded questions {offset}-{offset + n - 1}")
+        if gate.get("n_heldout"):
+            parts.append(f"{offset + n}-{offset + n + gate['n_heldout'] - 1} held out")
+    elif offset:
+        parts.append(f"after the first {offset} seeded questions")
     return ", ".join(parts)
 
 

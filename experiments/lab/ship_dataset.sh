@@ -37,12 +37,26 @@ print(' '.join(f'--fix {k}={json.dumps(c[k]) if c[k] is not None else \"off\"}' 
 ")
 # shellcheck disable=SC2086
 $SHARP tune $TUNE $RULES --trials "$TRIALS" --program "workspace/programs/sharp-$D-critic.json" --study "sharp-$D-policy"
-# 4. ship it where it scores at least as well as the program it replaces, on the held-out questions
+# 4. the gate and the policy on the held-out questions (replayed), their figures written into the manifest
+HELD=experiments/results/reading/heldout-critic-$D.json
+.venv/bin/python -m experiments.lab.studies.heldout_critic --dataset "$D" --split train --offset "$T" --n "$H" \
+    --program "workspace/programs/sharp-$D-policy.json" --recording "$REC" --json "$HELD"
+FIGURES=$(.venv/bin/python -c "
+import json
+d = json.load(open('$HELD'))
+gate, pol = d['critic']['all'], d['policy']['all']
+calls = d['policy']['lm_calls_per_q']
+figs = {'gate_auroc_heldout': gate['auroc'], 'gate_drafts_heldout': gate['drafts'],
+        'heldout_em_draft': pol['em draft only'], 'heldout_em_program': pol['em program'],
+        'heldout_lm_calls_per_q': calls['program'], 'heldout_questions': pol['questions']}
+print(' '.join(f'--figure {k}={round(v, 3) if v is not None else \"n/a\"}' for k, v in figs.items()))
+")
+# 5. ship it where it scores at least as well as the program it replaces, on the held-out questions
 if [ -f "program/compiled/sharp-$D.json" ]; then
     CHECK="--check-offset $T --check-n $H --recording $REC"
 else
     CHECK=""
 fi
 # shellcheck disable=SC2086
-$SHARP ship "workspace/programs/sharp-$D-policy.json" --name "sharp-$D" --dataset "$D" $CHECK \
+$SHARP ship "workspace/programs/sharp-$D-policy.json" --name "sharp-$D" --dataset "$D" $CHECK $FIGURES \
     --command "experiments/lab/ship_dataset.sh $D $T $H $TRIALS"

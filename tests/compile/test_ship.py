@@ -120,3 +120,14 @@ def test_replacing_a_shipped_program_asks_for_the_held_out_questions_or_force(tm
     assert res.exit_code == 2 and "is shipped already" in res.output and "--check-offset" in res.output
     forced = CliRunner().invoke(app, ["ship", str(saved(tmp_path, retriever)), "--name", "sharp-x", "--force"])
     assert forced.exit_code == 0, forced.output
+
+
+def test_the_manifest_says_which_seeded_train_questions_fitted_the_gate_and_which_were_held_out():
+    from experiments.ship import _compiled_on
+
+    fitted = {"train_offset": 0, "n_train": 334, "n_heldout": 130}
+    config = {"gate": {"fitted_on": fitted}}
+    assert _compiled_on({"dataset": "2wikimultihopqa"}, config) == (
+        "2wikimultihopqa train, seeded questions 0-333, 334-463 held out"
+    )
+    assert _compiled_on({"dataset": "musique"}, {}) == "musique train"  # no gate: the corpus alone
