@@ -116,6 +116,18 @@ def _trial_logger(space: SearchSpace) -> Callable[[Any, Any], None]:
     return log_trial
 
 
+def _numbered_from_zero(study: Any) -> Any:
+    """The study's finished trials in an in-memory copy, numbered 0, 1, ... in order: Optuna's history plot
+    indexes its values by trial number, so a study whose numbers start later (a study deleted and made
+    again under its name starts at 1 in an RDB storage) raised IndexError and lost its plot."""
+    import optuna
+    from optuna.trial import TrialState
+
+    copy = optuna.create_study(directions=study.directions)
+    copy.add_trials(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    return copy
+
+
 def _log_plots(study: Any, objective: Objective) -> list[str]:
     """Optuna's matplotlib plots as MLflow artifacts; a plot that cannot be drawn is skipped."""
     import matplotlib
@@ -126,6 +138,7 @@ def _log_plots(study: Any, objective: Objective) -> list[str]:
     from optuna.visualization import matplotlib as om
 
     names = list(objective.keys)
+    study = _numbered_from_zero(study)
     plots: dict[str, Callable[[], Any]] = {}
     if objective.multi:
         plots["pareto_front"] = lambda: om.plot_pareto_front(study, target_names=names)

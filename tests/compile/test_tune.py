@@ -354,3 +354,31 @@ def test_only_sharp_can_be_tuned(world, tmp_path):
 
     with pytest.raises(ConfigError, match="tuning replays SHARP's repair loop"):
         ReplayScorer(VanillaRAG(world.retriever()), world.examples(), tmp_path / "rec.jsonl")
+
+
+def test_the_history_plot_is_drawn_for_a_study_whose_trial_numbers_do_not_start_at_zero(tmp_path):
+    # Optuna's history plot indexes the finished trials' values by trial number: a study whose stored trials
+    # start at 1 (one was lost: the 2Wiki policy study, its trial 0 gone with a killed worker) raised
+    # IndexError there, and the plot was lost
+    import sqlite3
+
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import create_trial
+    from optuna.visualization import matplotlib as om
+
+    from experiments.tune import _numbered_from_zero
+
+    storage = f"sqlite:///{tmp_path / 'o.db'}"
+    study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
+    dist = {"accept_threshold": FloatDistribution(0.0, 1.0)}
+    for v in (0.5, 0.1, 0.3, 0.2):
+        study.add_trial(create_trial(value=v, params={"accept_threshold": v}, distributions=dist))
+    with sqlite3.connect(tmp_path / "o.db") as db:
+        db.execute("DELETE FROM trials WHERE number = 0")
+    study = optuna.load_study(study_name="s", storage=storage)
+    assert [t.number for t in study.trials] == [1, 2, 3]
+    with pytest.raises(IndexError):
+        om.plot_optimization_history(study)  # the library's own failure, which the copy avoids
+    copy = _numbered_from_zero(study)
+    assert [t.number for t in copy.trials] == [0, 1, 2] and [t.value for t in copy.trials] == [0.1, 0.3, 0.2]
+    om.plot_optimization_history(copy)  # draws
