@@ -91,9 +91,14 @@ def score_on(runtime: Any, module: Any, examples: Sequence[Any], where: Path) ->
     cfg = module.config
     # the rounds this program's policy can reach, no others: the repairs it names (none when it never
     # repairs), focused reads where its own rule asks for them
-    actions = () if cfg.max_repairs == 0 else sorted({*cfg.repair_bridge, *cfg.repair_comparison, *cfg.repair_yesno})
     records = recording.record(
-        module, examples, where, critique=False, passages=runtime.passages(), actions=actions, focus_when=cfg.focus_when
+        module,
+        examples,
+        where,
+        critique=False,
+        passages=runtime.passages(),
+        actions=cfg.reachable_repairs(),
+        focus_when=cfg.focus_when,
     )
     recording.check_reading(records.values(), module)
     return replay.score(records, examples, module.config, passages=runtime.passages())

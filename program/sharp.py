@@ -204,6 +204,12 @@ class SharpConfig(StrictConfig):
     def repairs_for(self, form: Form) -> tuple[Repair, ...]:
         return {"bridge": self.repair_bridge, "comparison": self.repair_comparison, "yesno": self.repair_yesno}[form]
 
+    def reachable_repairs(self) -> tuple[Repair, ...]:
+        """The repairs this policy can run on some question (none when it never repairs), sorted."""
+        if self.max_repairs == 0:
+            return ()
+        return tuple(sorted({*self.repair_bridge, *self.repair_comparison, *self.repair_yesno}))
+
     def critic_lm_config(self) -> dict:
         return critic_lm_config(self.critic_max_tokens)
 

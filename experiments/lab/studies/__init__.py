@@ -45,7 +45,8 @@ def program_and_records(
     """(program, examples, records, positions, passages) for ``n`` seeded questions after ``args.offset``
     (``passages``: the index's text for recorded passages, program.rounds.PassageLookup). ``critique``
     None reads the recording only (a missing question is an error); True/False records what it lacks, with or
-    without critiques: the repairs in ``actions`` (None: every one), focused reads as ``focus_when`` says. The records must come from a program that reads like this one."""
+    without critiques: the repairs in ``actions`` (None: every one), focused reads as ``focus_when`` says.
+    The records must come from a program that reads like this one."""
     import logging
 
     from experiments.runtime import Runtime

@@ -21,6 +21,7 @@ from experiments.lab.studies import add_recording_arguments, program_and_records
 from optimize import replay
 from optimize.stats import paired_bootstrap
 from program.rounds import titles_only
+from program.sharp import SharpConfig
 
 # the draft as the reader wrote it: no repair, no rule of code over its answer
 DRAFT = {"max_repairs": 0, "yes_threshold": None, "yes_threshold_sub": None, "option_form": "question",
@@ -55,17 +56,13 @@ def levers(
         rows.append(("the program's policy, critic on every round", {"ask_critic": "always"}))
         rows.append(("the program's policy, critic in the band below the threshold", {"ask_critic": "band"}))
     if actions is not None:  # a recording of some repairs: the rows that need another are left out
-        rows = [(name, over) for name, over in rows if _repairs(program_policy, over) <= set(actions)]
+        rows = [
+            (name, over)
+            for name, over in rows
+            if set(SharpConfig.from_mapping({**program_policy, **over}).reachable_repairs()) <= set(actions)
+        ]
     # without critiques in the recording, no policy may ask the critic
     return rows if critic else [(name, {**over, "ask_critic": "off"}) for name, over in rows]
-
-
-def _repairs(policy: dict[str, Any], over: dict[str, Any]) -> set[str]:
-    """The repairs a row's policy can run (none when it never repairs)."""
-    merged = {**policy, **over}
-    if not merged["max_repairs"]:
-        return set()
-    return {*merged["repair_bridge"], *merged["repair_comparison"], *merged["repair_yesno"]}
 
 
 def ablate(
