@@ -152,16 +152,23 @@ def bootstrap_auroc(
 
 
 def report(
-    probs: Sequence[float], cases: Sequence[Mapping[str, Any]], threshold: float, seed: int = 0
+    probs: Sequence[float],
+    cases: Sequence[Mapping[str, Any]],
+    threshold: float | Sequence[float],
+    seed: int = 0,
 ) -> dict[str, Any]:
     """The critic's probabilities on ``cases``: AUROC [bootstrap CI], Brier, ECE, and the over-trigger (right
-    drafts sent to a repair) and under-trigger (wrong drafts accepted) rates at ``threshold``."""
+    drafts sent to a repair) and under-trigger (wrong drafts accepted) rates at ``threshold`` (one for every
+    case, or each case's own: drafts pooled from programs with different gates)."""
     labels = [bool(c["label"]) for c in cases]
-    points = [{"p": float(p), "label": y, "stop_call": p >= threshold} for p, y in zip(probs, labels)]
+    each = [float(threshold)] * len(cases) if isinstance(threshold, (int, float)) else [float(t) for t in threshold]
+    if len(each) != len(cases):
+        raise ValueError(f"report: {len(each)} thresholds for {len(cases)} cases")
+    points = [{"p": float(p), "label": y, "stop_call": p >= t} for p, y, t in zip(probs, labels, each)]
     out = calibration(points)
     lo, hi = bootstrap_auroc(probs, labels, [c["question_id"] for c in cases], seed=seed)
     out.update(
-        threshold=threshold,
+        threshold=threshold if isinstance(threshold, (int, float)) else "each case's own",
         auroc_ci=[lo, hi],
         drafts=len(cases),
         questions=len({c["question_id"] for c in cases}),

@@ -13,6 +13,7 @@ from experiments.compile import CompileJob
 from experiments.lab.studies import heldout_critic
 from optimize import recording, replay
 from optimize.critic import round_cases
+from program.rounds import titles_only
 from tests.compile.test_critic import compile_critic, splits
 
 
@@ -63,3 +64,43 @@ def test_read_records_refuses_a_recording_that_lacks_questions_and_records_nothi
     assert partial.read_text() == before
     with pytest.raises(replay.ReplayError, match="no recording at"):
         recording.read_records(tmp_path / "none.jsonl", held)
+
+
+def test_the_pooled_study_prefixes_ids_and_judges_each_round_at_its_own_programs_threshold(compiled):
+    from experiments.lab.studies import pooled_critic
+
+    program, path, held = compiled
+    records = recording.read_records(path, held)
+    mine = pooled_critic.judged(program, records, held, titles_only, "toy")
+    assert {c["question_id"].split(":", 1)[0] for c in mine} == {"toy"}
+    assert all(c["threshold"] == program.config.accept_for(c["form"]) for c in mine)
+    # a second "corpus" with a gate that accepts nothing: its rounds are all sent to a repair
+    strict = [dict(c, question_id="other:" + c["question_id"], part="other", threshold=1.01) for c in mine]
+    out = pooled_critic.summarize(mine + strict, seed=0)
+    assert out["all"]["drafts"] == 2 * len(mine)
+    assert out["all"]["questions"] == 2 * len(held)  # same ids, two corpora: never merged
+    assert out["all"]["threshold"] == "each case's own"
+    assert out["part other"]["over_trigger"] == 1.0 and out["part other"]["under_trigger"] == 0.0
+
+
+def test_report_refuses_a_threshold_list_of_the_wrong_length():
+    from optimize.critic import report
+
+    cases = [{"label": True, "question_id": "a"}, {"label": False, "question_id": "b"}]
+    assert report([0.9, 0.1], cases, [0.5, 0.5])["under_trigger"] == 0.0
+    with pytest.raises(ValueError, match="1 thresholds for 2 cases"):
+        report([0.9, 0.1], cases, [0.5])
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [("hotpotqa,1,2,p.json", "5 fields"), ("hotpotqa,x,2,p.json,r.jsonl", "integers"),
+     ("hotpotqa,0,0,p.json,r.jsonl", "N > 0")],
+)  # fmt: skip
+def test_a_malformed_part_is_refused_by_name(text, match):
+    import argparse
+
+    from experiments.lab.studies import pooled_critic
+
+    with pytest.raises(argparse.ArgumentTypeError, match=match):
+        pooled_critic.parse_part(text)

@@ -1,0 +1,100 @@
+"""The shipped gates on the held-out train drafts of several corpora at once: one AUROC over all of them.
+
+    python -m experiments.lab.studies.pooled_critic \\
+        --part hotpotqa,448,150,program/compiled/sharp-hotpotqa.json,workspace/recordings/hotpotqa-train.jsonl \\
+        --part 2wikimultihopqa,334,130,program/compiled/sharp-2wikimultihopqa.json,workspace/recordings/2wikimultihopqa-train.jsonl \\
+        [--json OUT]
+
+Each ``--part`` is DATASET,OFFSET,N,PROGRAM,RECORDING: the N seeded train questions after OFFSET, which the
+program was neither fitted nor tuned on, read from the recording only (no LM call; a question the recording
+lacks is an error). Every answered round is a draft its own program's gate judges; each is accepted or sent
+to a repair at its own program's threshold for its form (what the program does; a program that always
+decides comparisons in code has threshold 1 there) and, in "all at the gate's threshold", at its program's
+general accept threshold. Reports the pooled AUROC
+with a bootstrap 95% CI over questions, Brier, ECE, over- and under-trigger, and the same per part and per
+form. One corpus alone may hold too few held-out drafts for a tight CI (2Wiki: 192); pooled, the gates are
+judged on what a user of the shipped programs meets.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from experiments.lab.studies import program_and_records, show
+from optimize.critic import report, round_cases
+from program.sharp import gate_probability
+
+
+def parse_part(text: str) -> argparse.Namespace:
+    """One ``--part`` (DATASET,OFFSET,N,PROGRAM,RECORDING) as the options program_and_records takes."""
+    fields = text.split(",")
+    if len(fields) != 5:
+        raise argparse.ArgumentTypeError(f"--part {text!r}: want DATASET,OFFSET,N,PROGRAM,RECORDING (5 fields)")
+    dataset, offset, n, program, recording = fields
+    try:
+        offset_i, n_i = int(offset), int(n)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--part {text!r}: OFFSET and N must be integers") from None
+    if offset_i < 0 or n_i <= 0:
+        raise argparse.ArgumentTypeError(f"--part {text!r}: OFFSET must be >= 0 and N > 0")
+    return argparse.Namespace(dataset=dataset, offset=offset_i, n=n_i, program=Path(program),
+                              recording=Path(recording), split="train")  # fmt: skip
+
+
+def judged(program: Any, records: dict, examples: list, passages: Any, tag: str) -> list[dict]:
+    """Every answered round of ``examples`` with its gate's P(right) and its program's threshold; question ids
+    prefixed with ``tag`` so that ids from two corpora never meet in the bootstrap."""
+    policy = program.config
+    cases = round_cases(records, examples, policy, passages)
+    for c in cases:
+        c["question_id"] = f"{tag}:{c['question_id']}"
+        c["p"] = gate_probability(c["features"], policy)
+        c["threshold"] = policy.accept_for(c["form"])
+        c["gate_threshold"] = policy.accept_threshold
+        c["part"] = tag
+    return cases
+
+
+def summarize(cases: list[dict], seed: int) -> dict:
+    """The pooled report, then one per part and one per form (where both labels occur)."""
+
+    def rep(group: list[dict]) -> dict:
+        return report([c["p"] for c in group], group, [c["threshold"] for c in group], seed)
+
+    out: dict = {"all": rep(cases)}
+    out["all at the gate's threshold"] = report(
+        [c["p"] for c in cases], cases, [c["gate_threshold"] for c in cases], seed
+    )
+    for key in ("part", "form"):
+        for value in sorted({c[key] for c in cases}):
+            group = [c for c in cases if c[key] == value]
+            if len({c["label"] for c in group}) == 2:
+                out[f"{key} {value}"] = rep(group)
+    firsts = [c for c in cases if c["action"] == "draft"]
+    if len({c["label"] for c in firsts}) == 2:
+        out["first_drafts"] = rep(firsts)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", type=parse_part, action="append", required=True,
+                    help="DATASET,OFFSET,N,PROGRAM,RECORDING (repeat for each corpus)")  # fmt: skip
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
+    args = ap.parse_args()
+    cases: list[dict] = []
+    parts = []
+    for part in args.part:
+        part.seed, part.workspace = args.seed, args.workspace
+        program, examples, records, positions, passages = program_and_records(part, part.n)
+        cases += judged(program, records, examples, passages, part.dataset)
+        parts.append({"dataset": part.dataset, "positions": positions, "program": str(part.program)})
+    show({"parts": parts, "critic": summarize(cases, args.seed)}, args.json)
+
+
+if __name__ == "__main__":
+    main()
