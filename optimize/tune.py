@@ -104,8 +104,9 @@ class SearchSpace(StrictConfig):
                 raise ValueError(f"{name}: choices are 'off' or probabilities in [0, 1], not {bad}")
         if min(self.max_repairs) < 0 or max(self.max_repairs) > 2:
             raise ValueError("max_repairs choices must lie in 0..2")
-        if self.fixed.get("ask_critic") is False:  # YAML reads a bare `off` (ask_critic=off) as false
-            self.fixed["ask_critic"] = "off"
+        for name in ("ask_critic", "span_rule", "yes_threshold", "yes_threshold_sub"):
+            if self.fixed.get(name) is False:  # YAML reads a bare `off` (--fix yes_threshold=off) as false
+                self.fixed[name] = "off"
         unknown = set(self.fixed) - set(TUNED_FIELDS)
         if unknown:
             raise ValueError(f"fixed: unknown parameter(s) {sorted(unknown)}; valid: {', '.join(TUNED_FIELDS)}")

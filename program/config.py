@@ -41,4 +41,8 @@ class StrictConfig(BaseModel):
             ) from None
 
     def replace(self: T, **changes: Any) -> T:
-        return type(self).from_mapping(self.model_dump(), **changes)
+        """A copy with ``changes`` applied, validated. Unlike :meth:`from_mapping`'s overrides (where None means
+        "not given"), a None here is a value: ``replace(yes_threshold=None)`` turns the rule off."""
+        data = self.model_dump()
+        data.update(changes)
+        return type(self).from_mapping(data)

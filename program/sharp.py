@@ -165,6 +165,14 @@ class SharpConfig(StrictConfig):
     max_question_chars: int = Field(2000, ge=50)
     budget: Budget = Budget(max_lm_calls=8)
 
+    @field_validator("yes_threshold", "yes_threshold_sub", mode="before")
+    @classmethod
+    def _threshold_not_bool(cls, v: Any) -> Any:
+        # a bool would pass as 0.0 or 1.0 ("off" read as false would answer "yes" to every yes/no question)
+        if isinstance(v, bool):
+            raise ValueError(f"a probability in [0, 1] or null (off), not {v!r}")
+        return v
+
     @field_validator("k_schedule")
     @classmethod
     def _schedule(cls, v: tuple[int, ...]) -> tuple[int, ...]:

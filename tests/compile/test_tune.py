@@ -81,6 +81,24 @@ def test_suggest_stays_within_the_space_and_keeps_the_pins():
         apply_params(SharpConfig(), params)  # every point is a valid config
 
 
+def test_a_pinned_off_read_by_yaml_as_false_turns_the_rule_off_and_never_becomes_a_zero_threshold():
+    from experiments.keyvalue import parse_sets
+
+    fixed = parse_sets(["yes_threshold=off", "yes_threshold_sub=off", "span_rule=off", "ask_critic=off"], "--fix")
+    assert fixed["yes_threshold"] is False  # what YAML makes of a bare off: the case this guards
+    space = SearchSpace(fixed=fixed)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    cfg = apply_params(SharpConfig(), suggest(study.ask(), space))
+    assert cfg.yes_threshold is None and cfg.yes_threshold_sub is None  # off, not P(yes) >= 0.0 ("yes" always)
+    assert cfg.span_rule == "off" and cfg.ask_critic == "off"
+
+
+@pytest.mark.parametrize("value", [False, True])
+def test_a_config_refuses_a_boolean_yes_threshold(value):
+    with pytest.raises(ConfigError, match="yes_threshold.*not " + str(value)):
+        SharpConfig.from_mapping({"yes_threshold": value})
+
+
 def test_params_and_configs_round_trip():
     default = params_of(SharpConfig())
     assert default == {

@@ -18,6 +18,14 @@ from pathlib import Path
 from experiments.lab.studies import rounded_diff, show
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory where it lies under it (no machine paths in results)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True)
@@ -47,7 +55,7 @@ def main() -> None:
         where = where or rt.workspace / "recordings" / f"ship-{recording.reading_key(module, examples)}.jsonl"
         result = score_on(rt, module, examples, Path(where))
         rows[label] = {r["id"]: float(r["em"]) for r in result.rows}
-        out[label] = {"program": str(path), "em": round(result.metrics["em"], 3), "f1": round(result.metrics["f1"], 3),
+        out[label] = {"program": _shown(path), "em": round(result.metrics["em"], 3), "f1": round(result.metrics["f1"], 3),
                       "lm_calls_per_q": round(result.metrics["lm_calls_per_q"], 2), "recording": str(where)}  # fmt: skip
     records = recording.read_records(args.recording, examples)
     forms = {ex.id: records[ex.id]["form"] for ex in examples}
