@@ -111,10 +111,12 @@ def ship_check(
     examples: Sequence[Any],
     recorded: Path | None = None,
     seed: int = 0,
+    groups: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """EM of the program at ``new`` and of the shipped ``current`` on the same held-out ``examples``, each
     replayed over a recording of its own reading (``recorded`` for the new one; a workspace file named by
-    what its rounds read for the other), with the paired bootstrap CI of the difference."""
+    what its rounds read for the other), with the paired bootstrap CI of the difference. ``groups`` (question
+    id -> group, e.g. its form) adds the same comparison per group under ``"by group"``."""
     from optimize import recording
     from optimize.stats import paired_bootstrap
 
@@ -130,6 +132,17 @@ def ship_check(
     diff = paired_bootstrap(rows["new"], rows["shipped"], seed=seed)
     out["delta_em"] = round(diff["diff"], 4) if diff else out["new"]["em"] - out["shipped"]["em"]
     out["ci"] = [round(diff["ci"][0], 4), round(diff["ci"][1], 4)] if diff else None
+    if groups is not None:
+        out["by group"] = {}
+        for group in sorted(set(groups.values())):
+            ids = [i for i in rows["new"] if groups.get(i) == group]
+            em = {label: {i: r[i] for i in ids} for label, r in rows.items()}
+            d = paired_bootstrap(em["new"], em["shipped"], seed=seed)
+            out["by group"][group] = {
+                "questions": len(ids),
+                **{f"em {label}": round(sum(v.values()) / len(ids), 3) for label, v in em.items()},
+                "delta_em": [round(d["diff"], 3), round(d["ci"][0], 3), round(d["ci"][1], 3)] if d else None,
+            }
     return out
 
 

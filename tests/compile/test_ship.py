@@ -107,8 +107,14 @@ def test_a_program_that_scores_below_the_shipped_one_on_held_out_questions_is_re
     with pytest.raises(ShipRefusedError, match=r"below the shipped one's .*--force"):
         refuse_if_worse(check, "sharp-toy", force=False)
     refuse_if_worse(check, "sharp-toy", force=True)  # forced: shipped anyway
+    halves = {ex.id: ("a" if i % 2 else "b") for i, ex in enumerate(world.examples())}
+    grouped = ship_check(rt, worse, shipped_file, world.examples(), groups=halves)["by group"]
+    assert sorted(grouped) == ["a", "b"]
+    assert sum(g["questions"] for g in grouped.values()) == check["questions"]
+    weighted = sum(g["em new"] * g["questions"] for g in grouped.values()) / check["questions"]
+    assert weighted == pytest.approx(check["new"]["em"], abs=0.01)
     same = ship_check(rt, shipped_file, shipped_file, world.examples())
-    assert same["delta_em"] == 0.0
+    assert same["delta_em"] == 0.0 and "by group" not in same
     refuse_if_worse(same, "sharp-toy", force=False)  # not below: shipped
 
 
