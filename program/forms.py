@@ -161,3 +161,71 @@ def rule_sub_questions(question: str, opts: list[str] | None = None) -> list[str
         if pattern.search(frame):
             return [template.format(of=of, x=opt) for opt in opts]
     return None
+
+
+# ---- per-option checks, written when the planner could not plan a choice ----------------------------------
+# the word that starts what a choice says of its answer ("Which dog IS native to France"): a verb or an
+# adverb before one; a word of the noun before it ("Which genus of plant") is not
+_PREDICATE_START = re.compile(
+    r"^(is|was|are|were|has|had|have|did|does|do|can|could|will|would|still|also|first|once|originally|"
+    r"wrote|won|became|began|made|played|sang|starred|directed|produced|founded|released|"
+    r"\w+ed|\w+[^s]s)$",
+    re.I,
+)
+_VERB_ONLY = re.compile(r"^(is|was|are|were|has|had|have|did|does|do|can|could|will|would|still|also)$", re.I)
+# "more species": a count to read per option ("How many species does X have?")
+_MORE_OF = re.compile(r"\b(?:more|fewer|most|fewest)\s+([a-z]+s)\b", re.I)
+# a comparative or a superlative: what a yes/no check of one option cannot answer ("Is A busier?")
+_RANKS = re.compile(
+    r"\b(first|earlier|earliest|later|latest|last|older|oldest|younger|youngest|elder|sooner|recently|newer|newest|"
+    r"more|most|fewer|fewest|less|least|\w+er than|larger|largest|bigger|biggest|smaller|smallest|greater|greatest|"
+    r"higher|highest|lower|lowest|taller|tallest|shorter|shortest|longer|longest|further|furthest|farther|"
+    r"farthest|busier|busiest|closer|closest|better|best|worse|worst|heavier|heaviest|wider|widest)\b",
+    re.I,
+)
+_NOT_COUNTED = {"times", "likely", "famous", "is", "was", "has", "series", "news"}
+
+
+def _without_options(question: str, opts: list[str]) -> str | None:
+    """The choice question with its options cut out ("Which dog, A or B, is native to France?" -> "Which
+    dog is native to France"), or None where an option is not written in it."""
+    q = " ".join(question.split()).rstrip(" ?.!")
+    low = q.lower()
+    first, second = low.find(opts[0].lower()), low.rfind(opts[1].lower())
+    if first < 0 or second < first:
+        return None
+    q = q[:first] + " " + q[second + len(opts[1]) :]
+    q = re.sub(r"\b(between|either|of|out of|among)\s*$", " ", q[: first + 1].rstrip(), flags=re.I) + q[first + 1 :]
+    q = re.sub(r"\s*[,:;]\s*(?=[,:;]|$)", "", q.strip())
+    q = re.sub(r"^[\s,:;]+|[\s,:;]+$", "", q)
+    return " ".join(re.sub(r"\s+([,:;])", r"\1", re.sub(r"([,:;])\s*[,:;]", r"\1", q)).split()).strip(" ,:;")
+
+
+def rule_checks(question: str, opts: list[str] | None = None) -> list[str] | None:
+    """One single-hop question per option of a choice the planner did not plan, written from the question:
+    a choice of what is true of one option becomes a yes/no check each ("Which dog is native to France, A or
+    B?" -> ["Is it true that A is native to France?", ...]: code picks the option read more surely "yes"); a
+    choice of the one with more of a counted thing becomes a count each ("Which genus has more species, A or
+    B?" -> ["How many species does A have?", ...]). None when the question is neither (the draft stands)."""
+    opts = options(question) if opts is None else opts
+    if len(opts) != 2:
+        return None
+    rest = _without_options(question, opts)
+    if not rest:
+        return None
+    more = _MORE_OF.search(rest)
+    if more and more.group(1).lower() not in _NOT_COUNTED:
+        return [f"How many {more.group(1).lower()} does {x} have?" for x in opts]
+    if _RANKS.search(rest):  # "which is bigger": a comparison, not a check
+        return None
+    m = re.match(r"^(?:which|who|what)\b\s*(.*)$", re.sub(r"^[\s,]*(?:between\s*,?\s*)?", "", rest), re.I)
+    if not m:
+        return None
+    words_ = m.group(1).replace(",", " ").split()
+    for i, word in enumerate(words_[:5]):
+        if (_VERB_ONLY if i == 0 else _PREDICATE_START).match(word) and (i == 0 or words_[i - 1].lower() != "of"):
+            predicate = " ".join(words_[i:])
+            if len(words_) - i < 2:
+                return None
+            return [f"Is it true that {x} {predicate}?" for x in opts]
+    return None

@@ -42,7 +42,7 @@ from program.confidence import TOP_LOGPROBS
 from program.config import StrictConfig
 from program.critique import critic_lm_config, output_fields, read_critique
 from program.evidence import EvidencePool, format_evidence
-from program.forms import Form, matches_option, options, question_form, rule_sub_questions
+from program.forms import Form, matches_option, options, question_form, rule_checks, rule_sub_questions
 from program.generation import answer_from_evidence, record_confidence
 from program.parsing import items
 from program.retrieval.base import Retriever
@@ -352,7 +352,26 @@ def _compared(run: Run, rnd: Round, policy: Policy) -> tuple[str | None, str, st
     decision = decide(run.question, rnd.entities, values, choice=run.form == "comparison")
     if decision.answer is not None:
         return decision.answer, "code", decision.why
+    surer = _surer_yes(run, rnd)
+    if surer is not None:
+        return surer
     return composed, ("composed" if composed else ""), decision.why
+
+
+def _surer_yes(run: Run, rnd: Round) -> tuple[str, str, str] | None:
+    """A choice between options checked yes/no one each, where both or neither read "yes": the option whose
+    check reads "yes" more surely (P("yes") against P("no")); the small reader's lean to "yes" is the same
+    for both checks, so the difference is what it read. None where a check is not a yes/no question, has no
+    P("yes"), or the two tie."""
+    if run.form != "comparison" or len(rnd.values) != 2 or len(rnd.entities) != 2:
+        return None
+    if not all(is_yes_no_question(sub) for sub in rnd.sub_questions):
+        return None
+    p = [v.p_yes for v in rnd.values]
+    if None in p or p[0] == p[1]:
+        return None
+    win = 0 if p[0] > p[1] else 1  # type: ignore[operator]
+    return rnd.entities[win], "code", f"P(yes) {p[win]:.2f} against {p[1 - win]:.2f}: the surer yes"
 
 
 def _evidence_of(run: Run, rnd: Round) -> list[Passage]:
@@ -616,6 +635,10 @@ class SharpRAG(dspy.Module):
         asked = " ".join(q.lower().split())
         subs = [s for s in dict.fromkeys(items(fields.get("sub_questions"))) if " ".join(s.lower().split()) != asked]
         subs = subs[: cfg.max_sub_questions]
+        checks = rule_checks(q, named) if len(subs) < 2 and len(named) == 2 else None
+        if checks:  # the planner could not plan the choice: a check per option, written from the question
+            subs = checks
+            step["checks_by_rule"] = True
         entities = named or items(fields.get("entities"))[: len(subs)]
         step.update(round=round_no, entities=entities, sub_questions=subs)
         rnd = Round("compare", entities=entities, sub_questions=subs, planned=ruled is None and not named)

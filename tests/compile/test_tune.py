@@ -3,6 +3,8 @@ MLflow parent and nested runs, the best program saved."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mlflow
 import optuna
 import pytest
@@ -400,3 +402,9 @@ def test_the_history_plot_is_drawn_for_a_study_whose_trial_numbers_do_not_start_
     copy = _numbered_from_zero(study)
     assert [t.number for t in copy.trials] == [0, 1, 2] and [t.value for t in copy.trials] == [0.1, 0.3, 0.2]
     om.plot_optimization_history(copy)  # draws
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].glob("experiments/spaces/*.yaml")))
+def test_every_committed_search_space_loads(path):
+    space = load_space(path)
+    assert space.ask_critic and space.max_repairs  # a real space, its choices read

@@ -234,3 +234,42 @@ def test_sameness_of_nationalities_is_sameness_of_a_country_they_name():
         == "yes"
     )
     assert decide("Are A and B from the same country?", ["A", "B"], ["India", "USA"], False).answer == "no"
+
+
+@pytest.mark.parametrize(
+    "question,checks",
+    [
+        ("Which band formed in England, Of Montreal or Vib Gyor?",
+         ["Is it true that Of Montreal formed in England?", "Is it true that Vib Gyor formed in England?"]),
+        ("Which novelist, J. G. Farrell or Louis Aragon, wrote of colonial rule?",
+         ["Is it true that J. G. Farrell wrote of colonial rule?", "Is it true that Louis Aragon wrote of colonial rule?"]),
+        ("Which genus of plant is named after a person, Amesiella or Cucurbita?",  # "of" ends no noun: "is" starts
+         ["Is it true that Amesiella is named after a person?", "Is it true that Cucurbita is named after a person?"]),
+        ("Which novelist wrote under the pen name Walter Ericson: Laura Esquivel or Howard Fast?",
+         ["Is it true that Laura Esquivel wrote under the pen name Walter Ericson?",
+          "Is it true that Howard Fast wrote under the pen name Walter Ericson?"]),
+        ("Who was also an actor, Serri or John Fogerty?",
+         ["Is it true that Serri was also an actor?", "Is it true that John Fogerty was also an actor?"]),
+        ("Which genus has more species, Salvia or Arachis?",
+         ["How many species does Salvia have?", "How many species does Arachis have?"]),
+        ("Which airport is busier, A or B?", None),  # a comparison: a yes/no check of one option cannot say
+        ("Which director had the longest career, A or B?", None),
+        ("Which magazine is published more often, A or B?", None),
+        ("Which is more famous, A or B?", None),
+        ("Who is, A or B?", None),  # nothing said of the answer
+        ("Are both A and B American film directors?", None),  # not a choice
+    ],
+)  # fmt: skip
+def test_a_choice_the_planner_falls_short_on_is_checked_per_option_by_rule(question, checks):
+    from program.forms import rule_checks
+
+    assert rule_checks(question) == checks
+
+
+def test_a_recorded_comparison_keeps_its_reading_unless_the_rule_now_writes_its_checks():
+    from experiments.lab.migrations.compare_v2_to_v3 import reads_the_same
+
+    short = {"fallback": "the planner wrote 0 sub-question(s): the draft stands"}
+    assert not reads_the_same("Which band formed in England, Of Montreal or Vib Gyor?", short)
+    assert reads_the_same("Which airport is busier, A or B?", short)  # no rule: read again the same
+    assert reads_the_same("Which band formed in England, Of Montreal or Vib Gyor?", {"fallback": None})

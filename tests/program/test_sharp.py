@@ -367,7 +367,7 @@ def test_a_critique_without_a_usable_verdict_is_discarded_and_the_round_stands_a
     assert pred.answer == "American"
 
 
-PLANNED = "Who made more films, Quentin Tarantino or Krzysztof Kieslowski?"  # no rule plans it: the planner does
+PLANNED = "Who is more famous, Quentin Tarantino or Krzysztof Kieslowski?"  # no rule plans it: the planner does
 
 
 def test_a_planner_with_fewer_than_two_sub_questions_falls_back_without_reading():
@@ -378,6 +378,60 @@ def test_a_planner_with_fewer_than_two_sub_questions_falls_back_without_reading(
     assert "the planner wrote 1 sub-question(s)" in steps(pred, "judgement")[1]["fallback"]
     assert lms["generator"].calls == 1 and retriever.queries == [(PLANNED, 3)]
     assert steps(pred, "select")[0]["action"] == "draft" and pred.answer == "Quentin Tarantino"
+
+
+COUNTED = "Who made more films, Quentin Tarantino or Krzysztof Kieslowski?"
+COUNTS = ["How many films does Quentin Tarantino have?", "How many films does Krzysztof Kieslowski have?"]
+CHOSEN = "Which director was also a screenwriter, Quentin Tarantino or Krzysztof Kieslowski?"
+TRUE_OF = ["Is it true that Quentin Tarantino was also a screenwriter?",
+           "Is it true that Krzysztof Kieslowski was also a screenwriter?"]  # fmt: skip
+
+
+def test_a_choice_the_planner_falls_short_on_is_counted_per_option_by_rule_and_decided_in_code():
+    generator = by_question("generator", {COUNTED: reply("Quentin Tarantino", UNSURE),
+                                          COUNTS[0]: reply("10 films"), COUNTS[1]: reply("21 films")})  # fmt: skip
+    prog, lms, retriever = sharp(generator, cfg(compare_by="code"), planner=planner_for(OPTIONS, []))
+    pred = prog(question=COUNTED)
+    (plan,) = steps(pred, "planner")
+    assert plan["checks_by_rule"] and plan["sub_questions"] == COUNTS and lms["planner"].calls == 1
+    assert [q for q, _ in retriever.queries[1:]] == COUNTS  # each option's count searched and read alone
+    assert lms["composer"].calls == 0 and pred.answer == "Krzysztof Kieslowski"
+    assert steps(pred, "judgement")[1]["how"] == "code"
+
+
+@pytest.mark.parametrize(
+    ("p_first", "p_second", "answer", "composed"),
+    [
+        (0.95, 0.7, "Quentin Tarantino", False),  # both read "yes": the surer one
+        (0.2, 0.45, "Krzysztof Kieslowski", False),  # both read "no": still the surer yes
+        (0.8, 0.8, "Krzysztof Kieslowski", True),  # a tie: code cannot pick, the composer answers
+    ],
+)
+def test_a_choice_of_what_is_true_of_one_option_is_checked_per_option_and_the_surer_yes_wins(
+    p_first, p_second, answer, composed
+):
+    def yes(p):
+        return reply("yes" if p >= 0.5 else "no", {"yes": p, "no": 1 - p})
+
+    generator = by_question("generator", {CHOSEN: reply("Quentin Tarantino", UNSURE),
+                                          TRUE_OF[0]: yes(p_first), TRUE_OF[1]: yes(p_second)})  # fmt: skip
+    prog, lms, _ = sharp(generator, cfg(compare_by="code"), planner=planner_for(OPTIONS, ["Who wrote?"]))
+    pred = prog(question=CHOSEN)
+    assert steps(pred, "planner")[0]["sub_questions"] == TRUE_OF
+    compared = steps(pred, "judgement")[1]
+    assert lms["composer"].calls == int(composed) and pred.answer == answer
+    assert compared["how"] == ("composed" if composed else "code")
+    if not composed:
+        assert "the surer yes" in compared["why"]
+
+
+def test_a_yes_no_check_without_log_probabilities_leaves_the_choice_to_the_composer():
+    generator = by_question("generator", {CHOSEN: reply("Quentin Tarantino", UNSURE),
+                                          TRUE_OF[0]: reply("yes", None), TRUE_OF[1]: reply("yes", None)})  # fmt: skip
+    prog, lms, _ = sharp(generator, cfg(compare_by="code"), planner=planner_for(OPTIONS, []))
+    pred = prog(question=CHOSEN)
+    assert lms["composer"].calls == 1 and pred.answer == "Krzysztof Kieslowski"
+    assert steps(pred, "judgement")[1]["how"] == "composed"
 
 
 def test_a_comparison_without_options_whose_planner_names_fewer_entities_falls_back():
