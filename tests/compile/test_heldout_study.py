@@ -104,3 +104,66 @@ def test_a_malformed_part_is_refused_by_name(text, match):
 
     with pytest.raises(argparse.ArgumentTypeError, match=match):
         pooled_critic.parse_part(text)
+
+
+# ---- levers kept by their tuning CI (optimize/levers.py, experiments/lab/studies/lever_selection.py) -------
+def _effect(name, setting, delta, overrides=None):
+    from optimize.levers import Effect, Lever
+
+    return Effect(Lever(name, setting, overrides or {setting: name}), delta, 1.0, 1.0, 0.5)
+
+
+def test_a_lever_is_kept_only_where_its_tuning_ci_lies_above_zero_and_one_per_setting():
+    from optimize.levers import select
+
+    effects = [
+        _effect("span a", "span_rule", [0.02, 0.001, 0.04]),
+        _effect("span b", "span_rule", [0.03, 0.002, 0.05]),  # the same setting, adds more: kept instead
+        _effect("compare", "repair_comparison", [0.016, 0.0, 0.031]),  # the CI touches zero: not kept
+        _effect("yes", "yes_threshold", [-0.01, -0.03, 0.01]),
+        _effect("none", "force_option", None),  # too few questions to say
+    ]
+    assert [lever.name for lever in select(effects)] == ["span b"]
+
+
+def test_the_kept_levers_make_the_neutral_program_with_their_settings():
+    from optimize.levers import NEUTRAL, Lever, combine
+    from program.sharp import SharpConfig
+
+    tuned = SharpConfig(yes_threshold=0.9, span_rule="both", repair_bridge=("focus",), accept_threshold=0.3)
+    kept = [Lever("spans", "span_rule", {"span_rule": "span"}),
+            Lever("yes/no", "repair_yesno", {"repair_yesno": ("compare",), "compare_by": "code"}, "compare")]  # fmt: skip
+    cfg = combine(tuned, kept)
+    assert cfg.span_rule == "span" and cfg.repair_yesno == ("compare",) and cfg.compare_by == "code"
+    assert cfg.yes_threshold is None and cfg.repair_bridge == () and cfg.accept_threshold == NEUTRAL["accept_threshold"]
+
+
+def test_each_lever_is_measured_by_replay_against_the_neutral_program(compiled):
+    from optimize.levers import NEUTRAL, Lever, measure
+
+    program, path, held = compiled
+    records = recording.read_records(path, held)
+    lever = Lever("yes/no checked per entity", "repair_yesno", {"repair_yesno": ("compare",)}, "compare")
+    neutral, [effect] = measure(records, held, program.config, [lever])
+    plain = replay.score(records, held, program.config.replace(**NEUTRAL))
+    with_it = replay.score(records, held, program.config.replace(**{**NEUTRAL, "repair_yesno": ("compare",)}))
+    assert neutral["em"] == round(plain.metrics["em"], 4) and neutral["lm_calls_per_q"] == round(
+        plain.metrics["lm_calls_per_q"], 3
+    )
+    assert effect.em == round(with_it.metrics["em"], 4)
+    assert effect.delta_em[0] == round(with_it.metrics["em"] - plain.metrics["em"], 4)
+    assert effect.per_question == {r["id"]: float(r["em"]) for r in with_it.rows}
+
+
+def test_the_lever_study_reports_tuning_and_held_out_and_only_levers_the_recording_can_replay(compiled):
+    from experiments.lab.studies.lever_selection import study
+
+    program, path, held = compiled
+    records = recording.read_records(path, held)
+    half = len(held) // 2
+    out = study(program, records, held[:half], held[half:], titles_only)
+    have = set(out["recorded actions"])
+    assert "retrieve" in have or not any("re-retrieval" in k for k in out["tuning"]["levers alone"])
+    assert out["tuning"]["questions"] == half and out["held out"]["questions"] == len(held) - half
+    assert set(out["tuning"]["levers alone"]) == set(out["held out"]["levers alone"])
+    assert out["kept config"]["ask_critic"] == "off"

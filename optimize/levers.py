@@ -1,0 +1,132 @@
+"""Levers kept by what they add on the tuning questions, not by a search over all of them at once.
+
+A search over every setting (optimize/tune.py) finds the policy that scores best on its tuning questions,
+and on HotpotQA it did not hold on held-out ones: settings that added one or two questions by chance were
+kept with those that pay. Here each lever is measured alone against the neutral program (the ranked read,
+no rule of code over its answer, no repair), with a paired bootstrap CI over the tuning questions, and kept
+only where the CI's lower end is above zero; the program is the neutral one with every kept lever (of two
+alternatives of the same setting, the one that adds more). Every score is a replay of one recording: no LM
+call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from optimize import replay
+from optimize.stats import paired_bootstrap
+from program.rounds import PassageLookup, titles_only
+from program.sharp import SharpConfig
+
+# the ranked read as the reader wrote it; a repair, where a lever adds one, runs after every draft of its form
+# and answers when it has an answer (choose "last"): what the repair adds, not what a gate makes of it
+NEUTRAL: dict[str, Any] = {
+    "ask_critic": "off", "max_repairs": 1, "repair_bridge": (), "repair_comparison": (), "repair_yesno": (),
+    "accept_threshold": 1.0, "accept_comparison": 1.0, "accept_yesno": 1.0, "choose": "last",
+    "yes_threshold": None, "yes_threshold_sub": None, "option_form": "question", "force_option": False,
+    "span_rule": "off",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Lever:
+    """One lever: its ``name``, the ``setting`` it decides (alternatives share one) and its config overrides."""
+
+    name: str
+    setting: str
+    overrides: Mapping[str, Any]
+    needs: str | None = None  # the recorded action it replays (None: a rule over the draft)
+
+
+def levers(tuned: SharpConfig) -> list[Lever]:
+    """Every lever, the rules at ``tuned``'s own values where it has them (what its tune chose)."""
+    yes = tuned.yes_threshold if tuned.yes_threshold is not None else 0.85
+    sub = tuned.yes_threshold_sub if tuned.yes_threshold_sub is not None else 0.85
+    return [
+        Lever(f"yes/no from P(yes) >= {yes}", "yes_threshold", {"yes_threshold": yes}),
+        Lever("option as its passage writes it", "option_form", {"option_form": "passage"}),
+        Lever("option forced", "force_option", {"force_option": True}),
+        Lever("span: the passage's name", "span_rule", {"span_rule": "name"}),
+        Lever("span: the closest span", "span_rule", {"span_rule": "span"}),
+        Lever("span: name, then closest span", "span_rule", {"span_rule": "both"}),
+        Lever("comparisons read per option, decided in code", "repair_comparison",
+              {"repair_comparison": ("compare",), "compare_by": "code"}, "compare"),
+        Lever("yes/no checked per entity, combined in code", "repair_yesno",
+              {"repair_yesno": ("compare",), "compare_by": "code"}, "compare"),
+        Lever(f"yes/no checked per entity, each from P(yes) >= {sub}", "repair_yesno",
+              {"repair_yesno": ("compare",), "compare_by": "code", "yes_threshold_sub": sub}, "compare"),
+        Lever("bridges: a focused read of a flagged draft", "repair_bridge", {"repair_bridge": ("focus",)}, "focus"),
+        Lever("bridges: re-retrieval", "repair_bridge", {"repair_bridge": ("retrieve",)}, "retrieve"),
+        Lever("comparisons: re-retrieval", "repair_comparison", {"repair_comparison": ("retrieve",)}, "retrieve"),
+    ]  # fmt: skip
+
+
+def recorded_actions(records: Mapping[str, dict], examples: Sequence[Any]) -> set[str]:
+    """The actions the recording holds a round of, for these questions."""
+    return {r["action"] for ex in examples for r in records[ex.id].get("rounds") or []}
+
+
+@dataclass
+class Effect:
+    """A lever's EM difference against the neutral program: [diff, CI low, CI high], its LM calls and its
+    recorded seconds a question."""
+
+    lever: Lever
+    delta_em: list[float] | None
+    lm_calls_per_q: float
+    seconds_per_q: float
+    em: float
+    per_question: dict[str, float] = field(default_factory=dict, repr=False)
+
+    @property
+    def pays(self) -> bool:
+        return self.delta_em is not None and self.delta_em[1] > 0
+
+
+def scores(records, examples, config, passages, seed) -> tuple[dict[str, float], dict[str, float]]:
+    """EM per question id and the aggregate metrics of ``config`` replayed over ``examples``."""
+    result = replay.score(records, examples, config, seed, passages, intervals=False)
+    return {r["id"]: float(r["em"]) for r in result.rows}, dict(result.metrics)
+
+
+def measure(
+    records: Mapping[str, dict],
+    examples: Sequence[Any],
+    base: SharpConfig,
+    candidates: Sequence[Lever],
+    passages: PassageLookup = titles_only,
+    seed: int = 0,
+) -> tuple[dict[str, Any], list[Effect]]:
+    """The neutral program's scores (``base`` with :data:`NEUTRAL`) and each lever's effect over it."""
+    neutral = base.replace(**NEUTRAL)
+    em0, m0 = scores(records, examples, neutral, passages, seed)
+    effects = []
+    for lever in candidates:
+        em, m = scores(records, examples, neutral.replace(**lever.overrides), passages, seed)
+        d = paired_bootstrap(em, em0, seed=seed)
+        delta = [round(d["diff"], 4), round(d["ci"][0], 4), round(d["ci"][1], 4)] if d else None
+        calls, seconds = round(m["lm_calls_per_q"], 3), round(m["live_seconds_per_q"], 2)
+        effects.append(Effect(lever, delta, calls, seconds, round(m["em"], 4), em))
+    neutral_row = {"em": round(m0["em"], 4), "lm_calls_per_q": round(m0["lm_calls_per_q"], 3),
+                   "seconds_per_q": round(m0["live_seconds_per_q"], 2)}  # fmt: skip
+    return neutral_row, effects
+
+
+def select(effects: Sequence[Effect]) -> list[Lever]:
+    """The levers that pay (CI above zero), one per setting: the one that adds most."""
+    best: dict[str, Effect] = {}
+    for e in effects:
+        if e.pays and (e.lever.setting not in best or e.delta_em[0] > best[e.lever.setting].delta_em[0]):  # type: ignore[index]
+            best[e.lever.setting] = e
+    return [e.lever for e in effects if best.get(e.lever.setting) is e]
+
+
+def combine(base: SharpConfig, kept: Sequence[Lever]) -> SharpConfig:
+    """``base`` with :data:`NEUTRAL` and every kept lever's overrides (settings do not overlap: one lever
+    each)."""
+    over: dict[str, Any] = dict(NEUTRAL)
+    for lever in kept:
+        over.update(lever.overrides)
+    return base.replace(**over)
