@@ -15,10 +15,10 @@ reading the recording holds (default: the uncompiled SHARP), e.g. a ship check's
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
+from experiments.lab.migrations import restamp
 from experiments.runtime import Runtime
 from optimize import recording
 from program.forms import options, rule_checks
@@ -56,24 +56,20 @@ def main() -> None:
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
     program = rt.load_program(args.program)[0] if args.program else rt.system("sharp", {})
     before, now = stamps(program)
-    lines, moved, stale = [], 0, 0
-    for line in args.recording.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        for rnd in rec.get("rounds") or []:
-            if rnd.get("action") == "compare" and rnd.get("reading") == before:
-                if reads_the_same(rec["question"], rnd):
-                    rnd["reading"], moved = now, moved + 1
-                else:
-                    stale += 1
-        lines.append(json.dumps(rec))
-    tmp = args.recording.with_suffix(".migrate.tmp")
-    tmp.write_text("".join(f"{x}\n" for x in lines))
-    tmp.replace(args.recording)
+
+    stale = []
+
+    def stamp(rec: dict, rnd: dict) -> str | None:
+        if rnd.get("action") != "compare" or rnd.get("reading") != before:
+            return None
+        if reads_the_same(rec["question"], rnd):
+            return now
+        stale.append(rec["id"])
+        return None
+
+    moved, _ = restamp(args.recording, stamp)
     log.info("restamped %d comparison rounds of %s; %d left to be read again (checks written by rule)",
-             moved, args.recording, stale)  # fmt: skip
+             moved, args.recording, len(stale))  # fmt: skip
 
 
 if __name__ == "__main__":

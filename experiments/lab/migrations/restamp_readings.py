@@ -14,10 +14,10 @@ round again).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
+from experiments.lab.migrations import restamp
 from experiments.runtime import Runtime
 from optimize.recording import AFTER_DRAFT, readings
 from program.digest import digest
@@ -57,21 +57,9 @@ def main() -> None:
     program = Runtime(dataset=args.dataset, workspace=args.workspace).system("sharp", {})
     new = readings(program)
     old = {action: previous(program, action) for action in PREVIOUS}
-    lines, moved, kept = [], 0, 0
-    for line in args.recording.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        for rnd in rec.get("rounds") or []:
-            if rnd.get("reading") == old.get(rnd["action"]):
-                rnd["reading"], moved = new[rnd["action"]], moved + 1
-            else:
-                kept += 1
-        lines.append(json.dumps(rec))
-    tmp = args.recording.with_suffix(".restamp.tmp")
-    tmp.write_text("".join(f"{x}\n" for x in lines))
-    tmp.replace(args.recording)
+    moved, kept = restamp(
+        args.recording, lambda rec, rnd: new[rnd["action"]] if rnd.get("reading") == old.get(rnd["action"]) else None
+    )
     log.info("restamped %d rounds of %s (%d left as they were)", moved, args.recording, kept)
 
 
