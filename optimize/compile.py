@@ -185,6 +185,7 @@ def compile_program(
         n_train=len(trainset),
         seed=seed,
         metric_threshold=metric_threshold,
+        frozen=tuple(dict.fromkeys(freeze or ())),
     )
     built = build_optimizer(optimizer, ctx, overrides)
     kwargs: dict[str, Any] = {"trainset": trainset, **built.compile_kwargs}

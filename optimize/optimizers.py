@@ -15,7 +15,7 @@ ledger (a context variable), and the local model serves one call at a time anywa
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,7 @@ class OptimizerContext:
     n_train: int = 0
     seed: int = 0
     metric_threshold: float | None = None
+    frozen: tuple[str, ...] = ()  # roles whose predictors the optimizer must leave as they are
 
 
 @dataclass
@@ -182,6 +183,26 @@ def simba(ctx: OptimizerContext, opts: dict) -> Built:
 GEPA_BUDGETS = ("auto", "max_full_evals", "max_metric_calls")
 
 
+class ThawedRoundRobin:
+    """GEPA's component selector over the predictors it may change: each reflection takes the next one, in
+    turn, of those whose role is not frozen (GEPA's own round robin also visits frozen predictors, which
+    the program may not even call, and spends the iteration on "no valid reflective examples")."""
+
+    def __init__(self, frozen: Sequence[str]):
+        self.frozen = set(frozen)
+        self.turn: dict[int, int] = {}
+
+    def __call__(
+        self, state: Any, trajectories: Any, subsample_scores: Any, candidate_idx: int, candidate: dict
+    ) -> list[str]:
+        names = [n for n in candidate if n.split(".")[0] not in self.frozen]
+        if not names:
+            raise ConfigError("every predictor is frozen: GEPA has nothing to change")
+        i = self.turn.get(candidate_idx, 0)
+        self.turn[candidate_idx] = i + 1
+        return [names[i % len(names)]]
+
+
 def gepa(ctx: OptimizerContext, opts: dict) -> Built:
     """GEPA reflects on textual feedback: its metric returns ``dspy.Prediction(score=..., feedback=...)``;
     it takes exactly one budget (default ``max_full_evals=3``)."""
@@ -196,6 +217,8 @@ def gepa(ctx: OptimizerContext, opts: dict) -> Built:
         "seed": ctx.seed,
         "track_stats": False,
     }
+    if ctx.frozen and "component_selector" not in opts:
+        defaults["component_selector"] = ThawedRoundRobin(ctx.frozen)
     if set(opts) & set(GEPA_BUDGETS):
         given = [k for k in GEPA_BUDGETS if opts.get(k) is not None]
         if len(given) != 1:

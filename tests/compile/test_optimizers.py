@@ -220,3 +220,19 @@ def test_freeze_is_for_whole_program_compiles():
 
     with pytest.raises(ConfigError, match="--target critic compiles the critic alone"):
         CompileJob(target="critic", freeze=("critic",))
+
+
+def test_gepa_reflects_only_on_the_predictors_it_may_change(world):
+    from optimize.optimizers import ThawedRoundRobin
+
+    lm = world.rule_lm("proposer", lambda f: {})
+    built = build_optimizer("gepa", ctx(proposer_lm=lm, frozen=("planner", "critic")))
+    assert built.settings["component_selector"] == "ThawedRoundRobin"
+    assert "component_selector" not in build_optimizer("gepa", ctx(proposer_lm=lm)).settings  # GEPA's own
+    pick = ThawedRoundRobin(("planner", "critic"))
+    candidate = {"planner": "i", "critic": "i", "generator": "i", "composer.predict": "i"}
+    turns = [pick(None, [], [], 0, candidate) for _ in range(3)]
+    assert turns == [["generator"], ["composer.predict"], ["generator"]]
+    assert pick(None, [], [], 1, candidate) == ["generator"]  # each candidate keeps its own turn
+    with pytest.raises(ConfigError, match="every predictor is frozen"):
+        ThawedRoundRobin(("planner",))(None, [], [], 0, {"planner": "i"})

@@ -638,3 +638,14 @@ def test_a_choice_of_two_dates_is_planned_by_rule_with_no_planner_call():
     (plan,) = steps(pred, "planner")
     assert plan["by_rule"] and plan["sub_questions"] == subs and lms["planner"].calls == 0
     assert pred.answer == "Quentin Tarantino" and pred.cost["lm_calls"] == 3
+
+
+def test_a_reply_keeps_its_confidence_in_the_step_and_leaves_the_raw_log_probabilities_out_of_the_trace():
+    import dspy
+
+    prog, _, _ = sharp(by_question("generator", {BRIDGE: reply("American")}), SharpConfig(ask_critic="off"))
+    with dspy.context(trace=[]):
+        pred = prog(question=BRIDGE)
+        calls = list(dspy.settings.trace)
+    assert steps(pred, "generator")[0]["answer_confidence"]["first"] == pytest.approx(0.9512, abs=1e-4)
+    assert calls and all("logprobs" not in out for _, _, out in calls)  # what GEPA would reflect on
