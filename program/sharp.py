@@ -173,6 +173,12 @@ class SharpConfig(StrictConfig):
             raise ValueError(f"a probability in [0, 1] or null (off), not {v!r}")
         return v
 
+    @field_validator("ask_critic", "span_rule", mode="before")
+    @classmethod
+    def _bare_off(cls, v: Any) -> Any:
+        # YAML reads a bare `off` as false (`--set ask_critic=off`, a config file): the word the user wrote
+        return "off" if v is False else v
+
     @field_validator("k_schedule")
     @classmethod
     def _schedule(cls, v: tuple[int, ...]) -> tuple[int, ...]:

@@ -24,3 +24,12 @@ def test_from_mapping_overrides_of_none_still_mean_not_given():
 def test_replace_validates_and_names_an_unknown_key():
     with pytest.raises(ConfigError, match="unknown key 'no_such_key'"):
         SharpConfig().replace(no_such_key=1)
+
+
+def test_a_bare_off_read_by_yaml_as_false_is_the_off_the_user_wrote():
+    import yaml
+
+    cfg = SharpConfig.from_mapping(yaml.safe_load("ask_critic: off\nspan_rule: off"))
+    assert cfg.ask_critic == "off" and cfg.span_rule == "off"
+    with pytest.raises(ConfigError, match="ask_critic"):  # a bare `on` names no choice: refused, not guessed
+        SharpConfig.from_mapping(yaml.safe_load("ask_critic: on"))
