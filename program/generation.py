@@ -85,7 +85,7 @@ def record_confidence(step: dict, pred: Any, field: str = "answer") -> None:
             if not has_logprobs(logprobs)
             else "answer not found"
         )
-    if pred is not None and "logprobs" in getattr(pred, "keys", lambda: ())():
+    if isinstance(pred, dspy.Prediction) and "logprobs" in pred:
         # the step holds all the loop reads of them; the raw log-probabilities (some 19,000 characters a reply
         # at 10 alternatives a token) leave the prediction, so a trace an optimizer reflects on (GEPA's
         # reflective dataset: every output field of the call) fits a small model's context

@@ -167,3 +167,5 @@ def test_the_lever_study_reports_tuning_and_held_out_and_only_levers_the_recordi
     assert out["tuning"]["questions"] == half and out["held out"]["questions"] == len(held) - half
     assert set(out["tuning"]["levers alone"]) == set(out["held out"]["levers alone"])
     assert out["kept config"]["ask_critic"] == "off"
+    forms = {records[ex.id]["form"] for ex in held[:half]}
+    assert all(set(row["em by form"]) == forms for row in out["tuning"]["levers alone"].values())

@@ -25,11 +25,21 @@ from optimize.recording import check_reading, read_records
 from optimize.stats import paired_bootstrap
 
 
-def _rows(neutral: dict, effects: list[lv.Effect]) -> dict[str, Any]:
+def _form_em(records: dict, examples: list, em: dict[str, float]) -> dict[str, float]:
+    out = {}
+    for form in ("bridge", "comparison", "yesno"):
+        ids = [ex.id for ex in examples if records[ex.id]["form"] == form]
+        if ids:
+            out[form] = round(sum(em[i] for i in ids) / len(ids), 3)
+    return out
+
+
+def _rows(neutral: dict, effects: list[lv.Effect], records: dict, examples: list) -> dict[str, Any]:
     rows: dict[str, Any] = {"neutral (the ranked read as written)": neutral}
     for e in effects:
         rows[e.lever.name] = {"em": e.em, "delta_em": e.delta_em, "lm_calls_per_q": e.lm_calls_per_q,
-                              "seconds_per_q": e.seconds_per_q}  # fmt: skip
+                              "seconds_per_q": e.seconds_per_q,
+                              "em by form": _form_em(records, examples, e.per_question)}  # fmt: skip
     return rows
 
 
@@ -64,9 +74,10 @@ def study(program: Any, records: dict, tune: list, check: list, passages: Any, s
             records, examples, base, [lv.Lever("kept levers", "all", dict(combined))], passages, seed
         )
         em0 = lv.scores(records, examples, base.replace(**lv.NEUTRAL), passages, seed)[0]
+        neutral = {**neutral, "em by form": _form_em(records, examples, em0)}
         out[label] = {
             "questions": len(examples),
-            "levers alone": _rows(neutral, effects),
+            "levers alone": _rows(neutral, effects, records, examples),
             "kept levers": {
                 "em": one.em,
                 "delta_em": one.delta_em,
