@@ -40,12 +40,21 @@ class Lever:
     needs: str | None = None  # the recorded action it replays (None: a rule over the draft)
 
 
-def levers(tuned: SharpConfig) -> list[Lever]:
-    """Every lever, the rules at ``tuned``'s own values where it has them (what its tune chose)."""
+# the yes/no thresholds offered as alternatives of their setting where no tuned value is taken (a cross-fit
+# chooses them in each fold; a tuned program's values were chosen on questions a fold may hold out)
+THRESHOLDS = (0.6, 0.7, 0.8, 0.9)
+
+
+def levers(tuned: SharpConfig, thresholds: Sequence[float] | None = None) -> list[Lever]:
+    """Every lever, the rules at ``tuned``'s own values where it has them (what its tune chose); with
+    ``thresholds``, each yes/no rule once per threshold instead (alternatives of one setting)."""
     yes = tuned.yes_threshold if tuned.yes_threshold is not None else 0.85
     sub = tuned.yes_threshold_sub if tuned.yes_threshold_sub is not None else 0.85
+    ys, subs = (tuple(thresholds), tuple(thresholds)) if thresholds is not None else ((yes,), (sub,))
+    if not ys or any(not 0.0 < t < 1.0 for t in ys):
+        raise ValueError(f"yes/no thresholds must lie strictly between 0 and 1, got {list(ys)}")
     return [
-        Lever(f"yes/no from P(yes) >= {yes}", "yes_threshold", {"yes_threshold": yes}),
+        *(Lever(f"yes/no from P(yes) >= {t}", "yes_threshold", {"yes_threshold": t}) for t in ys),
         Lever("option as its passage writes it", "option_form", {"option_form": "passage"}),
         Lever("option forced", "force_option", {"force_option": True}),
         Lever("span: the passage's name", "span_rule", {"span_rule": "name"}),
@@ -55,8 +64,9 @@ def levers(tuned: SharpConfig) -> list[Lever]:
               {"repair_comparison": ("compare",), "compare_by": "code"}, "compare"),
         Lever("yes/no checked per entity, combined in code", "repair_yesno",
               {"repair_yesno": ("compare",), "compare_by": "code"}, "compare"),
-        Lever(f"yes/no checked per entity, each from P(yes) >= {sub}", "repair_yesno",
-              {"repair_yesno": ("compare",), "compare_by": "code", "yes_threshold_sub": sub}, "compare"),
+        *(Lever(f"yes/no checked per entity, each from P(yes) >= {t}", "repair_yesno",
+                {"repair_yesno": ("compare",), "compare_by": "code", "yes_threshold_sub": t}, "compare")
+          for t in subs),
         Lever("bridges: a focused read of a flagged draft", "repair_bridge", {"repair_bridge": ("focus",)}, "focus"),
         Lever("bridges: re-retrieval", "repair_bridge", {"repair_bridge": ("retrieve",)}, "retrieve"),
         Lever("comparisons: re-retrieval", "repair_comparison", {"repair_comparison": ("retrieve",)}, "retrieve"),
@@ -130,3 +140,50 @@ def combine(base: SharpConfig, kept: Sequence[Lever]) -> SharpConfig:
     for lever in kept:
         over.update(lever.overrides)
     return base.replace(**over)
+
+
+@dataclass
+class CrossFit:
+    """What choosing levers by :func:`select` adds, every question scored by the levers chosen on the folds
+    that do not hold it: per question, the chosen program's EM (``em``) and the neutral one's (``em0``); per
+    fold, its questions and the levers chosen without them; the chosen programs' LM calls and recorded
+    seconds a question."""
+
+    folds: list[dict[str, Any]]
+    em: dict[str, float]
+    em0: dict[str, float]
+    lm_calls_per_q: float
+    seconds_per_q: float
+
+
+def crossfit(
+    records: Mapping[str, dict],
+    examples: Sequence[Any],
+    base: SharpConfig,
+    candidates: Sequence[Lever],
+    k: int = 5,
+    passages: PassageLookup = titles_only,
+    seed: int = 0,
+) -> CrossFit:
+    """Cross-fitted lever selection: ``examples`` dealt into ``k`` folds (every k-th question: the examples
+    are in seeded positions already); for each fold the levers are measured and kept on the others and the
+    kept program scores the fold. Every question serves once as held out, so the estimate of what the
+    procedure adds rests on all of them, not on one held-out slice."""
+    if not 2 <= k <= len(examples):
+        raise ValueError(f"a cross-fit needs 2 <= folds <= questions, got {k} folds over {len(examples)} questions")
+    folds = [list(examples[i::k]) for i in range(k)]
+    neutral = base.replace(**NEUTRAL)
+    em: dict[str, float] = {}
+    em0: dict[str, float] = {}
+    rows, calls, seconds = [], 0.0, 0.0
+    for i, held in enumerate(folds):
+        fit = [ex for j, fold in enumerate(folds) if j != i for ex in fold]
+        kept = select(measure(records, fit, base, candidates, passages, seed)[1])
+        got, m = scores(records, held, combine(base, kept), passages, seed)
+        em.update(got)
+        em0.update(scores(records, held, neutral, passages, seed)[0])
+        calls += m["lm_calls_per_q"] * len(held)
+        seconds += m["live_seconds_per_q"] * len(held)
+        rows.append({"questions": len(held), "kept": [lever.name for lever in kept], "em": round(m["em"], 4)})
+    n = len(examples)
+    return CrossFit(rows, em, em0, round(calls / n, 3), round(seconds / n, 2))

@@ -169,3 +169,63 @@ def test_the_lever_study_reports_tuning_and_held_out_and_only_levers_the_recordi
     assert out["kept config"]["ask_critic"] == "off"
     forms = {records[ex.id]["form"] for ex in held[:half]}
     assert all(set(row["em by form"]) == forms for row in out["tuning"]["levers alone"].values())
+
+
+# ---- cross-fitted lever selection (optimize/levers.py crossfit, experiments/lab/studies/crossfit_levers.py) --
+def test_a_threshold_grid_offers_each_yes_no_rule_once_per_threshold_and_refuses_a_threshold_out_of_range():
+    from optimize.levers import levers
+    from program.sharp import SharpConfig
+
+    tuned = SharpConfig(yes_threshold=0.93)
+    assert [lv.overrides["yes_threshold"] for lv in levers(tuned) if lv.setting == "yes_threshold"] == [0.93]
+    grid = levers(tuned, (0.6, 0.8))
+    assert [lv.overrides["yes_threshold"] for lv in grid if lv.setting == "yes_threshold"] == [0.6, 0.8]
+    subs = [lv.overrides.get("yes_threshold_sub") for lv in grid if lv.setting == "repair_yesno"]
+    assert subs == [None, 0.6, 0.8]  # combined in code, then each check from P(yes) at each threshold
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        levers(tuned, (0.5, 1.0))
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        levers(tuned, ())
+
+
+def test_the_cross_fit_scores_every_question_once_by_the_levers_chosen_without_its_fold(compiled):
+    from optimize.levers import NEUTRAL, combine, crossfit, levers, measure, scores, select
+
+    program, path, held = compiled
+    records = recording.read_records(path, held)
+    base = program.config
+    candidates = levers(base)
+    cf = crossfit(records, held, base, candidates, k=3)
+    assert sorted(cf.em) == sorted(cf.em0) == sorted(ex.id for ex in held)
+    assert [f["questions"] for f in cf.folds] == [len(held[i::3]) for i in range(3)]
+    assert cf.em0 == scores(records, held, base.replace(**NEUTRAL), titles_only, 0)[0]
+    for i, fold in enumerate(cf.folds):  # each fold's choice is the one made on the other two alone
+        rest = [ex for j in range(3) if j != i for ex in held[j::3]]
+        kept = select(measure(records, rest, base, candidates)[1])
+        assert fold["kept"] == [lever.name for lever in kept]
+        got = scores(records, held[i::3], combine(base, kept), titles_only, 0)[0]
+        assert {q: cf.em[q] for q in got} == got
+    with pytest.raises(ValueError, match="2 <= folds <= questions"):
+        crossfit(records, held, base, candidates, k=1)
+    with pytest.raises(ValueError, match="2 <= folds <= questions"):
+        crossfit(records, held, base, candidates, k=len(held) + 1)
+
+
+def test_the_cross_fit_study_reports_the_paired_gain_by_form_and_the_levers_kept_on_all(compiled):
+    from experiments.lab.studies.crossfit_levers import study
+    from optimize.levers import NEUTRAL
+
+    program, path, held = compiled
+    records = recording.read_records(path, held)
+    out = study(program, records, held, 2, titles_only)
+    cf = out["cross-fitted"]
+    assert cf["questions"] == len(held) and len(cf["folds"]) == 2
+    low, high = cf["delta_em"][1], cf["delta_em"][2]
+    assert low <= cf["delta_em"][0] <= high
+    gain = cf["em levers chosen out of fold"] - cf["em neutral (the ranked read as written)"]
+    assert gain == pytest.approx(cf["delta_em"][0], abs=2e-4)  # the paired difference is the means' difference
+    forms = {records[ex.id]["form"] for ex in held}
+    assert set(cf["by form"]) == forms
+    assert sum(row["questions"] for row in cf["by form"].values()) == len(held)
+    assert set(out["kept config"]) >= set(NEUTRAL)
+    assert any("P(yes) >= 0.6" in name for name in out["candidates"])  # the grid, not the tuned values
