@@ -32,9 +32,7 @@ from optimize.stats import paired_bootstrap
 def study(program: Any, records: dict, examples: list, folds: int, passages: Any, seed: int = 0) -> dict[str, Any]:
     base = program.config
     have = lv.recorded_actions(records, examples)
-    candidates = [
-        lever for lever in lv.levers(base, lv.THRESHOLDS) if lever.needs is None or lever.needs in have
-    ]
+    candidates = [lever for lever in lv.levers(base, lv.THRESHOLDS) if lever.needs is None or lever.needs in have]
     cf = lv.crossfit(records, examples, base, candidates, folds, passages, seed)
     d = paired_bootstrap(cf.em, cf.em0, seed=seed)
     n = len(examples)
