@@ -83,6 +83,24 @@ def test_the_pooled_study_prefixes_ids_and_judges_each_round_at_its_own_programs
     assert out["part other"]["over_trigger"] == 1.0 and out["part other"]["under_trigger"] == 0.0
 
 
+def test_one_gate_refitted_on_the_parts_tuning_rounds_is_reported_on_the_held_out_rounds(compiled):
+    from experiments.lab.studies import pooled_critic
+    from optimize.critic import fit_answer_critic, report
+
+    program, path, held = compiled
+    records = recording.read_records(path, held)
+    half = len(held) // 2
+    tune = pooled_critic.judged(program, records, held[:half], titles_only, "toy")
+    check = pooled_critic.judged(program, records, held[half:], titles_only, "toy")
+    out = pooled_critic.refit(tune, check, seed=0)
+    gate = fit_answer_critic(tune, [], {"parts": ["toy"]})["gate"]
+    expected = report([gate.probability(c["features"]) for c in check], check, [c["threshold"] for c in check])
+    assert out["fitted on"] == {"drafts": len(tune), "questions": len({c["question_id"] for c in tune})}
+    assert out["all"]["drafts"] == len(check) and out["all"]["auroc"] is not None
+    assert out["all"]["auroc"] == expected["auroc"] and out["all"]["brier"] == expected["brier"]
+    assert out["features"] == list(gate.features)
+
+
 def test_report_refuses_a_threshold_list_of_the_wrong_length():
     from optimize.critic import report
 

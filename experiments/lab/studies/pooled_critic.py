@@ -14,6 +14,10 @@ general accept threshold. Reports the pooled AUROC
 with a bootstrap 95% CI over questions, Brier, ECE, over- and under-trigger, and the same per part and per
 form. One corpus alone may hold too few held-out drafts for a tight CI (2Wiki: 192); pooled, the gates are
 judged on what a user of the shipped programs meets.
+
+``--refit`` also fits one gate on the rounds of every part's first OFFSET questions (the ones its program was
+tuned on, settled by its program's rules) and reports it on the same held-out rounds beside the programs' own
+gates: whether one gate over several corpora judges better than each corpus's own.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.lab.studies import program_and_records, show
-from optimize.critic import report, round_cases
+from optimize.critic import fit_answer_critic, report, round_cases
 from program.sharp import gate_probability
 
 
@@ -78,22 +82,45 @@ def summarize(cases: list[dict], seed: int) -> dict:
     return out
 
 
+def refit(fit: list[dict], held: list[dict], seed: int) -> dict:
+    """One gate fitted on ``fit`` (the parts' tuning rounds), reported on ``held`` (the judged held-out rounds,
+    their thresholds kept): pooled, then per part."""
+    gate = fit_answer_critic(fit, [], {"parts": sorted({c["part"] for c in fit})}, seed)["gate"]
+    refitted = [dict(c, p=gate.probability(c["features"])) for c in held]
+    out = {
+        "features": list(gate.features),
+        "fitted on": {"drafts": len(fit), "questions": len({c["question_id"] for c in fit})},
+    }
+    return {**out, **{k: v for k, v in summarize(refitted, seed).items() if k == "all" or k.startswith("part ")}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", type=parse_part, action="append", required=True,
                     help="DATASET,OFFSET,N,PROGRAM,RECORDING (repeat for each corpus)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--refit", action="store_true", help="also fit one gate on every part's tuning rounds")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
     cases: list[dict] = []
+    tuning: list[dict] = []
     parts = []
     for part in args.part:
         part.seed, part.workspace = args.seed, args.workspace
         program, examples, records, positions, passages = program_and_records(part, part.n)
         cases += judged(program, records, examples, passages, part.dataset)
         parts.append({"dataset": part.dataset, "positions": positions, "program": str(part.program)})
-    show({"parts": parts, "critic": summarize(cases, args.seed)}, args.json)
+        if args.refit:
+            if part.offset == 0:
+                raise SystemExit(f"--refit: part {part.dataset} has OFFSET 0, so no tuning questions to fit on")
+            tune = argparse.Namespace(**{**vars(part), "offset": 0})
+            _, t_examples, t_records, _, _ = program_and_records(tune, part.offset)
+            tuning += judged(program, t_records, t_examples, passages, part.dataset)
+    out: dict[str, Any] = {"parts": parts, "critic": summarize(cases, args.seed)}
+    if args.refit:
+        out["one gate fitted on every part's tuning rounds"] = refit(tuning, cases, args.seed)
+    show(out, args.json)
 
 
 if __name__ == "__main__":
