@@ -247,3 +247,22 @@ def test_the_cross_fit_study_reports_the_paired_gain_by_form_and_the_levers_kept
     assert sum(row["questions"] for row in cf["by form"].values()) == len(held)
     assert set(out["kept config"]) >= set(NEUTRAL)
     assert any("P(yes) >= 0.6" in name for name in out["candidates"])  # the grid, not the tuned values
+
+
+# ---- how far a threshold on the reader's P(yes) can go (experiments/lab/studies/yesno_ceiling.py) ----------
+def test_the_yes_no_ceiling_is_the_best_threshold_in_sample_and_the_fold_threshold_never_sees_its_fold():
+    from experiments.lab.studies.yesno_ceiling import ceiling
+
+    rows = [{"id": "a", "gold": "yes", "text": "yes", "p_yes": 0.9}, {"id": "b", "gold": "yes", "text": "yes", "p_yes": 0.8},
+            {"id": "c", "gold": "no", "text": "yes", "p_yes": 0.7}, {"id": "d", "gold": "no", "text": "yes", "p_yes": 0.6}]  # fmt: skip
+    out = ceiling(rows, folds=2)
+    assert out["accuracy, the text as written"] == 0.5 and out["reader says yes"] == 1.0
+    assert out["AUROC of P(yes) for gold yes"] == 1.0
+    assert out["accuracy, the best threshold on these questions (ceiling)"] == 1.0 and out["that threshold"] == 0.8
+    # fold a,c chooses on b,d (0.8: right on both); fold b,d chooses on a,c (0.9), which turns b's "yes" to "no"
+    assert out["thresholds chosen"] == [0.8, 0.9] and out["accuracy, a threshold chosen in 2 folds"] == 0.75
+    # a draft without P(yes) keeps its text whatever the threshold
+    more = [*rows, {"id": "e", "gold": "no", "text": "no", "p_yes": None}]
+    assert ceiling(more, folds=2)["accuracy, the best threshold on these questions (ceiling)"] == 1.0
+    with pytest.raises(ValueError, match="cannot be split into 5 folds"):
+        ceiling(rows, folds=5)
