@@ -18,14 +18,11 @@ in-sample score. Replays only: no LM call.
 from __future__ import annotations
 
 import argparse
-import logging
-from pathlib import Path
 from typing import Any
 
 from experiments.lab.studies import show
-from experiments.lab.studies.lever_selection import _by_form
+from experiments.lab.studies.lever_selection import _by_form, add_arguments, load, save_kept
 from optimize import levers as lv
-from optimize.recording import check_reading, read_records
 from optimize.stats import paired_bootstrap
 
 
@@ -62,35 +59,18 @@ def study(program: Any, records: dict, examples: list, folds: int, passages: Any
 
 
 def main() -> None:
-    from experiments.runtime import Runtime
-    from program.saved import save_program
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--program", type=Path, required=True)
-    ap.add_argument("--recording", type=Path, required=True)
+    add_arguments(ap)
     ap.add_argument("--n", type=int, required=True, help="the first N seeded train questions")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--save", type=Path, default=None, help="write the program with the levers kept on all N")
-    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    rt = Runtime(dataset=args.dataset, workspace=args.workspace)
-    program, saved = rt.load_program(args.program)
-    examples = rt.examples("train", limit=args.n, seed=args.seed)
-    records = read_records(args.recording, examples)
-    check_reading(records.values(), program)
+    rt, program, saved, examples, records = load(args, args.n)
     out = {"positions": f"train 0:{len(examples)} in {args.folds} folds (seed {args.seed})",
            "program": str(args.program), **study(program, records, examples, args.folds, rt.passages(), args.seed)}  # fmt: skip
     if args.save:
-        program.config = program.config.replace(**out["kept config"])
-        meta = {**saved.meta, "levers kept": out["kept on all"],
-                "chosen on": f"train 0:{len(examples)} (seed {args.seed})",
+        meta = {"levers kept": out["kept on all"], "chosen on": f"train 0:{len(examples)} (seed {args.seed})",
                 "cross-fitted delta_em": out["cross-fitted"]["delta_em"]}  # fmt: skip
-        save_program(args.save, program, saved.system, saved.retriever, saved.lm, saved.index_manifest, meta)
-        out["saved"] = str(args.save)
+        out["saved"] = save_kept(args.save, program, saved, out["kept config"], meta)
     show(out, args.json)
 
 

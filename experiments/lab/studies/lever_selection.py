@@ -89,35 +89,53 @@ def study(program: Any, records: dict, tune: list, check: list, passages: Any, s
     return out
 
 
-def main() -> None:
-    from experiments.runtime import Runtime
-    from program.saved import save_program
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options a lever study shares (this one and experiments/lab/studies/crossfit_levers.py)."""
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--program", type=Path, required=True)
     ap.add_argument("--recording", type=Path, required=True)
-    ap.add_argument("--tune-n", type=int, required=True)
-    ap.add_argument("--check-n", type=int, required=True)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--save", type=Path, default=None, help="write the program with the kept levers here")
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
-    args = ap.parse_args()
+
+
+def load(args: argparse.Namespace, n: int) -> tuple:
+    """(runtime, program, saved, examples, records) for the first ``n`` seeded train questions; the recording
+    must read as the program does."""
+    from experiments.runtime import Runtime
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
     program, saved = rt.load_program(args.program)
-    examples = rt.examples("train", limit=args.tune_n + args.check_n, seed=args.seed)
+    examples = rt.examples("train", limit=n, seed=args.seed)
     records = read_records(args.recording, examples)
     check_reading(records.values(), program)
+    return rt, program, saved, examples, records
+
+
+def save_kept(path: Path, program: Any, saved: Any, config: dict[str, Any], meta: dict[str, Any]) -> str:
+    """``program`` with the kept levers' ``config`` written to ``path``, ``meta`` added to its own."""
+    from program.saved import save_program
+
+    program.config = program.config.replace(**config)
+    save_program(path, program, saved.system, saved.retriever, saved.lm, saved.index_manifest, {**saved.meta, **meta})
+    return str(path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    ap.add_argument("--tune-n", type=int, required=True)
+    ap.add_argument("--check-n", type=int, required=True)
+    args = ap.parse_args()
+    rt, program, saved, examples, records = load(args, args.tune_n + args.check_n)
     tune, check = examples[: args.tune_n], examples[args.tune_n :]
     out = {"positions": f"train 0:{args.tune_n} choose, {args.tune_n}:{len(examples)} held out (seed {args.seed})",
            "program": str(args.program), **study(program, records, tune, check, rt.passages(), args.seed)}  # fmt: skip
     if args.save:
-        program.config = program.config.replace(**out["kept config"])
-        meta = {**saved.meta, "levers kept": out["kept"], "chosen on": f"train 0:{args.tune_n} (seed {args.seed})"}
-        save_program(args.save, program, saved.system, saved.retriever, saved.lm, saved.index_manifest, meta)
-        out["saved"] = str(args.save)
+        meta = {"levers kept": out["kept"], "chosen on": f"train 0:{args.tune_n} (seed {args.seed})"}
+        out["saved"] = save_kept(args.save, program, saved, out["kept config"], meta)
     show(out, args.json)
 
 
