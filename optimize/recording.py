@@ -77,11 +77,12 @@ AFTER_DRAFT = ("retrieve", "focus")
 CODE_VERSIONS = {"compare": 3}
 
 
-def reading(program: SharpRAG, action: str = "draft") -> str:
+def reading(program: SharpRAG, action: str = "draft", code_version: int | None = None) -> str:
     """A digest of what decides what ``action``'s reads are: the predictors it calls (their instructions and
     demos) and the config fields it reads, those at their default left out (a setting added later, at a
     default that reads as before, leaves a recording replayable). A recorded round is replayable by a program
-    with the same."""
+    with the same. ``code_version``: the digest under an earlier :data:`CODE_VERSIONS` entry (a migration's
+    old stamp)."""
     from program.saved import without_lms
 
     predictors, fields = READS[action]
@@ -90,8 +91,9 @@ def reading(program: SharpRAG, action: str = "draft") -> str:
     config = {k: v for k, v in sorted(values.items()) if v != defaults.get(k)}
     state = {name: without_lms(getattr(program, name).dump_state()) for name in predictors}
     parts = {"action": action, "config": config, "state": state}
-    if action in CODE_VERSIONS:
-        parts["code"] = CODE_VERSIONS[action]
+    version = CODE_VERSIONS.get(action) if code_version is None else code_version
+    if version is not None:
+        parts["code"] = version
     if action in AFTER_DRAFT:
         parts["draft"] = reading(program, "draft")
     return digest(parts, 16)

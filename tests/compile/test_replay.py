@@ -178,6 +178,19 @@ def test_records_of_a_program_that_reads_otherwise_are_refused(world, toy_record
     assert reading_key(prog, examples) != reading_key(prog, examples[:3])
 
 
+def test_an_earlier_code_version_gives_the_stamp_a_migration_replaces_without_touching_the_current_one(world):
+    from experiments.lab.migrations.compare_v2_to_v3 import stamps
+    from optimize import recording
+
+    prog = world.program()
+    before, now = stamps(prog)
+    assert now == recording.reading(prog, "compare") == recording.reading(prog, "compare", code_version=3)
+    assert before == recording.reading(prog, "compare", code_version=2) != now
+    assert recording.CODE_VERSIONS == {"compare": 3}  # asking for version 2 changed nothing
+    # the draft's reading has no code version: giving one is what marks an action's code as versioned
+    assert recording.reading(prog, "draft", code_version=1) != recording.reading(prog, "draft")
+
+
 def test_recording_resumes_from_its_file(world, tmp_path, toy_recording):
     examples, _, _ = toy_recording
     path = tmp_path / "rec.jsonl"

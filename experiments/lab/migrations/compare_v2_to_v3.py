@@ -28,15 +28,7 @@ log = logging.getLogger(__name__)
 
 def stamps(program) -> tuple[str, str]:
     """The compare reading digest of ``program`` under version 2 and under this code's version."""
-    now = recording.reading(program, "compare")
-    saved = dict(recording.CODE_VERSIONS)
-    try:
-        recording.CODE_VERSIONS["compare"] = 2
-        before = recording.reading(program, "compare")
-    finally:
-        recording.CODE_VERSIONS.clear()
-        recording.CODE_VERSIONS.update(saved)
-    return before, now
+    return recording.reading(program, "compare", code_version=2), recording.reading(program, "compare")
 
 
 def reads_the_same(question: str, rnd: dict) -> bool:
