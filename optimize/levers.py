@@ -172,18 +172,16 @@ def crossfit(
     if not 2 <= k <= len(examples):
         raise ValueError(f"a cross-fit needs 2 <= folds <= questions, got {k} folds over {len(examples)} questions")
     folds = [list(examples[i::k]) for i in range(k)]
-    neutral = base.replace(**NEUTRAL)
     em: dict[str, float] = {}
-    em0: dict[str, float] = {}
     rows, calls, seconds = [], 0.0, 0.0
     for i, held in enumerate(folds):
         fit = [ex for j, fold in enumerate(folds) if j != i for ex in fold]
         kept = select(measure(records, fit, base, candidates, passages, seed)[1])
         got, m = scores(records, held, combine(base, kept), passages, seed)
         em.update(got)
-        em0.update(scores(records, held, neutral, passages, seed)[0])
         calls += m["lm_calls_per_q"] * len(held)
         seconds += m["live_seconds_per_q"] * len(held)
         rows.append({"questions": len(held), "kept": [lever.name for lever in kept], "em": round(m["em"], 4)})
     n = len(examples)
+    em0 = scores(records, examples, base.replace(**NEUTRAL), passages, seed)[0]  # a replay is per question
     return CrossFit(rows, em, em0, round(calls / n, 3), round(seconds / n, 2))

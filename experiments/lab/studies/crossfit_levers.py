@@ -21,7 +21,7 @@ import argparse
 from typing import Any
 
 from experiments.lab.studies import show
-from experiments.lab.studies.lever_selection import _by_form, add_arguments, load, save_kept
+from experiments.lab.studies.lever_selection import add_arguments, by_form, load, save_kept
 from optimize import levers as lv
 from optimize.stats import paired_bootstrap
 
@@ -49,7 +49,7 @@ def study(program: Any, records: dict, examples: list, folds: int, passages: Any
             "lm_calls_per_q neutral": round(neutral["lm_calls_per_q"], 3),
             "seconds_per_q": cf.seconds_per_q,
             "seconds_per_q neutral": round(neutral["live_seconds_per_q"], 2),
-            "by form": _by_form(records, examples, cf.em, cf.em0),
+            "by form": by_form(records, examples, cf.em, cf.em0),
         },
         "kept on all": [lever.name for lever in kept],
         "kept config": {

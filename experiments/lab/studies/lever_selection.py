@@ -43,7 +43,8 @@ def _rows(neutral: dict, effects: list[lv.Effect], records: dict, examples: list
     return rows
 
 
-def _by_form(records: dict, examples: list, em: dict[str, float], em0: dict[str, float]) -> dict[str, Any]:
+def by_form(records: dict, examples: list, em: dict[str, float], em0: dict[str, float]) -> dict[str, Any]:
+    """Per question form: its questions, EM without and with the kept levers, and the paired difference."""
     out = {}
     for form in ("bridge", "comparison", "yesno"):
         ids = [ex.id for ex in examples if records[ex.id]["form"] == form]
@@ -83,7 +84,7 @@ def study(program: Any, records: dict, tune: list, check: list, passages: Any, s
                 "delta_em": one.delta_em,
                 "lm_calls_per_q": one.lm_calls_per_q,
                 "seconds_per_q": one.seconds_per_q,
-                "by form": _by_form(records, examples, one.per_question, em0),
+                "by form": by_form(records, examples, one.per_question, em0),
             },  # fmt: skip
         }
     return out

@@ -108,15 +108,19 @@ def main() -> None:
     parts = []
     for part in args.part:
         part.seed, part.workspace = args.seed, args.workspace
-        program, examples, records, positions, passages = program_and_records(part, part.n)
-        cases += judged(program, records, examples, passages, part.dataset)
+        if args.refit and part.offset == 0:
+            raise SystemExit(f"--refit: part {part.dataset} has OFFSET 0, so no tuning questions to fit on")
+        # with --refit, one load holds the tuning questions too (0:OFFSET), then the held-out ones
+        whole = argparse.Namespace(**{**vars(part), "offset": 0}) if args.refit else part
+        program, examples, records, _, passages = program_and_records(
+            whole, part.n + (part.offset if args.refit else 0)
+        )
+        held = examples[-part.n :]
+        cases += judged(program, records, held, passages, part.dataset)
+        positions = f"{part.split} {part.offset}:{part.offset + len(held)} (seed {part.seed})"
         parts.append({"dataset": part.dataset, "positions": positions, "program": str(part.program)})
         if args.refit:
-            if part.offset == 0:
-                raise SystemExit(f"--refit: part {part.dataset} has OFFSET 0, so no tuning questions to fit on")
-            tune = argparse.Namespace(**{**vars(part), "offset": 0})
-            _, t_examples, t_records, _, _ = program_and_records(tune, part.offset)
-            tuning += judged(program, t_records, t_examples, passages, part.dataset)
+            tuning += judged(program, records, examples[: part.offset], passages, part.dataset)
     out: dict[str, Any] = {"parts": parts, "critic": summarize(cases, args.seed)}
     if args.refit:
         out["one gate fitted on every part's tuning rounds"] = refit(tuning, cases, args.seed)

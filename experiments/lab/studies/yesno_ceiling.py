@@ -26,13 +26,14 @@ from optimize.metrics import gold_answers, normalize_answer
 from program.rounds import Read
 
 
+def _right(rows: list[dict], t: float | None) -> int:
+    """How many are right when "yes" is said where P(yes) >= t (t None: the text as written)."""
+    said = [r["text"] if t is None or r["p_yes"] is None else ("yes" if r["p_yes"] >= t else "no") for r in rows]
+    return sum(s == r["gold"] for s, r in zip(said, rows))
+
+
 def _accuracy(rows: list[dict], t: float | None) -> float:
-    """Share right when "yes" is said where P(yes) >= t (t None: the text as written)."""
-    right = 0
-    for r in rows:
-        said = r["text"] if t is None or r["p_yes"] is None else ("yes" if r["p_yes"] >= t else "no")
-        right += said == r["gold"]
-    return right / len(rows)
+    return _right(rows, t) / len(rows)
 
 
 def best_threshold(rows: list[dict]) -> float:
@@ -58,7 +59,7 @@ def ceiling(rows: list[dict], folds: int = 5, seed: int = 0) -> dict[str, Any]:
         held, rest = rows[k::folds], [r for i, r in enumerate(rows) if i % folds != k]
         t = best_threshold(rest)
         chosen.append(t)
-        right += round(_accuracy(held, t) * len(held))
+        right += _right(held, t)
     return {
         "questions": len(rows),
         "gold yes": round(sum(r["gold"] == "yes" for r in rows) / len(rows), 3),
