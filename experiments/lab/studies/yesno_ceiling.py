@@ -101,7 +101,10 @@ def main() -> None:
         draft = next(r for r in records[ex.id]["rounds"] if r["action"] == "draft")
         read = Read.from_record(draft["read"], passages)
         rows.append({"id": ex.id, "gold": gold, "text": normalize_answer(read.answer), "p_yes": read.p_yes})
-    out = {"positions": f"train 0:{len(examples)} (seed {args.seed}), gold yes/no only", **ceiling(rows)}
+    out = {
+        "positions": f"train 0:{len(examples)} (seed {args.seed}), gold yes/no only",
+        **ceiling(rows, seed=args.seed),
+    }
     show(out, args.json)
 
 
