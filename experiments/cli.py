@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from experiments import logs
+from experiments.console import logs
 
 # Offline by default: no hub, no LiteLLM price-table fetch, no telemetry.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -24,7 +24,7 @@ app = typer.Typer(
 )
 
 # Modules under experiments/commands that define `register(app)`.
-COMMAND_MODULES = ["data", "lm", "program", "arena", "compile", "tune", "reranker", "report", "ui"]
+COMMAND_MODULES = ["data", "lm", "program", "arena", "compile", "tune", "fitting", "report", "ui"]
 
 
 @app.callback()

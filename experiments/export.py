@@ -2,7 +2,7 @@
 
 The exported model is *code plus JSON*, never a pickle: MLflow's "models from code" stores a
 five-line script (``MODEL_CODE``) whose ``load_context`` reads the program JSON through
-:mod:`program.saved` (checksum and code-version checks included), opens the retriever from the
+:mod:`program.serving.saved` (checksum and code-version checks included), opens the retriever from the
 index directory and assigns LMs from the program's LM config. The project's packages travel as
 ``code_paths`` (or come from the installed ``sharp-rag`` distribution).
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from experiments import settings, tracking
 from program.errors import IndexMismatchError, ProgramFileError, SharpError
-from program.saved import SavedProgram, find_program, load_into, read_program, without_lms
+from program.serving.saved import SavedProgram, find_program, load_into, read_program, without_lms
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def check_manifest(saved: SavedProgram, index_dir: Path) -> None:
 
 
 def load_saved(saved: SavedProgram, retriever: Any) -> Any:
-    """:func:`program.saved.load_into`, tolerant of states saved without ``lm`` slots."""
+    """:func:`program.serving.saved.load_into`, tolerant of states saved without ``lm`` slots."""
     return load_into(dataclasses.replace(saved, state=without_lms(saved.state)), retriever)
 
 

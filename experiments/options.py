@@ -26,8 +26,8 @@ import typer
 from typer.core import TyperCommand
 
 from experiments.keyvalue import merged, parse_sets, read_mapping
-from program.defaults import DEFAULT_DATASET
 from program.errors import SharpError
+from program.serving.defaults import DEFAULT_DATASET
 
 if TYPE_CHECKING:
     from experiments.runtime import Runtime
@@ -206,7 +206,7 @@ def fail(message: object) -> NoReturn:
     terminal wraps it; a log reader or a script gets it whole), and exit 2."""
     from rich.text import Text
 
-    from experiments.terminal import err_console
+    from experiments.console.terminal import err_console
 
     err_console.print(Text.assemble(("error:", "red"), " ", str(message)), soft_wrap=True)
     raise typer.Exit(2)
@@ -229,12 +229,12 @@ def add_command(app: typer.Typer, name: str, function: Callable[..., Any]) -> No
 
 def exit_if_failed(notes: list[str | None]) -> None:
     """After the results are shown and logged: exit 1, saying why, when questions failed (notes from
-    experiments.evaluation.failure_note; None where none did)."""
+    experiments.jobs.evaluation.failure_note; None where none did)."""
     notes = [n for n in notes if n]
     if notes:
         from rich.text import Text
 
-        from experiments.terminal import err_console
+        from experiments.console.terminal import err_console
 
         for note in notes:  # literally: a note quotes error messages, which may hold [brackets]
             err_console.print(Text.assemble(("failed questions:", "red"), " ", note))
@@ -322,7 +322,8 @@ def runtime(opts: Options, lm_cfg: LMConfig) -> Runtime:
     """The Runtime of ``opts``. Checked here, before any work: the retriever settings, the dataset (one
     resolution of --dataset for every command) and the Chroma server, if any (--chroma-url, else
     $SHARP_CHROMA_URL)."""
-    from experiments import rankers, settings
+    from experiments import settings
+    from experiments.jobs import rankers
     from experiments.runtime import Runtime
     from program.retrieval import RetrieverConfig
     from program.retrieval.store import check_server

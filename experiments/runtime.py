@@ -14,14 +14,14 @@ import dspy
 from data.sources import DatasetSource, resolve_dataset
 from experiments import settings
 from experiments.keyvalue import merged
-from program.calibration import check_calibrators, ranker_id
-from program.defaults import DEFAULT_DATASET
 from program.digest import digest
 from program.errors import ConfigError, ProgramFileError
 from program.lm import LMConfig, assign_lms
-from program.loading import model_mismatch
-from program.registry import SYSTEMS, build_system, config_for
-from program.saved import SavedProgram, load_into, read_program
+from program.serving.defaults import DEFAULT_DATASET
+from program.serving.loading import model_mismatch
+from program.serving.registry import SYSTEMS, build_system, config_for
+from program.serving.saved import SavedProgram, load_into, read_program
+from program.sharp.gate import check_calibrators, ranker_id
 from program.systems.modes import DATASET_RANKER, retriever_overrides
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class Runtime:
     ranked_read: bool = False
 
     def __post_init__(self) -> None:
-        from experiments import rankers
+        from experiments.jobs import rankers
 
         configure_cache(self.cache, self.cache_dir)
         self.retriever_config = rankers.resolve(dict(self.retriever_config or {}), Path(self.workspace), self.dataset)
@@ -66,7 +66,7 @@ class Runtime:
 
     # ---- retrieval -------------------------------------------------------------------------
     def retriever_settings(self, overrides: Mapping[str, Any] | None = None) -> Any:
-        from experiments import rankers
+        from experiments.jobs import rankers
         from program.retrieval import RetrieverConfig
 
         overrides = dict(overrides or {})
@@ -82,7 +82,7 @@ class Runtime:
         fitted for this dataset, or the one found was fitted on another corpus than this index's, plain hybrid
         search, with a warning that says how to fit one. A ranker the user names (``--retriever-set
         ranker=NAME``) is never dropped: it fits or the command fails."""
-        from experiments import rankers
+        from experiments.jobs import rankers
         from program.retrieval.ranked import EvidenceRanker
 
         try:
@@ -109,14 +109,14 @@ class Runtime:
 
     def passages(self) -> Any:
         """The index's passages by id, as a lookup that gives recorded passages their text back (a replay's,
-        and a recording's that grows from the rounds it holds): program.rounds.PassageLookup. The passages
+        and a recording's that grows from the rounds it holds): program.sharp.rounds.PassageLookup. The passages
         are read on the lookup's first use."""
         import functools
         import json
 
         from program.retrieval.bm25 import PASSAGES_FILE
         from program.retrieval.manifest import BM25_DIR
-        from program.rounds import lookup_in
+        from program.sharp.rounds import lookup_in
         from program.types import Passage
 
         path = self.index_dir() / BM25_DIR / PASSAGES_FILE
@@ -162,7 +162,7 @@ class Runtime:
     def system(self, name: str, config: Mapping[str, Any] | None = None, retriever: Any = None) -> dspy.Module:
         """The uncompiled system ``name`` with ``config``; SHARP where no shipped program fits the corpus and
         model (:meth:`program_path` said so): the ranked plain read under ``config``."""
-        from program.shipped import RANKED_READ
+        from program.serving.shipped import RANKED_READ
 
         ranked = name == "sharp" and self.ranked_read
         cfg = config_for(name, {**RANKED_READ, **(config or {})} if ranked else config)
@@ -199,7 +199,7 @@ class Runtime:
         """The saved program a command runs: ``ref`` (a path or an MLflow URI), ``"default"`` (the shipped
         compiled program for this index and model; an error when none fits), ``"none"`` (no program: the
         uncompiled system), or nothing given: for SHARP, the shipped program when one fits, else None."""
-        from program import shipped
+        from program.serving import shipped
 
         if ref in (None, shipped.DEFAULT, shipped.NONE):
             if ref == shipped.NONE or (ref is None and system != "sharp"):
@@ -271,7 +271,7 @@ def configure_cache(enabled: bool, cache_dir: Path | None) -> None:
 
 
 def config_hash(obj: Any) -> str:
-    """``digest(obj, 12)``; kept for experiments/commands/reranker.py (its manifests record this length)."""
+    """``digest(obj, 12)``; kept for experiments/commands/fitting.py (its manifests record this length)."""
     return digest(obj, 12)
 
 

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from experiments import logs
-from program import defaults
-from program.defaults import PROJECT_ROOT
+from experiments.console import logs
 from program.errors import ConfigError, StorageError
+from program.serving import defaults
+from program.serving.defaults import PROJECT_ROOT
 
 
 def data_dir(explicit: str | Path | None = None) -> Path:
@@ -32,7 +32,7 @@ def data_dir(explicit: str | Path | None = None) -> Path:
 
 
 def workspace(explicit: str | Path | None = None) -> Path:
-    """Everything the project generates (:func:`program.defaults.workspace`: --workspace, else $SHARP_WORKSPACE,
+    """Everything the project generates (:func:`program.serving.defaults.workspace`: --workspace, else $SHARP_WORKSPACE,
     else ./workspace), created here."""
     path = defaults.workspace(explicit)
     try:
@@ -43,7 +43,7 @@ def workspace(explicit: str | Path | None = None) -> Path:
             "SHARP_WORKSPACE) to a folder you can write"
         ) from None
     path = path.resolve()
-    logs.use_workspace(path)  # the CLI's log file lives here (experiments/logs.py; a no-op outside the CLI)
+    logs.use_workspace(path)  # the CLI's log file lives here (experiments/console/logs.py; a no-op outside the CLI)
     return path
 
 

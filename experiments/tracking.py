@@ -71,7 +71,7 @@ def configure(tracking_uri: str | None, ws: Path, experiment: str = "sharp") -> 
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from experiments import logs
+    from experiments.console import logs
     from optimize.storage import check_database, redact_url, scrub
 
     logs.adopt_library_loggers()  # MLflow's console handlers (and alembic's, below): to the log file

@@ -5,7 +5,7 @@ where it stopped; a run whose settings differ from the file's is refused (start 
 A full disk or a read-only folder stops the run with a StorageError naming the file, and never
 leaves half a row or half a file behind (appends are undone, rewrites are atomic).
 
-A question whose system raised (in particular a failure of the LM service: see program/steps.py)
+A question whose system raised (in particular a failure of the LM service: see program/tracing.py)
 is kept as a *failed* row (``error`` set, ``stop_reason`` "error"), counted in ``errors``, and
 never taken as done: a resumed run retries it. When several questions in a row fail, the run stops
 (the LM is down, most likely) instead of failing the rest one by one.
@@ -28,8 +28,8 @@ from typing import Any
 
 from optimize.metrics import calibration, question_row
 from optimize.stats import bootstrap_ci, mean
-from program.batch import MAX_FAILED_IN_A_ROW, FailureStreak, failure_text, run_each
 from program.errors import SharpError, StorageError
+from program.serving.batch import MAX_FAILED_IN_A_ROW, FailureStreak, failure_text, run_each
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Levers kept by what they add on the tuning questions, not by a search over all of them at once.
 
-A search over every setting (optimize/tune.py) finds the policy that scores best on its tuning questions,
+A search over every setting (optimize/policy_search.py) finds the policy that scores best on its tuning questions,
 and on HotpotQA it did not hold on held-out ones: settings that added one or two questions by chance were
 kept with those that pay. Here each lever is measured alone against the neutral program (the ranked read,
 no rule of code over its answer, no repair), with a paired bootstrap CI over the tuning questions, and kept
@@ -17,8 +17,8 @@ from typing import Any
 
 from optimize import replay
 from optimize.stats import paired_bootstrap
-from program.rounds import PassageLookup, titles_only
-from program.sharp import SharpConfig
+from program.sharp.policy import SharpConfig
+from program.sharp.rounds import PassageLookup, titles_only
 
 # the ranked read as the reader wrote it; a repair, where a lever adds one, runs after every draft of its form
 # and answers when it has an answer (choose "last"): what the repair adds, not what a gate makes of it

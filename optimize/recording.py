@@ -1,6 +1,6 @@
 """Record a question's every round once, so that any SHARP policy can be scored from it (optimize/replay.py).
 
-:func:`record` runs the program's own loop (:func:`program.sharp.play`) in explore mode (every repair for the
+:func:`record` runs the program's own loop (:func:`program.sharp.loop.play`) in explore mode (every repair for the
 question's form, or those asked; every comparison composed too) and keeps what each round *read*: a plain JSON
 dict per question (passages as ids, titles and scores; their text is looked up in the index at replay time, so
 new rules over the text cost no model call either), one line per question in a JSONL file. Each round is
@@ -21,14 +21,16 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from program.batch import MAX_FAILED_IN_A_ROW, FailureStreak, failure_text, run_each
 from program.digest import digest
 from program.errors import ConfigError
-from program.forms import question_form
 from program.lm.accounting import recording
-from program.rounds import FORMAT, REPAIRS_FOR, PassageLookup, RecordedRounds, ReplayError, titles_only
-from program.sharp import Explore, SharpRAG, play
-from program.steps import Budget, Tracer, check_question
+from program.serving.batch import MAX_FAILED_IN_A_ROW, FailureStreak, failure_text, run_each
+from program.sharp.forms import question_form
+from program.sharp.loop import play
+from program.sharp.module import SharpRAG
+from program.sharp.policy import Explore
+from program.sharp.rounds import FORMAT, REPAIRS_FOR, PassageLookup, RecordedRounds, ReplayError, titles_only
+from program.tracing import Budget, Tracer, check_question
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,7 @@ def reading(program: SharpRAG, action: str = "draft", code_version: int | None =
     default that reads as before, leaves a recording replayable). A recorded round is replayable by a program
     with the same. ``code_version``: the digest under an earlier :data:`CODE_VERSIONS` entry (a migration's
     old stamp)."""
-    from program.saved import without_lms
+    from program.serving.saved import without_lms
 
     predictors, fields = READS[action]
     values = program.config.model_dump(mode="json", include=set(fields))
@@ -267,9 +269,9 @@ def complete(
 
 
 def _draft_flagged(rec: dict, draft: dict) -> bool:
-    """Whether a recorded draft is flagged (program.sharp.flagged: what the reader wrote, titles enough)."""
-    from program.rounds import Round, Run
-    from program.sharp import flagged
+    """Whether a recorded draft is flagged (program.sharp.loop.flagged: what the reader wrote, titles enough)."""
+    from program.sharp.loop import flagged
+    from program.sharp.rounds import Round, Run
 
     return flagged(Run(rec["question"], rec["form"]), Round.from_record(draft, titles_only))
 
@@ -303,7 +305,7 @@ def record(
     every repair of each question's form). A question whose record lacks a round is recorded again from
     the rounds it has (``passages`` gives their passages their text back: the index's, for a live program).
 
-    A question that raised (a failure of the LM service among others: program/steps.py) is kept as a record
+    A question that raised (a failure of the LM service among others: program/tracing.py) is kept as a record
     with ``error`` set, scored as a failed row, and recorded again by a resumed run; ``max_failed_in_a_row``
     failures one after another stop the recording (RunAbortedError)."""
     if not isinstance(program, SharpRAG):

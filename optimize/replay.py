@@ -4,8 +4,8 @@ A policy (the accept thresholds, when the critic is asked, which repairs a form 
 thresholds, how a comparison is decided and an answer written, how the answer is selected, the gate and judge
 calibrators, the budget) only decides *which recorded rounds a live run would reach and what it answers from
 their reads*: it never changes what a round retrieves or reads. So :func:`replay` runs the program's own loop
-(:func:`program.sharp.play`) over the rounds of a recording (optimize/recording.py;
-:class:`program.rounds.RecordedRounds` looks them up) to the prediction a live run with that policy returns:
+(:func:`program.sharp.loop.play`) over the rounds of a recording (optimize/recording.py;
+:class:`program.sharp.rounds.RecordedRounds` looks them up) to the prediction a live run with that policy returns:
 its answer, evidence, trace, stop reason and LM cost (the calls of the rounds it reached, the critic's only
 where the policy asks for it). Settings that change what a round reads need a new recording.
 """
@@ -20,9 +20,10 @@ import dspy
 from optimize.evaluate import EvalResult, aggregate, by_type, error_row
 from optimize.metrics import question_row
 from program.lm.accounting import Ledger
-from program.rounds import REPAIRS_FOR, PassageLookup, RecordedRounds, ReplayError, Run, titles_only
-from program.sharp import SharpConfig, conclude, play
-from program.steps import Budget, Tracer
+from program.sharp.loop import conclude, play
+from program.sharp.policy import SharpConfig
+from program.sharp.rounds import REPAIRS_FOR, PassageLookup, RecordedRounds, ReplayError, Run, titles_only
+from program.tracing import Budget, Tracer
 
 __all__ = ["ReplayError", "judged_rounds", "live_seconds", "replay", "score"]
 
@@ -30,11 +31,11 @@ __all__ = ["ReplayError", "judged_rounds", "live_seconds", "replay", "score"]
 # ---- replay ------------------------------------------------------------------------------------
 def replay(rec: dict, policy: SharpConfig, passages: PassageLookup = titles_only) -> dspy.Prediction:
     """The prediction a live run with ``policy`` would have returned, built from ``rec``: the loop
-    (program.sharp.play) over the recorded rounds. ``passages`` gives recorded passages their text (rules
+    (program.sharp.loop.play) over the recorded rounds. ``passages`` gives recorded passages their text (rules
     that read it: spans, answer features); without it they have titles only."""
     source = RecordedRounds(rec, passages)
     tr = Tracer(Budget(max_lm_calls=None), Ledger(), observer=None)
-    if rec.get("truncated"):  # the note a live trace opens with (program.steps.traced)
+    if rec.get("truncated"):  # the note a live trace opens with (program.tracing.traced)
         tr.add("input", note=f"question truncated to {policy.max_question_chars} characters")
     run = play(rec["question"], rec["form"], source, policy, tr)
     return conclude(run, policy, tr, recorded_seconds=round(source.seconds, 4))

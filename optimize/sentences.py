@@ -1,9 +1,9 @@
-"""Fit the sentence selector (program/sentences.py) on train questions' supporting-fact labels.
+"""Fit the sentence selector (program/sharp/sentences.py) on train questions' supporting-fact labels.
 
 :func:`sentence_cases` turns one question's ranked passages into one case per sentence: the selector's
 features and the label "this sentence is one of the question's supporting facts" (its text matches a gold
 sentence of that passage). :func:`coverage` says how much of the gold the chosen sentences hold. Only plain
-numbers leave here (program.sentences.SentenceSelector).
+numbers leave here (program.sharp.sentences.SentenceSelector).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from optimize.linear import fit_linear
-from program.sentences import (
+from program.sharp.sentences import (
     SENTENCE_FEATURES,
     SentenceSelector,
     select_sentences,
@@ -59,7 +59,7 @@ def coverage(
     """Over (question, passages, gold) items: the share of gold sentences in what the reader is shown, the
     share of questions whose every gold sentence is shown, and the characters shown a question; the chosen
     sentences of all passages (``selector``), or the top ``whole`` passages whole (``selector`` None); each
-    passage cut to ``max_chars`` as the reader's prompt cuts it (program.evidence.format_evidence)."""
+    passage cut to ``max_chars`` as the reader's prompt cuts it (program.reading.evidence.format_evidence)."""
     found = total = complete = chars = n = 0
     for question, passages, gold in items:
         shown = select_sentences(question, passages, selector, budget) if selector else list(passages[:whole])

@@ -1,7 +1,7 @@
 """SHARP: a self-correcting multi-hop question-answering program written in DSPy.
 
     from program import load
-    qa = load("hotpotqa")                # program/loading.py
+    qa = load("hotpotqa")                # program/serving/loading.py
     pred = qa(question="...")
 
 This package is the bottom layer: what is exported and served. It never imports ``optimize``, ``data``,
@@ -22,7 +22,7 @@ _LAZY = {"load", "LoadedProgram", "LoadInfo"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from program import loading
+        from program.serving import loading
 
         return getattr(loading, name)
     raise AttributeError(f"module 'program' has no attribute {name!r}")

@@ -9,7 +9,7 @@ from typing import Literal
 
 import dspy
 
-# the answer critic's verdicts: the one list of them (program/critique.py reads it as VERDICTS)
+# the answer critic's verdicts: the one list of them (program/sharp/critic.py reads it as VERDICTS)
 Verdict = Literal["supported", "unsupported", "incomplete"]
 
 
@@ -230,7 +230,7 @@ SEARCH_REPEATED = (
 SEARCH_EXHAUSTED = "No further results for '{query}'. Search for another entity named in the observations, or finish."
 
 
-# ---- LLM-as-judge metrics (optimize/judge.py) -----------------------------------------------
+# ---- LLM-as-judge metrics (optimize/llm_judge.py) -----------------------------------------------
 
 
 class RateAnswer(dspy.Signature):

@@ -15,7 +15,7 @@ CODE = """
 import sys
 from rich.console import Console
 import conftest, data.indexing, program.retrieval.factory as factory
-from experiments import render
+from experiments.console import render
 from experiments.cli import app
 data.indexing.Embedder = conftest._FakeEmbedderFactory
 factory.shared_embedder = lambda config: conftest._FakeEmbedderFactory.from_config(config)

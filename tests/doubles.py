@@ -164,7 +164,7 @@ def logprob_lm(replies: list[tuple[dict, dict[str, float]]]) -> tuple[dspy.LM, _
 def reply_logprobs(text: str, spec: dict[str, Any]) -> tuple:
     """The tokens of a reply ``text`` with log-probabilities: ``spec[field]`` says how the string value of
     ``field`` is written, either a list of log-probabilities (the value cut into that many tokens: what
-    program.confidence.answer_confidence reads) or a dict choice -> probability (the value's first three
+    program.reading.confidence.answer_confidence reads) or a dict choice -> probability (the value's first three
     characters are one token whose alternatives carry them: what choice_probabilities reads). Every other
     piece of the reply is one token of log-probability 0."""
     import math

@@ -2,7 +2,7 @@
 README's passages (tests/toy_world.py) as the dataset "hotpotqa", indexed for real (BM25 and Chroma, with the
 hashing embedder in place of the embedding model: tests/doubles.py), and SHARP programs fitted on that
 corpus, saved as `sharp compile` saves them and shipped in a folder laid out as program/compiled/
-(program/shipped.py). The LMs are the rule LM over HTTP (tests/live_servers.py RuleServer): by configuration
+(program/serving/shipped.py). The LMs are the rule LM over HTTP (tests/live_servers.py RuleServer): by configuration
 (``lm=RULES_MODEL, api_base=...``), or standing in for whatever model a spec names (:func:`rule_lm_builder`).
 
 Nothing here imports experiments/, data/ or MLflow at import time, so a child process that runs the README's
@@ -46,7 +46,7 @@ def build_index(ws: Path, name: str = DATASET, passages: list | None = None) -> 
 
 def gate(corpus_sha256: str, dataset: str = DATASET) -> Any:
     """An answer gate fitted (by hand) on ``corpus_sha256``: P(right) grows with the answer's confidence."""
-    from program.calibration import AnswerCalibrator
+    from program.sharp.gate import AnswerCalibrator
 
     fitted_on = {"corpus_sha256": corpus_sha256, "dataset": dataset, "role": "gate"}
     return AnswerCalibrator.make(("lp_mean",), (-0.5,), (0.5,), (2.0,), 0.0, fitted_on)
@@ -56,8 +56,9 @@ def save(path: Path, manifest: dict, lm: str = RULES_MODEL, dataset: str = DATAS
     """A SHARP program as `sharp compile` saves it: fitted on the index of ``manifest``, compiled with ``lm``;
     no evidence ranker (the hybrid search of the default retriever settings), ``config`` over the defaults."""
     from program.retrieval import RetrieverConfig
-    from program.saved import save_program
-    from program.sharp import SharpConfig, SharpRAG
+    from program.serving.saved import save_program
+    from program.sharp.module import SharpRAG
+    from program.sharp.policy import SharpConfig
 
     module = SharpRAG(KeywordRetriever(PASSAGES), SharpConfig(ranker=None, **config))
     return save_program(
@@ -73,8 +74,8 @@ def save(path: Path, manifest: dict, lm: str = RULES_MODEL, dataset: str = DATAS
 
 def ship(folder: Path, manifest: dict, lm: str = RULES_MODEL, name: str = "sharp-hotpotqa", **config: Any) -> Path:
     """``folder`` laid out as program/compiled/: the program ``name`` (:func:`save`) and MANIFEST.json naming
-    it, compiled on the corpus of ``manifest`` with ``lm``. Point program.shipped.COMPILED_DIR at it."""
-    from program.shipped import MANIFEST, manifest_entry
+    it, compiled on the corpus of ``manifest`` with ``lm``. Point program.serving.shipped.COMPILED_DIR at it."""
+    from program.serving.shipped import MANIFEST, manifest_entry
 
     folder.mkdir(parents=True, exist_ok=True)
     path = save(folder / f"{name}.json", manifest, lm, **config)

@@ -163,13 +163,13 @@ def test_the_layers_above_use_only_program_s_public_api(package):
 def test_the_checker_sees_a_private_use(tmp_path):
     f = tmp_path / "x.py"
     f.write_text(
-        "import program.sharp\nfrom program.sharp import SharpConfig, _terms, Run\nfrom program import saved\n"
-        "program.sharp._WORD\n"
+        "import program.sharp\nfrom program.sharp import SharpConfig, _terms, Run\nfrom program import serving\n"
+        "program.sharp.loop._WORD\n"
     )
     assert private_uses(f) == [
         "from program.sharp import _terms",
         "from program.sharp import Run",
-        "program.sharp._WORD",
+        "program.sharp.loop._WORD",
     ]
 
 

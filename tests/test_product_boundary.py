@@ -79,7 +79,7 @@ def test_the_checker_sees_every_spelling(tmp_path):
         "from experiments.lab.benchmarks import retrieval\n"
         "from experiments import lab\n"
         "from ..lab.benchmarks.suite import main\n"
-        "from experiments.report import markdown\n"
+        "from experiments.reports.summary import markdown\n"
         "CMD = ['python', '-m', 'experiments.lab.benchmarks.suite']\n"
         "NOTE = 'see experiments/lab/studies/second_hop.py'\n"
         "def f():\n"

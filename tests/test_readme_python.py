@@ -27,11 +27,11 @@ TESTS = Path(__file__).resolve().parent
 SETUP = """
 import sys
 sys.path.insert(0, {tests!r})
-import program.lm.factory, program.retrieval.factory, program.shipped
+import program.lm.factory, program.retrieval.factory, program.serving.shipped
 from pathlib import Path
 from doubles import HashEmbedderFactory
 from load_world import rule_lm_builder
-program.shipped.COMPILED_DIR = Path({shipped!r})
+program.serving.shipped.COMPILED_DIR = Path({shipped!r})
 program.retrieval.factory.shared_embedder = HashEmbedderFactory.from_config
 program.lm.factory.build_lm = rule_lm_builder({base!r})
 """

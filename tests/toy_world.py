@@ -158,7 +158,7 @@ def render_reply(system: str, values: dict) -> str:
     return json.dumps(values)
 
 
-# the answer tokens' log-probabilities the generator writes with (an LM that returns them: program/confidence.py)
+# the answer tokens' log-probabilities the generator writes with (an LM that returns them: program/reading/confidence.py)
 SURE, UNSURE, LOST = [-0.05, -0.1], [-0.9, -1.2], [-2.0]
 
 

@@ -12,7 +12,7 @@ import typer
 from experiments import options as o
 
 if TYPE_CHECKING:
-    from experiments.arena import ArenaResult
+    from experiments.jobs.arena import ArenaResult
     from experiments.runtime import Runtime
 
 
@@ -90,7 +90,7 @@ def arena(
 ) -> None:
     """Compare systems on the same questions: EM/F1 with paired CIs against the baseline, cost, Pareto front,
     per-type scores and grader decision rates. Interrupted arenas resume; finished systems are not rerun."""
-    from experiments.arena import ArenaSpec, resolve_systems, run_arena
+    from experiments.jobs.arena import ArenaSpec, resolve_systems, run_arena
 
     names = resolve_systems(systems)  # an unknown name fails here, before any model or index is loaded
     configs = opts.system_config()
@@ -124,8 +124,8 @@ def arena(
 
 
 def _show(result: ArenaResult, title: str, report_only: bool, as_json: bool) -> None:
-    from experiments import render, terminal
-    from experiments.evaluation import failure_note
+    from experiments.console import render, terminal
+    from experiments.jobs.evaluation import failure_note
 
     notes = [failure_note(r.rows, f"{s}: ") for s, r in result.results.items()]
     if as_json:
@@ -152,8 +152,8 @@ def program_entrants(
     """--program values -> {entrant name: local program file}; MLflow URIs are downloaded (from
     ``tracking_uri`` when given); ``default`` is the shipped compiled program for ``rt``'s index and model."""
     from experiments.export import resolve_program_path
-    from program import shipped
     from program.errors import ConfigError, ProgramFileError
+    from program.serving import shipped
 
     out: dict[str, str] = {}
     for ref in refs:

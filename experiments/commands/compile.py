@@ -12,7 +12,7 @@ import typer
 from experiments import options as o
 
 if TYPE_CHECKING:
-    from experiments.compile import CompileOutcome
+    from experiments.jobs.compile_job import CompileOutcome
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def compile_cmd(
     opts: o.Options = o.SHARED,
 ) -> None:
     """Compile a system's prompts and demos (or its critic alone) and save the program."""
-    from experiments.compile import CompileJob, check_sizes_early, compile_from_runtime
+    from experiments.jobs.compile_job import CompileJob, check_sizes_early, compile_from_runtime
 
     job = CompileJob(
         system=system,
@@ -220,8 +220,8 @@ def ship_cmd(
     sharp` and `sharp demo` run for its dataset and model when no --program is given. Replacing a shipped
     program, it must score at least as well on the same held-out train questions (--check-offset, --check-n;
     each program replayed over a recording of its rounds), or --force."""
-    from experiments.ship import refuse_if_worse, ship_check, ship_program
-    from program import shipped
+    from experiments.jobs.ship import refuse_if_worse, ship_check, ship_program
+    from program.serving import shipped
 
     current = shipped.COMPILED_DIR / f"{name}.json"
     figures = o.parse_sets(figure, "--figure")

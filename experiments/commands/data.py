@@ -53,7 +53,7 @@ def index(
 
 
 def _show_index(target: Path, manifest: dict, verified: bool) -> None:
-    from experiments.terminal import console
+    from experiments.console.terminal import console
 
     if verified:
         from program.retrieval.integrity import checked as checked_files
@@ -103,7 +103,7 @@ def retrieve(
         return
     from rich.table import Table
 
-    from experiments.terminal import console
+    from experiments.console.terminal import console
 
     table = Table(title=f"{mode} top-{k} for: {query[:80]}", caption=f"{ms:.0f} ms")
     for col in ("#", "score", "title", "text"):
@@ -139,7 +139,7 @@ def eval_retrieval(
         dataset=rt.source.ref(),
         rerankers_dir=settings.rerankers_dir(rt.workspace),
     )
-    from experiments.evaluation import evaluate_retriever
+    from experiments.jobs.evaluation import evaluate_retriever
 
     metrics, latency = evaluate_retriever(retriever, questions, k)
     result = {
@@ -163,7 +163,7 @@ def eval_retrieval(
 def _show_retrieval(metrics: dict, title: str) -> None:
     from rich.table import Table
 
-    from experiments.terminal import console
+    from experiments.console.terminal import console
 
     rows = {"all": metrics["overall"], **metrics["by_type"]}
     ks = sorted({int(c.split("@")[1]) for c in metrics["overall"] if "@" in c})

@@ -103,7 +103,7 @@ def info(
 def _show_models(rows: list[dict], title: str) -> None:
     from rich.table import Table
 
-    from experiments.terminal import console
+    from experiments.console.terminal import console
 
     table = Table(title=title)
     table.add_column("model", no_wrap=True)
@@ -131,7 +131,7 @@ def bench(
     n_threads: int = NThreads,
 ) -> None:
     """Prompt and generation tokens/s of local models on this machine, one at a time."""
-    from experiments import lm_timing
+    from experiments.jobs import lm_timing
 
     try:  # a missing package or engine is a SharpError (the command's one error exit); an unwritable workspace too
         rows, out = lm_timing.time_models(models or None, repeats=repeats, n_threads=n_threads)

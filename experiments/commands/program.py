@@ -30,7 +30,7 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="Print the prediction as one JSON object."),
 ) -> None:
     """Answer one question and show how: plan, each round's verdict and confidence, evidence, cost."""
-    from experiments import progress, render
+    from experiments.console import progress, render
 
     system_config = opts.system_config()
     rt = o.build_runtime(opts, track=False)
@@ -61,8 +61,9 @@ def eval_(
     as_json: bool = typer.Option(False, "--json", help="Print the aggregate metrics as one JSON object."),
 ) -> None:
     """Evaluate a system on a split; resumable; one MLflow run with config, metrics and the per-question table."""
-    from experiments import render, terminal, tracking
-    from experiments.evaluation import build, failure_note, run_and_log
+    from experiments import tracking
+    from experiments.console import render, terminal
+    from experiments.jobs.evaluation import build, failure_note, run_and_log
 
     system_config = opts.system_config()
     rt = o.build_runtime(opts)
@@ -108,8 +109,8 @@ def demo(
     traces: bool = typer.Option(True, "--traces/--no-traces", help="Record a DSPy trace per question in MLflow."),
 ) -> None:
     """The main job: build the index if needed, run plain RAG and SHARP on a seeded sample, compare."""
-    from experiments import demo as main_job
-    from experiments import logs, render
+    from experiments.console import logs, render
+    from experiments.jobs import demo as main_job
     from optimize.storage import redact_url
 
     rt = o.build_runtime(opts, track=False)

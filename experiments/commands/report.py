@@ -23,7 +23,7 @@ def arena_table(
     critic: bool = typer.Option(False, "--critic", help="The critic-calibration table instead."),
 ) -> None:
     """The arena's Markdown table: EM, F1, all-gold, ΔEM with its paired CI, cost per question."""
-    from experiments import report_tables as t
+    from experiments.reports import tables as t
 
     data = t.common_summary(summary) if common else t.read_summary(summary)  # ReportInputError: the error exit
     sys.stdout.write((t.critic_table(data) if critic else t.arena_table(data)) + "\n")
@@ -37,7 +37,7 @@ def compare_runs(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the Markdown table."),
 ) -> None:
     """Evaluation runs on the questions they share: metrics, cost, paired differences against the first."""
-    from experiments import report_tables as t
+    from experiments.reports import tables as t
 
     result = t.compare_runs(results)
     sys.stdout.write((json.dumps(result, default=str) if as_json else t.compare_markdown(result)) + "\n")

@@ -1,5 +1,5 @@
-"""`sharp tune`: search SHARP's policy with Optuna, replayed from one recording (experiments/tune.py runs and
-tracks the study; optimize/tune.py holds the search space, the objectives and their call cost)."""
+"""`sharp tune`: search SHARP's policy with Optuna, replayed from one recording (experiments/jobs/tune_job.py runs and
+tracks the study; optimize/policy_search.py holds the search space, the objectives and their call cost)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import typer
 from experiments import options as o
 
 if TYPE_CHECKING:
-    from experiments.tune import TuneOutcome
-    from optimize.tune import CallCost
+    from experiments.jobs.tune_job import TuneOutcome
+    from optimize.policy_search import CallCost
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ Objective = typer.Option(
     help="em-cost (EM less --cost-weight per LM call beyond one, a penalty over --max-calls), f1, em, or f1-cost "
     "(F1 vs LM calls, Pareto).",
 )
-# left out: the em-cost objective's own (optimize.tune.CallCost; the help says its defaults, a test checks them)
+# left out: the em-cost objective's own (optimize.policy_search.CallCost; the help says its defaults, a test checks them)
 CostWeight = typer.Option(
     None, "--cost-weight", help="em-cost only: EM given up for one more LM call a question (default: 0.02)."
 )
@@ -74,7 +74,7 @@ def tune_cmd(
 ) -> None:
     """Search SHARP's policy with Optuna, replayed from one recording: the accept threshold, when the critic
     reads a draft, each question form's repairs and how many, and how the answer is selected."""
-    from experiments.tune import TuneJob, default_storage, load_space, tune_from_runtime
+    from experiments.jobs.tune_job import TuneJob, default_storage, load_space, tune_from_runtime
     from optimize.storage import check_storage
     from program.errors import ConfigError
 
@@ -107,7 +107,7 @@ def call_cost(weight: float | None, max_calls: float | None) -> CallCost | None:
     objective's own); what is left out keeps its default."""
     if weight is None and max_calls is None:
         return None
-    from optimize.tune import CallCost
+    from optimize.policy_search import CallCost
 
     given = {"weight": weight, "max_calls": max_calls}
     return CallCost.from_mapping({k: v for k, v in given.items() if v is not None})

@@ -49,7 +49,7 @@ def cold_cache(directory: str | Path | None = None, *, disk: bool = True) -> Ite
 # DSPy stores every reply before anyone has read it, so an unparseable one would be served to every
 # later run with the same prompt (a fresh workspace sharing the cache then made no request at all).
 # Each SharpLM call notes its cache key in the open notebooks; a step that could not use its replies
-# (program.steps.Tracer.call) forgets them, and SharpLM forgets an empty reply before retrying.
+# (program.tracing.Tracer.call) forgets them, and SharpLM forgets an empty reply before retrying.
 _notebooks: contextvars.ContextVar[tuple[list[str], ...]] = contextvars.ContextVar("sharp_reply_keys", default=())
 
 

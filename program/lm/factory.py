@@ -166,7 +166,7 @@ class SharpLM(dspy.LM):
     def __call__(self, prompt=None, *, messages=None, **kwargs):
         call = prepare(self, prompt, messages, kwargs)
         key = reply_key(self, call)
-        note_reply(key)  # a step that cannot use the reply drops it from the cache (program.steps)
+        note_reply(key)  # a step that cannot use the reply drops it from the cache (program.tracing)
         return finalize(self, call, self._run(lambda: execute(self, call), key))
 
     @with_callbacks

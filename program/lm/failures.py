@@ -37,7 +37,7 @@ RETRYABLE = frozenset({"timeout", "server", "empty"})
 def is_service_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure of the LM *service* rather than of the model's reply.
 
-    The rule every system follows (program.steps.Tracer.call): an LM call that raised one of the
+    The rule every system follows (program.tracing.Tracer.call): an LM call that raised one of the
     project's LMErrors after its retries (unreachable, timeout, HTTP 4xx/5xx, a body that is not
     JSON, an empty reply), or a DSPy LM error we could not map, means the question was not answered
     and fails it. Two kinds are not: a reply that does not parse (AdapterParseError, a weak model's

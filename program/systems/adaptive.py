@@ -13,13 +13,14 @@ from typing import Literal
 import dspy
 from pydantic import Field
 
-from program.generation import answer_from_evidence
+from program.reading.generation import answer_from_evidence
 from program.retrieval.base import Retriever
-from program.sharp import SharpConfig, SharpRAG
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 from program.signatures import AnswerClosedBook, ClassifyComplexity
-from program.steps import traced
 from program.systems.closed_book import closed_book_answer
 from program.systems.common import answered, as_choice, finish, graded, retrieve
+from program.tracing import traced
 
 ROUTES = ("no_retrieval", "single_step", "multi_step")
 Route = Literal["no_retrieval", "single_step", "multi_step"]

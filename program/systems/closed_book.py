@@ -7,12 +7,12 @@ from typing import Any
 import dspy
 from pydantic import Field
 
-from program.answers import clean_answer
 from program.config import StrictConfig
-from program.generation import salvage
+from program.reading.answers import clean_answer
+from program.reading.generation import salvage
 from program.signatures import AnswerClosedBook
-from program.steps import Tracer, traced
 from program.systems.common import finish
+from program.tracing import Tracer, traced
 
 
 class ClosedBookConfig(StrictConfig):

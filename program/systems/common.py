@@ -13,9 +13,9 @@ from typing import Any
 
 import dspy
 
-from program.parsing import as_bool, as_choice, as_score, as_text, items  # noqa: F401 - re-exported
+from program.reading.parsing import as_bool, as_choice, as_score, as_text, items  # noqa: F401 - re-exported
 from program.retrieval.base import Retriever
-from program.steps import Tracer, finish
+from program.tracing import Tracer, finish
 from program.types import Passage
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")

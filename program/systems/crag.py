@@ -20,10 +20,9 @@ from pydantic import Field, model_validator
 
 from program.config import StrictConfig
 from program.errors import RetrievalError
-from program.generation import answer_from_evidence, ints
+from program.reading.generation import answer_from_evidence, ints
 from program.retrieval.base import Retriever
 from program.signatures import GenerateAnswer, RewriteQuery, ScoreRelevance, SelectStrips
-from program.steps import Budget, Tracer, traced
 from program.systems.common import (
     answered,
     as_score,
@@ -35,6 +34,7 @@ from program.systems.common import (
     unique_passages,
 )
 from program.systems.web import WebSearch
+from program.tracing import Budget, Tracer, traced
 from program.types import Passage
 
 Grade = Literal["correct", "ambiguous", "incorrect"]

@@ -14,10 +14,10 @@ from typing import Any
 import dspy
 from pydantic import Field
 
-from program.answers import clean_answer
 from program.config import StrictConfig
-from program.evidence import EvidencePool, format_evidence
-from program.generation import answer_from_evidence
+from program.reading.answers import clean_answer
+from program.reading.evidence import EvidencePool, format_evidence
+from program.reading.generation import answer_from_evidence
 from program.retrieval.base import Retriever
 from program.signatures import (
     SEARCH_BUDGET_SPENT,
@@ -27,8 +27,8 @@ from program.signatures import (
     AgentAnswer,
     GenerateAnswer,
 )
-from program.steps import Budget, Tracer, traced
 from program.systems.common import answered, retrieve
+from program.tracing import Budget, Tracer, traced
 
 
 class ReActConfig(StrictConfig):

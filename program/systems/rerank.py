@@ -18,13 +18,13 @@ import dspy
 from pydantic import Field, model_validator
 
 from program.errors import ModelFileError
-from program.generation import answer_from_evidence
+from program.reading.generation import answer_from_evidence
 from program.retrieval.base import Retriever
 from program.signatures import GenerateAnswer, ScoreRelevance
-from program.steps import Budget, Tracer, traced
 from program.systems.common import answered, as_score, graded_passage, retrieve
 from program.systems.modes import RetrievalMode
 from program.systems.vanilla import VanillaConfig
+from program.tracing import Budget, Tracer, traced
 from program.types import Passage
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ from typing import Literal
 import dspy
 from pydantic import Field
 
-from program.answers import clean_answer
 from program.config import StrictConfig
-from program.evidence import format_evidence
-from program.generation import GENERATOR_ADAPTER, GENERATOR_MAX_TOKENS, answer_from_evidence, ints, salvage
+from program.reading.answers import clean_answer
+from program.reading.evidence import format_evidence
+from program.reading.generation import GENERATOR_ADAPTER, GENERATOR_MAX_TOKENS, answer_from_evidence, ints, salvage
 from program.retrieval.base import Retriever
 from program.signatures import (
     AnswerClosedBook,
@@ -28,9 +28,9 @@ from program.signatures import (
     RegenerateAnswer,
     RewriteQuery,
 )
-from program.steps import Budget, Tracer, traced
 from program.systems.closed_book import closed_book_answer
 from program.systems.common import answered, as_bool, as_choice, as_text, finish, graded, graded_passage, retrieve
+from program.tracing import Budget, Tracer, traced
 from program.types import Passage
 
 SUPPORT = ("fully", "partially", "no")

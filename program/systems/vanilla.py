@@ -8,11 +8,11 @@ import dspy
 from pydantic import Field
 
 from program.config import StrictConfig
-from program.generation import answer_from_evidence
+from program.reading.generation import answer_from_evidence
 from program.retrieval.base import Retriever
 from program.signatures import GenerateAnswer
-from program.steps import traced
 from program.systems.common import answered, retrieve
+from program.tracing import traced
 
 
 class VanillaConfig(StrictConfig):

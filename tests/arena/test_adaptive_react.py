@@ -154,9 +154,9 @@ def test_react_counts_tool_errors_it_cannot_repair():
 
 
 def test_a_repeated_search_shows_the_next_results_then_says_there_are_none():
-    from program.evidence import EvidencePool
-    from program.steps import Budget, traced
+    from program.reading.evidence import EvidencePool
     from program.systems import react as R
+    from program.tracing import Budget, traced
 
     class Ranked:
         def retrieve(self, query, k):

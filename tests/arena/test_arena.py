@@ -10,9 +10,9 @@ import dspy
 import pytest
 from doubles import GarbageLM, KeywordRetriever, ScriptedLM
 
-from experiments.arena import ArenaSpec, check_configs, resolve_systems, run_arena
+from experiments.jobs.arena import ArenaSpec, check_configs, resolve_systems, run_arena
 from program.errors import ConfigError
-from program.registry import UnknownSystemError, build_system
+from program.serving.registry import UnknownSystemError, build_system
 
 
 def examples(n=6):
@@ -242,7 +242,7 @@ def test_judge_columns_and_mlflow_parent_with_nested_runs(tmp_path):
     import mlflow
 
     from experiments import tracking
-    from optimize.judge import Judge
+    from optimize.llm_judge import Judge
 
     judge = Judge()
     for _, pred in judge.named_predictors():
@@ -340,7 +340,7 @@ def test_step_interleaves_systems_so_a_stopped_arena_has_a_common_prefix(tmp_pat
 
 
 def test_report_only_runs_nothing_and_needs_results(tmp_path):
-    from experiments.arena import ResultsMissingError
+    from experiments.jobs.arena import ResultsMissingError
 
     rt = CallLog(tmp_path)
     with pytest.raises(ResultsMissingError, match="run the arena first"):
@@ -363,7 +363,7 @@ class ProgramRuntime(CallLog):
 
     def load_program(self, path, config=None):
         from experiments.runtime import as_run
-        from program.saved import load_into, read_program
+        from program.serving.saved import load_into, read_program
 
         saved = as_run(read_program(path), config)
         module = load_into(saved, KeywordRetriever())
@@ -380,7 +380,7 @@ class ProgramRuntime(CallLog):
 
 
 def saved_vanilla(path, k=3, instructions="Answer in a few words."):
-    from program.saved import save_program
+    from program.serving.saved import save_program
 
     module = build_system("vanilla", KeywordRetriever(), {"k": k})
     for _, pred in module.named_predictors():
@@ -423,7 +423,7 @@ def test_saved_programs_enter_the_arena_beside_systems_and_resume(tmp_path):
 
 
 def test_program_entrants_and_report_names_are_checked(tmp_path):
-    from experiments.arena import check_programs, report_folder
+    from experiments.jobs.arena import check_programs, report_folder
 
     prog = saved_vanilla(tmp_path / "p.json")
     with pytest.raises(ConfigError, match="has the name of a system"):
@@ -450,7 +450,7 @@ def test_cli_program_entrant_names(tmp_path):
 
 
 def test_runtime_retriever_settings_get_their_own_arena_folder(tmp_path):
-    from experiments.arena import arena_name
+    from experiments.jobs.arena import arena_name
 
     spec = ArenaSpec(systems=("vanilla",), limit=4)
     assert arena_name("hotpotqa", spec) == arena_name("hotpotqa", spec, {}) == "hotpotqa-dev-4-s0"

@@ -8,7 +8,7 @@ import dspy
 import pytest
 from doubles import GarbageLM, ScriptedLM, assign
 
-from optimize.judge import Judge, JudgeConfig, judged_row, normalize_ratings, parse_rating
+from optimize.llm_judge import Judge, JudgeConfig, judged_row, normalize_ratings, parse_rating
 from program.types import Passage
 
 EX = dspy.Example(id="q1", question="Who directed Pulp Fiction?", answer="Quentin Tarantino").with_inputs("question")

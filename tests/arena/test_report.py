@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments.report import decision_rates, pareto_front, summarize, write_report
+from experiments.reports.summary import decision_rates, pareto_front, summarize, write_report
 
 
 def rows(em_pattern, calls, seconds=1.0, trace=(), tokens=100, prefix="q"):

@@ -6,8 +6,8 @@ import pytest
 from doubles import GarbageLM, KeywordRetriever, ScriptedLM, assign
 
 from program.errors import ConfigError
-from program.registry import UnknownSystemError, build_system, config_for, system_names
-from program.sharp import SharpRAG
+from program.serving.registry import UnknownSystemError, build_system, config_for, system_names
+from program.sharp.module import SharpRAG
 from program.systems.closed_book import ClosedBook
 
 SHARP_KEYS = {
@@ -131,7 +131,7 @@ def test_runtime_opens_the_retriever_in_the_systems_mode(monkeypatch, tmp_path):
 
 
 def test_the_arena_opens_one_retriever_per_distinct_setting():
-    from experiments.arena import _build
+    from experiments.jobs.arena import _build
 
     class FakeRuntime:
         def __init__(self):

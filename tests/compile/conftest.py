@@ -14,7 +14,8 @@ from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.lm15 import Message, Response, TextPart, Usage
 from toy_world import CASES, CORPUS, RULES, fields_of
 
-from program.sharp import SharpConfig, SharpRAG
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 
 
 class RuleEngine(DummyEngine):

@@ -49,7 +49,7 @@ def test_export_of_a_missing_run_and_a_down_tracking_server(cli, tmp_path, mlflo
 
 
 def test_tune_help_states_the_em_cost_objective_s_own_call_cost(cli):
-    from optimize.tune import CallCost
+    from optimize.policy_search import CallCost
 
     said = " ".join(cli("tune", "--help").output.split())
     cost = CallCost()

@@ -7,12 +7,12 @@ import json
 import mlflow
 import pytest
 
-import experiments.compile as ec
-from experiments.compile import CompileJob, SaveInfo, run_compile
+import experiments.jobs.compile_job as ec
 from experiments.export import load_saved
+from experiments.jobs.compile_job import CompileJob, SaveInfo, run_compile
 from optimize.optimizers import TrainSetTooSmallError
 from program.errors import ConfigError
-from program.saved import read_program
+from program.serving.saved import read_program
 
 
 def artifacts(run_id, path=""):

@@ -10,11 +10,11 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from experiments.compile import CompileJob, SaveInfo, run_compile
+from experiments.jobs.compile_job import CompileJob, SaveInfo, run_compile
 from optimize import recording, replay
 from program.errors import ConfigError
-from program.saved import read_program
-from program.sharp import SharpConfig
+from program.serving.saved import read_program
+from program.sharp.policy import SharpConfig
 from tests.compile.test_compile_runs import artifacts
 
 
@@ -108,7 +108,7 @@ def test_a_recording_without_critiques_fits_the_gate_alone(world, tmp_path, trac
 def test_a_refit_without_a_judge_drops_the_programs_old_judge(world, tmp_path, tracked):
     """Too few critiqued train drafts for a judge: the compiled program has none, not the one it came with
     (a judge fitted beside another gate, on other drafts)."""
-    from program.calibration import AnswerCalibrator
+    from program.sharp.gate import AnswerCalibrator
 
     old = AnswerCalibrator.make(("lp_mean", "p_supported"), (0.0, 0.0), (1.0, 1.0), (1.0, 1.0), 0.0, {"dataset": "old"})
     train, held = splits(world)

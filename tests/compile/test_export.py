@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import mlflow
@@ -11,11 +12,11 @@ import pytest
 
 import experiments.export as ex
 from experiments import tracking
-from experiments.compile import CompileJob, SaveInfo, run_compile
 from experiments.export import ExportError, export_run, find_program, load_for_serving, resolve_program_path
+from experiments.jobs.compile_job import CompileJob, SaveInfo, run_compile
 from program.digest import digest
 from program.errors import IndexMismatchError, ProgramFileError
-from program.saved import read_program
+from program.serving.saved import read_program
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def test_exported_code_is_bundled(world, compiled, tracked, tmp_path):
     out, _, _ = compiled
     exp = export_run(out.run_id, "toy-bundled")
     local = Path(mlflow.artifacts.download_artifacts(exp.model_uri, dst_path=str(tmp_path / "dl")))
-    assert (local / "code" / "program" / "saved.py").is_file()
+    assert (local / "code" / "program" / "serving" / "saved.py").is_file()
     assert (local / "code" / "experiments" / "export.py").is_file()
     assert "set_model(SharpProgram())" in (local / "sharp_model.py").read_text()
 
@@ -140,7 +141,7 @@ def test_an_index_that_does_not_match_is_refused(compiled, monkeypatch):
 def test_an_index_rebuilt_from_the_same_corpus_is_the_same_index(tmp_path):
     """When and how fast an index was built (completed_at, timings) is not what it holds: a rebuilt index of the
     same corpus serves an exported program; another corpus does not."""
-    from program.saved import SavedProgram
+    from program.serving.saved import SavedProgram
 
     built = {"corpus_sha256": "a" * 64, "completed_at": "2026-12-05", "timings": {"build_seconds": 230.6}}
     saved = SavedProgram("sharp", {}, {}, {}, {}, built, {})
@@ -150,3 +151,26 @@ def test_an_index_rebuilt_from_the_same_corpus_is_the_same_index(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({**rebuilt, "corpus_sha256": "b" * 64}))
     with pytest.raises(IndexMismatchError, match="keys: corpus_sha256"):
         ex.check_manifest(saved, tmp_path)
+
+
+# a model exported by the code before the loop's parts moved into rooms (program/sharp/, program/serving/,
+# experiments/jobs/ ...): its model code imports experiments.export, its program names the "sharp" system
+BEFORE_THE_MOVE = Path(__file__).parent / "fixtures" / "exported-before-rooms"
+
+
+def test_a_model_exported_before_the_move_still_loads_and_answers(world, tmp_path, monkeypatch):
+    model_dir = tmp_path / "model"
+    shutil.copytree(BEFORE_THE_MOVE, model_dir)
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "manifest.json").write_text(json.dumps({"corpus_sha": "toy", "built_at": "today"}))
+    monkeypatch.setenv("SHARP_INDEX_DIR", str(index))
+    monkeypatch.setattr(ex, "open_index_retriever", lambda index_dir, settings: world.retriever())
+    monkeypatch.setattr(ex, "assign_program_lms", lambda module, lm: world.assign(module))
+    model = mlflow.pyfunc.load_model(str(model_dir))
+    saved = read_program(model_dir / "artifacts" / "program.json")
+    reference = load_for_serving(model_dir / "artifacts" / "program.json")
+    questions = [c.question for c in world.cases[:3]]
+    rows = model.predict(pd.DataFrame({"question": questions})).to_dict("records")
+    assert saved.system == "sharp" and [r["error"] for r in rows] == [None] * 3
+    assert [r["answer"] for r in rows] == [reference(question=q).answer for q in questions]

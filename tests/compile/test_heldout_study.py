@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments.compile import CompileJob
+from experiments.jobs.compile_job import CompileJob
 from experiments.lab.studies import heldout_critic
 from optimize import recording, replay
-from optimize.critic import round_cases
-from program.rounds import titles_only
+from optimize.gate_fitting import round_cases
+from program.sharp.rounds import titles_only
 from tests.compile.test_critic import compile_critic, splits
 
 
@@ -85,7 +85,7 @@ def test_the_pooled_study_prefixes_ids_and_judges_each_round_at_its_own_programs
 
 def test_one_gate_refitted_on_the_parts_tuning_rounds_is_reported_on_the_held_out_rounds(compiled):
     from experiments.lab.studies import pooled_critic
-    from optimize.critic import fit_answer_critic, report
+    from optimize.gate_fitting import fit_answer_critic, report
 
     program, path, held = compiled
     records = recording.read_records(path, held)
@@ -102,7 +102,7 @@ def test_one_gate_refitted_on_the_parts_tuning_rounds_is_reported_on_the_held_ou
 
 
 def test_report_refuses_a_threshold_list_of_the_wrong_length():
-    from optimize.critic import report
+    from optimize.gate_fitting import report
 
     cases = [{"label": True, "question_id": "a"}, {"label": False, "question_id": "b"}]
     assert report([0.9, 0.1], cases, [0.5, 0.5])["under_trigger"] == 0.0
@@ -146,7 +146,7 @@ def test_a_lever_is_kept_only_where_its_tuning_ci_lies_above_zero_and_one_per_se
 
 def test_the_kept_levers_make_the_neutral_program_with_their_settings():
     from optimize.levers import NEUTRAL, Lever, combine
-    from program.sharp import SharpConfig
+    from program.sharp.policy import SharpConfig
 
     tuned = SharpConfig(yes_threshold=0.9, span_rule="both", repair_bridge=("focus",), accept_threshold=0.3)
     kept = [Lever("spans", "span_rule", {"span_rule": "span"}),
@@ -192,7 +192,7 @@ def test_the_lever_study_reports_tuning_and_held_out_and_only_levers_the_recordi
 # ---- cross-fitted lever selection (optimize/levers.py crossfit, experiments/lab/studies/crossfit_levers.py) --
 def test_a_threshold_grid_offers_each_yes_no_rule_once_per_threshold_and_refuses_a_threshold_out_of_range():
     from optimize.levers import levers
-    from program.sharp import SharpConfig
+    from program.sharp.policy import SharpConfig
 
     tuned = SharpConfig(yes_threshold=0.93)
     assert [lv.overrides["yes_threshold"] for lv in levers(tuned) if lv.setting == "yes_threshold"] == [0.93]

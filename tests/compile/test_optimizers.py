@@ -7,8 +7,8 @@ import json
 import dspy
 import pytest
 
-from experiments.prompts import describe_program, render_prompts
-from optimize.compile import compile_program
+from experiments.reports.prompts import describe_program, render_prompts
+from optimize.compiler import compile_program
 from optimize.feedback import answer_feedback_metric
 from optimize.metrics import answer_f1
 from optimize.optimizers import (
@@ -216,7 +216,7 @@ def test_frozen_roles_keep_their_demos_and_instructions(world):
 
 
 def test_freeze_is_for_whole_program_compiles():
-    from experiments.compile import CompileJob
+    from experiments.jobs.compile_job import CompileJob
 
     with pytest.raises(ConfigError, match="--target critic compiles the critic alone"):
         CompileJob(target="critic", freeze=("critic",))

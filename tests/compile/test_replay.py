@@ -11,8 +11,8 @@ from optimize.evaluate import evaluate
 from optimize.recording import check_reading, reading, reading_key, record, record_question
 from optimize.replay import ReplayError, replay, score
 from program.errors import ConfigError
-from program.rounds import lookup_in
-from program.steps import Budget
+from program.sharp.rounds import lookup_in
+from program.tracing import Budget
 
 TEXTS = lookup_in({p.id: p for p in CORPUS})
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from experiments.compile import CompileJob, compile_from_runtime
-from experiments.tune import TuneJob, tune_from_runtime
-from optimize.tune import SearchSpace
+from experiments.jobs.compile_job import CompileJob, compile_from_runtime
+from experiments.jobs.tune_job import TuneJob, tune_from_runtime
+from optimize.policy_search import SearchSpace
 from program.errors import ConfigError
 from program.lm import LMConfig
 from program.retrieval import RetrieverConfig
-from program.saved import read_program
+from program.serving.saved import read_program
 
 
 class FakeRuntime:
@@ -46,7 +46,7 @@ class FakeRuntime:
         return {"corpus_sha256": "toy"}
 
     def passages(self):
-        from program.rounds import lookup_in
+        from program.sharp.rounds import lookup_in
 
         return lookup_in({p.id: p for p in self.world.corpus})
 
@@ -103,8 +103,9 @@ def test_the_runtime_refuses_a_program_whose_calibrators_were_fitted_on_another_
     from doubles import KeywordRetriever
 
     from experiments.runtime import Runtime
-    from program.calibration import AnswerCalibrator, CalibratorError
-    from program.sharp import SharpConfig, SharpRAG
+    from program.sharp.gate import AnswerCalibrator, CalibratorError
+    from program.sharp.module import SharpRAG
+    from program.sharp.policy import SharpConfig
 
     rt = Runtime(dataset="2wikimultihopqa", workspace=tmp_path)
     monkeypatch.setattr(rt, "index_manifest", lambda: {"corpus_sha256": "b" * 64})
@@ -125,7 +126,7 @@ def test_the_runtime_refuses_a_program_whose_calibrators_were_fitted_on_another_
 def test_an_optimizer_that_selects_gets_held_out_train_questions_not_the_reported_ones(
     world, tmp_path, tracked, monkeypatch
 ):
-    import experiments.compile as ec
+    import experiments.jobs.compile_job as ec
 
     seen = {}
     real = ec.compile_program

@@ -9,17 +9,18 @@ from doubles import ScriptedLM, assign
 from typer.testing import CliRunner
 
 from experiments.cli import app
-from experiments.ship import ship_program
-from program import shipped
+from experiments.jobs.ship import ship_program
 from program.errors import ProgramFileError
-from program.saved import read_program, save_program
-from program.sharp import SharpConfig, SharpRAG
+from program.serving import shipped
+from program.serving.saved import read_program, save_program
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 
 LM = {"default": {"model": "local/qwen2.5-coder-1.5b"}}
 
 
 def saved(tmp_path, retriever, *, lm=LM, corpus="c0ffee"):
-    from program.calibration import AnswerCalibrator
+    from program.sharp.gate import AnswerCalibrator
 
     gate = AnswerCalibrator.make(
         ("lp_mean",), (0.0,), (1.0,), (1.0,), 0.0, {"dataset": "hotpotqa", "train_offset": 478}
@@ -74,14 +75,14 @@ class _ShipRuntime:
         self.world, self.workspace = world, workspace
 
     def load_program(self, path):
-        from program.saved import load_into
+        from program.serving.saved import load_into
 
         module = load_into(read_program(path), self.world.retriever())
         self.world.assign(module)
         return module, None
 
     def passages(self):
-        from program.rounds import lookup_in
+        from program.sharp.rounds import lookup_in
 
         return lookup_in({p.id: p for p in self.world.corpus})
 
@@ -90,7 +91,7 @@ def test_a_program_that_scores_below_the_shipped_one_on_held_out_questions_is_re
     """The shipped program answers with the retrieval repair; the candidate repairs nothing: on the same
     held-out questions (each replayed over a recording of its own reading) it scores lower, and is refused
     unless forced."""
-    from experiments.ship import ShipRefusedError, refuse_if_worse, ship_check
+    from experiments.jobs.ship import ShipRefusedError, refuse_if_worse, ship_check
 
     def program_file(name, **config):
         prog = world.program(world.small.replace(ask_critic="off", **config))
@@ -129,7 +130,7 @@ def test_replacing_a_shipped_program_asks_for_the_held_out_questions_or_force(tm
 
 
 def test_the_manifest_says_which_seeded_train_questions_fitted_the_gate_and_which_were_held_out():
-    from experiments.ship import _compiled_on
+    from experiments.jobs.ship import _compiled_on
 
     fitted = {"train_offset": 0, "n_train": 334, "n_heldout": 130}
     config = {"gate": {"fitted_on": fitted}}

@@ -9,8 +9,8 @@ import mlflow
 import optuna
 import pytest
 
-from experiments.tune import TuneJob, load_space, run_tune
-from optimize.tune import (
+from experiments.jobs.tune_job import TuneJob, load_space, run_tune
+from optimize.policy_search import (
     BRIDGE_ORDERS,
     REPAIR_ORDERS,
     YES_GRID,
@@ -28,8 +28,8 @@ from optimize.tune import (
     suggest,
 )
 from program.errors import ConfigError
-from program.saved import read_program
-from program.sharp import TUNED_FIELDS, SharpConfig
+from program.serving.saved import read_program
+from program.sharp.policy import TUNED_FIELDS, SharpConfig
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -209,7 +209,7 @@ def test_study_resumes_in_sqlite_after_an_interruption(tmp_path):
 
 
 def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
-    from optimize.tune import baseline_trial, enqueue_baseline
+    from optimize.policy_search import baseline_trial, enqueue_baseline
 
     default = params_of(SharpConfig())
     objective = get_objective("f1")
@@ -225,7 +225,7 @@ def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
 
 
 def test_a_fresh_study_also_tries_the_corner_where_every_draft_is_repaired():
-    from optimize.tune import enqueue_baseline, enqueue_every_repair
+    from optimize.policy_search import enqueue_baseline, enqueue_every_repair
 
     space = SearchSpace(max_repairs=(0, 1), repair_bridge=("none", "focus"), fixed={"accept_yesno": 0.5})
     study = optuna.create_study(direction="maximize")
@@ -245,7 +245,7 @@ def test_a_tie_on_the_objective_goes_to_the_policy_with_fewer_lm_calls():
     from optuna.distributions import FloatDistribution
     from optuna.trial import create_trial
 
-    from optimize.tune import best_trial
+    from optimize.policy_search import best_trial
 
     study = optuna.create_study(direction="maximize")
     dist = {"accept_threshold": FloatDistribution(0.0, 1.0)}
@@ -386,7 +386,7 @@ def test_the_history_plot_is_drawn_for_a_study_whose_trial_numbers_do_not_start_
     from optuna.trial import create_trial
     from optuna.visualization import matplotlib as om
 
-    from experiments.tune import _numbered_from_zero
+    from experiments.jobs.tune_job import _numbered_from_zero
 
     storage = f"sqlite:///{tmp_path / 'o.db'}"
     study = optuna.create_study(study_name="s", storage=storage, direction="maximize")

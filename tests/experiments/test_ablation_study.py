@@ -4,7 +4,7 @@ is left out (never replayed over rounds that are not there), the others kept in 
 from __future__ import annotations
 
 from experiments.lab.studies.ablation import levers
-from program.sharp import SharpConfig
+from program.sharp.policy import SharpConfig
 
 
 def test_rows_needing_an_unrecorded_repair_are_left_out():

@@ -21,8 +21,8 @@ from live_servers import RuleServer
 from toy_world import write_dataset
 
 from data.indexing import build_index
+from experiments.jobs.lm_timing import measure_session
 from experiments.lab.benchmarks import bench_report, servers, suite
-from experiments.lm_timing import measure_session
 from experiments.runtime import dataset_source
 from program.errors import ModelFileError
 from program.lm import LMConfig

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from experiments import runtime as rt_mod
 from experiments.cli import app
-from program import shipped
-from program.registry import build_system
-from program.saved import save_program
+from program.serving import shipped
+from program.serving.registry import build_system
+from program.serving.saved import save_program
 
 ROW = {
     "type": "bridge",
@@ -187,7 +187,7 @@ def test_arena_applies_set_to_a_program_entrant_by_its_name(world):
 
 
 def test_tune_applies_set_over_a_program(world, monkeypatch):
-    from experiments import tune
+    from experiments.jobs import tune_job as tune
     from program.errors import ConfigError
 
     seen = []
@@ -207,7 +207,7 @@ def test_tune_applies_set_over_a_program(world, monkeypatch):
 
 
 def test_tune_applies_the_users_call_cost(world, monkeypatch):
-    from experiments import tune
+    from experiments.jobs import tune_job as tune
     from program.errors import ConfigError
 
     seen = []
@@ -226,7 +226,7 @@ def test_tune_applies_the_users_call_cost(world, monkeypatch):
 
 def test_where_the_vectors_live_is_the_runtime_s_not_the_one_a_program_recorded(world):
     from experiments.runtime import as_run
-    from program.saved import read_program
+    from program.serving.saved import read_program
 
     saved = read_program(world.program)  # recorded chroma_url=None: --chroma-url was dropped over it
     ran = as_run(saved, None, {"chroma_url": "http://127.0.0.1:8000", "second_hop": False})

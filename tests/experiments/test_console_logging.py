@@ -13,14 +13,14 @@ import pytest
 from doubles import GarbageLM, KeywordRetriever, ScriptedLM, assign
 from typer.testing import CliRunner
 
-from experiments import logs
 from experiments import runtime as rt_mod
 from experiments.cli import app
+from experiments.console import logs
 
 
 @pytest.fixture
 def clean_logging():
-    """Leave the root logger and experiments.logs as the test found them."""
+    """Leave the root logger and experiments.console.logs as the test found them."""
     root = logging.getLogger()
     level, handlers = root.level, list(root.handlers)
     yield
@@ -36,8 +36,8 @@ def emit_mixed():
     logging.getLogger("httpx").info("HTTP Request: GET http://127.0.0.1:8008/v1/models")
     logging.getLogger().info("Quantization parameters for tensor onnx::MatMul_123")  # the quantizer: root
     logging.getLogger("mlflow.store.db.utils").warning("a library's warning")
-    logging.getLogger("experiments.evaluation").info("our info")
-    logging.getLogger("program.steps").warning("critic step failed: our warning")
+    logging.getLogger("experiments.jobs.evaluation").info("our info")
+    logging.getLogger("program.tracing").warning("critic step failed: our warning")
     logging.getLogger("chromadb").error("a library's error")
 
 
@@ -53,7 +53,7 @@ def test_libraries_info_goes_to_the_file_and_our_warnings_to_the_console(tmp_pat
     text = log_file.read_text()
     for line in ("fused 6 attention", "HTTP Request", "Quantization parameters", "a library's warning", "our info"):
         assert line in text
-    assert "WARNING program.steps" in text and "critic step failed" in text
+    assert "WARNING program.tracing" in text and "critic step failed" in text
     assert logs.log_file() == log_file.resolve()
 
 

@@ -3,7 +3,7 @@ held-out questions can): the figures are drawn and say so, the compile does not 
 
 from __future__ import annotations
 
-from experiments.report_plots import critic_figures
+from experiments.reports.plots import critic_figures
 
 
 def report(auroc):

@@ -87,7 +87,7 @@ def world(tmp_path, monkeypatch, store):
         tmp_path,
         ["--data-dir", str(tmp_path / "datasets"), "--workspace", str(tmp_path / "ws"), "--tracking-uri", store],
     )
-    from experiments import logs
+    from experiments.console import logs
 
     logs.reset()
     tracking.disable_dspy_traces()

@@ -13,7 +13,7 @@ from load_world import RULES_MODEL, build_index, ship, use_hash_embedder
 from toy_world import README_CASES
 
 from experiments.lab.studies import entry_points
-from program import shipped
+from program.serving import shipped
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import io
 import pytest
 from rich.console import Console
 
-from experiments.progress import Tally, counter, showing, watched
-from experiments.terminal import duration
+from experiments.console.progress import Tally, counter, showing, watched
+from experiments.console.terminal import duration
 
 
 class FakeClock:
@@ -135,7 +135,7 @@ def test_watched_counts_each_question_once_with_its_em_or_as_failed():
 
 
 def test_step_lines():
-    from experiments.render import step_line
+    from experiments.console.render import step_line
 
     cost = {"lm_calls": 1, "seconds": 2.5, "prompt_tokens": 300, "completion_tokens": 41}
     plan = {"role": "planner", "round": 1, "sub_questions": ["When was A born?", "When was B born?"], **cost}

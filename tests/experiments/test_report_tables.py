@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from experiments.cli import app
-from experiments.report import write_report
-from experiments.report_tables import compare_runs
+from experiments.reports.summary import write_report
+from experiments.reports.tables import compare_runs
 from optimize.evaluate import cold_figures
 
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""One builder of "the settings that decide the results" (experiments.evaluation.settings_of), used by
+"""One builder of "the settings that decide the results" (experiments.jobs.evaluation.settings_of), used by
 eval and by the arena for its systems and its program entrants: a resumed results file must have been
 written with the same settings, whichever command wrote it."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import dspy
 from doubles import KeywordRetriever
 
-from experiments.evaluation import results_file, settings_of
+from experiments.jobs.evaluation import results_file, settings_of
 from experiments.settings import PROJECT_ROOT, portable
-from program.registry import build_system, config_for
-from program.saved import save_program
+from program.serving.registry import build_system, config_for
+from program.serving.saved import save_program
 
 
 class Runtime:

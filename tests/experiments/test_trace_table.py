@@ -10,8 +10,9 @@ import pytest
 from doubles import FieldLM, KeywordRetriever, assign
 from rich.console import Console
 
-from experiments import render
-from program.sharp import SharpConfig, SharpRAG
+from experiments.console import render
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 
 # a comparison whose draft and retrieval repair are unsure and whose decomposed read is sure: three rounds,
 # seven LM calls with the critic (four without)

@@ -1,4 +1,4 @@
-"""Fitting the answer critic (optimize/critic.py): cases from a recording, feature selection, held-out report."""
+"""Fitting the answer critic (optimize/gate_fitting.py): cases from a recording, feature selection, held-out report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import dspy
 import pytest
 
-from optimize.critic import (
+from optimize.gate_fitting import (
     CANDIDATE_FEATURES,
     CONFIDENCE,
     bootstrap_auroc,
@@ -19,8 +19,8 @@ from optimize.critic import (
     round_cases,
     select_features,
 )
-from program.calibration import CRITIC_FEATURES, GATE_FEATURES
 from program.errors import ConfigError
+from program.sharp.gate import CRITIC_FEATURES, GATE_FEATURES
 
 
 def case(qid, label, lp_mean=-0.5, in_evidence=0.0, critic=None, problem=None):
@@ -144,7 +144,7 @@ def _round(action, answer=None, critique=None, fallback=None):
 
 
 def test_round_cases_label_answered_rounds_by_exact_match_settled_as_the_policy_settles_them():
-    from program.sharp import SharpConfig
+    from program.sharp.policy import SharpConfig
 
     question = "Which city is older, Paris or Lyon?"
     records = {

@@ -10,8 +10,7 @@ import sys
 import optuna
 import pytest
 
-from optimize.storage import check_database, check_storage, redact_url, scrub
-from optimize.tune import (
+from optimize.policy_search import (
     SearchSpace,
     SkippedTrial,
     TrialSeededSampler,
@@ -23,6 +22,7 @@ from optimize.tune import (
     reap_dead_trials,
     run_study,
 )
+from optimize.storage import check_database, check_storage, redact_url, scrub
 from optimize.workers import identity, is_gone
 from program.errors import ConfigError, StoreError
 
@@ -142,8 +142,8 @@ def test_a_trial_beyond_the_total_and_a_second_baseline_are_skipped():
     objective = get_objective("f1")
     study = optuna.create_study(direction="maximize", sampler=TrialSeededSampler(0))
     tuner = Tuner(SearchSpace(), objective, fake_score, n_trials=3)
-    from optimize.tune import params_of
-    from program.sharp import SharpConfig
+    from optimize.policy_search import params_of
+    from program.sharp.policy import SharpConfig
 
     base = params_of(SharpConfig(accept_threshold=0.5, max_repairs=1))
     assert enqueue_baseline(study, SearchSpace(), base)

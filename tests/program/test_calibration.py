@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from program.calibration import (
+from program.errors import ConfigError
+from program.sharp.forms import question_form
+from program.sharp.gate import (
     CRITIC_FEATURES,
     GATE_FEATURES,
     MISSING_LOGPROB,
@@ -15,10 +17,9 @@ from program.calibration import (
     critic_features,
     round_features,
 )
-from program.errors import ConfigError
-from program.forms import question_form
-from program.rounds import Read, Round, Run
-from program.sharp import UNCALIBRATED_P, SharpConfig, gate_probability
+from program.sharp.loop import gate_probability
+from program.sharp.policy import UNCALIBRATED_P, SharpConfig
+from program.sharp.rounds import Read, Round, Run
 from program.types import Passage
 
 BRIDGE = "Who directed Pulp Fiction?"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from program.confidence import choice_probabilities
+from program.reading.confidence import choice_probabilities
 
 VERDICTS = ("sufficient", "insufficient", "contradictory")
 
@@ -86,7 +86,7 @@ def test_unreadable_logprobs_give_none(logprobs):
 
 # ---- the generator's confidence in its answer --------------------------------------------------------------
 def test_answer_confidence_reads_the_tokens_that_write_the_answer():
-    from program.confidence import answer_confidence, value_logprobs
+    from program.reading.confidence import answer_confidence, value_logprobs
 
     reply = [
         tok('{"answer": "', 0.0),
@@ -105,7 +105,7 @@ def test_answer_confidence_reads_the_tokens_that_write_the_answer():
 
 @pytest.mark.parametrize("logprobs", [None, {}, {"content": []}, {"content": [tok('{"verdict": "x"}')]}])
 def test_no_answer_confidence_without_the_answers_tokens(logprobs):
-    from program.confidence import answer_confidence
+    from program.reading.confidence import answer_confidence
 
     assert answer_confidence(logprobs) is None
 
@@ -113,7 +113,7 @@ def test_no_answer_confidence_without_the_answers_tokens(logprobs):
 def test_the_generator_step_says_why_it_has_no_answer_confidence():
     import dspy
 
-    from program.generation import record_confidence
+    from program.reading.generation import record_confidence
 
     cases = [
         (None, "no parsed reply"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from program.errors import ConfigError
-from program.sharp import SharpConfig
+from program.sharp.policy import SharpConfig
 
 
 def test_replace_with_none_turns_a_setting_off():

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from doubles import CORPUS, FieldLM, KeywordRetriever, assign
 
-from program.evidence import EvidencePool
-from program.sharp import SharpConfig, SharpRAG
+from program.reading.evidence import EvidencePool
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 from program.types import Passage
 
 BRIDGE = "What nationality is the director of the film that won the Palme d'Or in 1994?"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from program.forms import matches_option, options, question_form
+from program.sharp.forms import matches_option, options, question_form
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ from fake_openai import sharp_answer
 from program.errors import LMError, LMProviderError, LMUnavailableError
 from program.lm import LMConfig, LMContextOverflowError, LMEmptyReplyError, assign_lms
 from program.lm.cache import cold_cache
-from program.sharp import SharpConfig, SharpRAG
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 
 Q = "What nationality is the director of Pulp Fiction?"
 

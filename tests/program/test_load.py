@@ -20,8 +20,7 @@ from live_servers import RuleServer
 from load_world import PASSAGES, RULES_MODEL, build_index, gate, save, ship, use_hash_embedder
 from toy_world import README_CASES
 
-import program.batch
-from program import defaults, shipped
+import program.serving.batch
 from program.errors import (
     ConfigError,
     IndexMismatchError,
@@ -31,8 +30,10 @@ from program.errors import (
     SharpWarning,
 )
 from program.lm import DEFAULT_MODEL, LMSpec
-from program.loading import LoadedProgram, LoadInfo, lm_settings, load
-from program.sharp import SharpConfig, SharpRAG
+from program.serving import defaults, shipped
+from program.serving.loading import LoadedProgram, LoadInfo, lm_settings, load
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CASTLE, GREGOR = (c.question for c in README_CASES)
@@ -146,7 +147,9 @@ def test_no_index_for_the_corpus_gives_the_command_that_builds_it(tmp_path):
 def test_a_program_fitted_on_another_corpus_names_both(world):
     # the real shipped program: its evidence ranker and gate were fitted on HotpotQA's corpus, not the toy one
     (real,) = (
-        s for s in shipped.shipped_programs(Path(shipped.__file__).parent / "compiled") if s.name == "sharp-hotpotqa"
+        s
+        for s in shipped.shipped_programs(Path(shipped.__file__).parents[1] / "compiled")
+        if s.name == "sharp-hotpotqa"
     )
     with pytest.raises(IndexMismatchError) as info:
         load(real.path, workspace=world.ws)
@@ -228,13 +231,13 @@ def test_batch_stops_after_failures_in_a_row(world, rules):
 @pytest.fixture
 def threads_used(monkeypatch):
     used = []
-    real = program.batch.run_each
+    real = program.serving.batch.run_each
 
     def run_each(fn, items, threads=1):
         used.append(threads)
         return real(fn, items, threads)
 
-    monkeypatch.setattr(program.batch, "run_each", run_each)
+    monkeypatch.setattr(program.serving.batch, "run_each", run_each)
     return used
 
 
@@ -279,7 +282,7 @@ def test_import_program_loads_nothing_heavy_and_load_on_first_use():
     )
     assert out.stdout.splitlines() == [
         "[]",
-        "program.loading False False",
+        "program.serving.loading False False",
         "module 'program' has no attribute 'nothing'",
     ]
     assert defaults.DEFAULT_DATASET == "hotpotqa"

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from program.batch import run_each
+from program.serving.batch import run_each
 
 
 def test_one_thread_runs_in_the_callers_thread_in_order():

@@ -7,8 +7,8 @@ import re
 import pytest
 from doubles import KeywordRetriever, ScriptedLM, assign
 
-from program.answers import clean_answer, is_yes_no_question
-from program.evidence import EvidencePool, format_evidence
+from program.reading.answers import clean_answer, is_yes_no_question
+from program.reading.evidence import EvidencePool, format_evidence
 from program.systems.vanilla import VanillaRAG
 from program.types import Passage
 
@@ -97,7 +97,7 @@ def test_generator_prompt_does_not_prime_yes_or_no():
     ],
 )
 def test_salvage_reads_json_and_chat_replies(raw, expected):
-    from program.generation import salvage
+    from program.reading.generation import salvage
 
     assert salvage(raw) == expected
 

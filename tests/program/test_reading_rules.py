@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from program.answer_types import answer_type, asked_type, mismatch
-from program.forms import options, question_form
-from program.spans import closest_span, lead_name, passage_name
+from program.sharp.answer_types import answer_type, asked_type, mismatch
+from program.sharp.forms import options, question_form
+from program.sharp.spans import closest_span, lead_name, passage_name
+from program.sharp.values import comparison_cue, decide, parse_value, same_place_key
 from program.types import Passage
-from program.values import comparison_cue, decide, parse_value, same_place_key
 
 
 # ---- values -------------------------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ def test_the_closest_span_is_taken_only_for_an_answer_the_evidence_does_not_hold
     ],
 )  # fmt: skip
 def test_a_choice_of_two_dates_is_planned_by_rule(question, subs):
-    from program.forms import rule_sub_questions
+    from program.sharp.forms import rule_sub_questions
 
     assert rule_sub_questions(question) == subs
 
@@ -261,7 +261,7 @@ def test_sameness_of_nationalities_is_sameness_of_a_country_they_name():
     ],
 )  # fmt: skip
 def test_a_choice_the_planner_falls_short_on_is_checked_per_option_by_rule(question, checks):
-    from program.forms import rule_checks
+    from program.sharp.forms import rule_checks
 
     assert rule_checks(question) == checks
 

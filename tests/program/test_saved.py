@@ -9,10 +9,11 @@ import pytest
 from doubles import ScriptedLM, assign
 
 import program.version
-from program.calibration import AnswerCalibrator
 from program.errors import ProgramFileError
-from program.saved import load_into, read_program, save_program, without_lms
-from program.sharp import SharpConfig, SharpRAG
+from program.serving.saved import load_into, read_program, save_program, without_lms
+from program.sharp.gate import AnswerCalibrator
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 
 
 def compiled(retriever):

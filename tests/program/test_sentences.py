@@ -7,10 +7,11 @@ import pytest
 from doubles import FieldLM, KeywordRetriever, assign
 
 from optimize.sentences import coverage, fit_selector, sentence_cases
-from program.calibration import check_calibrators
 from program.errors import ConfigError
-from program.sentences import SelectorError, SentenceSelector, select_sentences, split_sentences
-from program.sharp import SharpConfig, SharpRAG
+from program.sharp.gate import check_calibrators
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
+from program.sharp.sentences import SelectorError, SentenceSelector, select_sentences, split_sentences
 from program.types import Passage
 
 FILM = Passage("p1", "Pulp Fiction", "Pulp Fiction is a 1994 film. It was directed by Quentin Tarantino. "

@@ -7,9 +7,11 @@ import pytest
 from doubles import FieldLM, GarbageLM, KeywordRetriever, ScriptedLM, assign
 
 from program.errors import ConfigError, QuestionError
-from program.rounds import Read, Round
-from program.sharp import UNCALIBRATED_P, SharpConfig, SharpRAG, next_step, p_right, select, wants_critic
-from program.steps import Budget, traced
+from program.sharp.loop import next_step, p_right, select, wants_critic
+from program.sharp.module import SharpRAG
+from program.sharp.policy import UNCALIBRATED_P, SharpConfig
+from program.sharp.rounds import Read, Round
+from program.tracing import Budget, traced
 from program.types import Passage
 
 CORPUS = [
@@ -435,7 +437,7 @@ def test_a_yes_no_check_without_log_probabilities_leaves_the_choice_to_the_compo
 
 
 def test_a_comparison_without_options_whose_planner_names_fewer_entities_falls_back():
-    from program.forms import options, question_form
+    from program.sharp.forms import options, question_form
 
     question = "The director of Pulp Fiction or of Three Colours Red: who was born first?"
     generator = by_question("generator", {question: reply("Quentin Tarantino", UNSURE)})
@@ -566,7 +568,7 @@ def test_next_step_stops_on_confidence_budget_repairs_and_an_exhausted_plan():
     focus = cfg.replace(repair_bridge=("focus",), focus_when="flagged")
     assert next_step([rnd("draft")], "bridge", focus) == (None, "no_repair_left")
     flagged = rnd("draft")
-    flagged.flagged = True  # what the reader wrote is flagged (program.sharp.flagged)
+    flagged.flagged = True  # what the reader wrote is flagged (program.sharp.loop.flagged)
     assert next_step([flagged], "bridge", focus) == ("focus", "")
     assert next_step([rnd("draft")], "bridge", focus.replace(focus_when="rejected")) == ("focus", "")
 
@@ -606,7 +608,7 @@ def test_a_recording_of_focused_reads_after_flagged_drafts_alone_serves_flagged_
     from optimize.evaluate import evaluate
     from optimize.recording import complete, record
     from optimize.replay import score
-    from program.rounds import lookup_in
+    from program.sharp.rounds import lookup_in
 
     other = "When was Krzysztof Kieslowski born?"
     generator = by_question(

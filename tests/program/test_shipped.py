@@ -9,11 +9,12 @@ import pytest
 from doubles import ScriptedLM, assign
 
 from experiments.runtime import Runtime
-from program import shipped
 from program.errors import ProgramFileError
 from program.lm import LMConfig
-from program.saved import read_program, save_program
-from program.sharp import SharpConfig, SharpRAG
+from program.serving import shipped
+from program.serving.saved import read_program, save_program
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 
 LM = "local/qwen2.5-coder-1.5b"
 
@@ -84,7 +85,7 @@ def test_runtime_default_program_none_and_default(tmp_path, retriever, monkeypat
 
 
 def test_ship_copies_without_machine_paths_and_records_what_it_was_compiled_on(tmp_path, retriever):
-    from experiments.ship import ship_program
+    from experiments.jobs.ship import ship_program
 
     src = save_program(
         tmp_path / "src.json",

@@ -1,4 +1,4 @@
-"""The step observer (program.steps.observing): what `sharp ask` shows live. Each step arrives once, in
+"""The step observer (program.tracing.observing): what `sharp ask` shows live. Each step arrives once, in
 order, complete (the fields its caller fills in after the LM call are there), and only in the context
 that installed it."""
 
@@ -11,9 +11,10 @@ import dspy
 import pytest
 from doubles import FieldLM, KeywordRetriever, ScriptedLM, assign
 
-from program.registry import build_system
-from program.sharp import SharpConfig, SharpRAG
-from program.steps import observing
+from program.serving.registry import build_system
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
+from program.tracing import observing
 
 Q = "What nationality is the director of Pulp Fiction?"
 

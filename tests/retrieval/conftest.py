@@ -144,7 +144,7 @@ def fake_models(monkeypatch):
 
     import data.indexing
     import program.retrieval.factory as factory
-    from experiments import terminal
+    from experiments.console import terminal
 
     made: list[HashEmbedder] = []
     monkeypatch.setattr(_FakeEmbedderFactory, "made", made)

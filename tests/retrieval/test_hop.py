@@ -106,7 +106,7 @@ def test_open_retriever_wraps_the_index_in_a_hop(tmp_path, passages, fake_embedd
 def test_eval_retrieval_asks_a_hop_retriever_once_per_cutoff():
     import dspy
 
-    from experiments.evaluation import evaluate_retriever
+    from experiments.jobs.evaluation import evaluate_retriever
 
     ranked = {"q": ["a", "b", "c", "d", "e", "f"], "q A. ": ["x", "a"]}
     questions = [dspy.Example(question="q", gold_titles=["A", "X"], type="bridge")]

@@ -10,8 +10,8 @@ import pytest
 from doubles import ranked_passage as P
 from typer.testing import CliRunner
 
-from experiments import rankers
 from experiments.cli import app
+from experiments.jobs import rankers
 from optimize.evidence_ranker import fit_ranker, hybrid_order, pool_scores
 from program.errors import ConfigError
 from program.retrieval import RetrieverConfig, open_retriever
@@ -259,7 +259,7 @@ def test_fit_selector_command_saves_config_keys_that_a_program_reads_and_refuses
     assert "top 3 passages whole (the draft today)" in summary["coverage"]
     saved = json.loads((ws / "selectors" / "tiny.json").read_text())
     assert saved["evidence"] == "sentences" and saved["selector"]["fitted_on"]["corpus_sha256"]
-    from program.sharp import SharpConfig
+    from program.sharp.policy import SharpConfig
 
     config = SharpConfig.from_mapping(saved)  # the keys a program takes with --config
     assert config.selector is not None and config.sentence_passages == 5

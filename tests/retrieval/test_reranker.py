@@ -8,7 +8,7 @@ import shutil
 import pytest
 from doubles import CORPUS, KeywordRetriever
 
-from optimize.reranker import mine_pairs
+from optimize.reranker_training import mine_pairs
 from program.retrieval.factory import reranker_folder
 from program.retrieval.reranker import (
     MANIFEST,

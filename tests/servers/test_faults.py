@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from experiments.cli import app
 from optimize.evaluate import read_results
 from optimize.storage import open_storage
-from program.saved import read_program
+from program.serving.saved import read_program
 
 pytestmark = pytest.mark.servers
 log = logging.getLogger(__name__)

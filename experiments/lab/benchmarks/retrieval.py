@@ -218,7 +218,7 @@ def latency(retriever: Any, queries: list[str], k: int = 10) -> dict:
 
 
 def evaluate_modes(index_dir: Path, dev: list, corpus_hash: str, n_latency: int, extra: dict[str, dict]) -> dict:
-    from experiments.evaluation import evaluate_retriever
+    from experiments.jobs.evaluation import evaluate_retriever
     from program.retrieval import RetrieverConfig, open_retriever
 
     out = {}

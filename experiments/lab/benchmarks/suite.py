@@ -208,7 +208,8 @@ class Bench:
         """The bench index's retriever with ``overrides``, settled by the runtime as every command settles them
         (a system's default ranker where none fits the corpus: plain hybrid search, with a warning); another
         ``index_dir`` (a freshly built one) takes the overrides as they are."""
-        from experiments import rankers, settings
+        from experiments import settings
+        from experiments.jobs import rankers
         from program.retrieval import RetrieverConfig, open_retriever
 
         if index_dir is None:
@@ -224,7 +225,7 @@ class Bench:
         )
 
     def system(self, name: str, rt: Any = None) -> Any:
-        from program.registry import config_for
+        from program.serving.registry import config_for
         from program.systems.modes import retriever_overrides
 
         rt = rt or self.rt
@@ -278,7 +279,7 @@ def retrieval_latency(b: Bench, s: Section) -> None:
         modes["hybrid + reranker"] = {"mode": "hybrid", "reranker": name}
     else:
         s.notes.append(f"no reranker at {reranker} (`sharp train-reranker` makes one): no reranker row")
-    from experiments import rankers
+    from experiments.jobs import rankers
 
     ranker = rankers.rankers_dir(b.workspace) / f"{name}.json"
     if ranker.is_file():
@@ -293,14 +294,14 @@ def retrieval_latency(b: Bench, s: Section) -> None:
 
 
 def lm_speed(b: Bench, s: Section) -> None:
-    from experiments.lm_timing import measure_session
+    from experiments.jobs.lm_timing import measure_session
 
     row = measure_session(b.backend.session(), repeats=b.sizes.repeats, gen_tokens=b.sizes.gen_tokens)
     s.add("prompt", tokens_per_second=row["prompt_tok_s"], tokens=row["prompt_tokens"], seconds=row["prompt_seconds"])
     s.add("generation", tokens_per_second=row["gen_tok_s"], tokens=row["gen_tokens"], seconds=row["gen_seconds"])
     s.notes.append(
         f"{b.backend.model}, loaded in {b.backend.load_seconds} s; prompt evaluated from scratch, best of "
-        f"{b.sizes.repeats} (experiments/lm_timing.py)"
+        f"{b.sizes.repeats} (experiments/jobs/lm_timing.py)"
     )
 
 
@@ -415,7 +416,7 @@ def _post_chat(base: str, messages: list[dict], max_tokens: int) -> str:
 
 
 def lm_server(b: Bench, s: Section) -> None:
-    from experiments.lm_timing import prompt_messages
+    from experiments.jobs.lm_timing import prompt_messages
 
     session = b.backend.session()
     session.clear_states()

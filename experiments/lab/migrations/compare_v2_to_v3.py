@@ -6,7 +6,7 @@ where version 3 reads what version 2 read:
 
 Version 3 changed one thing in what a comparison round reads: where the planner writes fewer than two
 sub-questions for a choice between two named options, code writes a check per option from the question
-(program.forms.rule_checks) instead of leaving the draft to stand. So a version-2 round is what version 3 reads
+(program.sharp.forms.rule_checks) instead of leaving the draft to stand. So a version-2 round is what version 3 reads
 unless the planner fell short on it and the rule writes checks for its question; those rounds keep their old
 stamp (a later recording reads them again), every other one is restamped. ``--program``: the program whose
 reading the recording holds (default: the uncompiled SHARP), e.g. a ship check's recording of a shipped one.
@@ -21,7 +21,7 @@ from pathlib import Path
 from experiments.lab.migrations import restamp
 from experiments.runtime import Runtime
 from optimize import recording
-from program.forms import options, rule_checks
+from program.sharp.forms import options, rule_checks
 
 log = logging.getLogger(__name__)
 

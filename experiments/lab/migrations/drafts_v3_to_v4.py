@@ -1,5 +1,5 @@
 """Migrate a recording of drafts alone made in format 3 (the answer-critic rounds of commit 47db07c, with the
-first answer token's alternatives in the generator step) to format 4 (program/rounds.py: reads only, each
+first answer token's alternatives in the generator step) to format 4 (program/sharp/rounds.py: reads only, each
 round stamped with its action's reading digest), so the drafts need not be read again:
 
     python -m experiments.lab.migrations.drafts_v3_to_v4 --dataset hotpotqa \\
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from experiments.runtime import Runtime
 from optimize.recording import reading
-from program.forms import question_form
+from program.sharp.forms import question_form
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,9 @@ import logging
 from pathlib import Path
 
 from program.errors import ProgramFileError
-from program.saved import save_program, without_lms
-from program.sharp import SharpConfig, SharpRAG
+from program.serving.saved import save_program, without_lms
+from program.sharp.module import SharpRAG
+from program.sharp.policy import SharpConfig
 
 log = logging.getLogger(__name__)
 

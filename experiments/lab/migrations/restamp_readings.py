@@ -21,7 +21,7 @@ from experiments.lab.migrations import restamp
 from experiments.runtime import Runtime
 from optimize.recording import AFTER_DRAFT, readings
 from program.digest import digest
-from program.saved import without_lms
+from program.serving.saved import without_lms
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ def program_and_records(
     focus_when: str = "flagged",
 ) -> tuple:
     """(program, examples, records, positions, passages) for ``n`` seeded questions after ``args.offset``
-    (``passages``: the index's text for recorded passages, program.rounds.PassageLookup). ``critique``
+    (``passages``: the index's text for recorded passages, program.sharp.rounds.PassageLookup). ``critique``
     None reads the recording only (a missing question is an error); True/False records what it lacks, with or
     without critiques: the repairs in ``actions`` (None: every one), focused reads as ``focus_when`` says.
     The records must come from a program that reads like this one."""

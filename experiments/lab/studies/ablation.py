@@ -20,8 +20,8 @@ from typing import Any
 from experiments.lab.studies import add_recording_arguments, program_and_records, rounded_diff, show
 from optimize import replay
 from optimize.stats import paired_bootstrap
-from program.rounds import titles_only
-from program.sharp import SharpConfig
+from program.sharp.policy import SharpConfig
+from program.sharp.rounds import titles_only
 
 # the draft as the reader wrote it: no repair, no rule of code over its answer
 DRAFT = {"max_repairs": 0, "yes_threshold": None, "yes_threshold_sub": None, "option_form": "question",

@@ -5,7 +5,7 @@ for several systems' result files on the questions they all answered.
         "plain RAG=experiments/results/hotpotqa-dev-200/vanilla.jsonl" \\
         "SHARP=experiments/results/hotpotqa-dev-200-answer/sharp.jsonl" [--json OUT]
 
-The form is read from the question (program/forms.py), so compact result files of any run serve (they keep
+The form is read from the question (program/sharp/forms.py), so compact result files of any run serve (they keep
 the question id, EM and all-gold). Each cell is computed on the questions every file holds, so the columns
 compare the same questions; paired differences against the first file come with a bootstrap 95% CI.
 """
@@ -20,7 +20,7 @@ from experiments.lab.studies import show
 from experiments.runtime import Runtime
 from optimize.evaluate import read_results
 from optimize.stats import paired_bootstrap
-from program.forms import FORMS, question_form
+from program.sharp.forms import FORMS, question_form
 
 
 def table(files: dict[str, list[dict]], forms: dict[str, str]) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from experiments.lab.studies import recording_study
-from optimize.critic import round_cases
+from optimize.gate_fitting import round_cases
 
 
 def compare_paths(program, records, examples, passages, seed) -> dict:

@@ -20,10 +20,10 @@ from typing import Any
 
 from experiments.lab.studies import show
 from experiments.runtime import Runtime
-from optimize.critic import round_cases
+from optimize.gate_fitting import round_cases
 from optimize.metrics import auroc
 from optimize.recording import _read
-from program.calibration import CRITIC_FEATURES, GATE_FEATURES
+from program.sharp.gate import CRITIC_FEATURES, GATE_FEATURES
 
 
 def analyse(records: dict[str, dict], examples: list, policy: Any, passages: Any) -> dict:

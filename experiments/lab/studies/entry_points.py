@@ -134,8 +134,8 @@ def through_pyfunc(args: argparse.Namespace, program_file: Path, index_dir: Path
 def main(argv: Sequence[str] | None = None) -> dict:
     from experiments import settings
     from experiments.runtime import configure_cache
-    from program.defaults import DEFAULT_DATASET
     from program.lm.local import unload_all
+    from program.serving.defaults import DEFAULT_DATASET
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--question", default=QUESTION)

@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from program.evidence import EvidencePool
+from program.reading.evidence import EvidencePool
 from program.types import Passage
 
 

@@ -75,8 +75,8 @@ def _run_variants(
     """Each variant's row (answer, EM, F1, prompt tokens, seconds) for each question, by variant and id;
     every variant reads the same top-``k`` evidence."""
     from optimize.metrics import exact_match, f1_score, gold_answers
-    from program.answers import clean_answer
-    from program.evidence import format_evidence
+    from program.reading.answers import clean_answer
+    from program.reading.evidence import format_evidence
 
     rows: dict[str, dict[str, dict]] = {v: {} for v in variants}
     for i, ex in enumerate(examples, 1):

@@ -20,11 +20,11 @@ from typing import Any
 
 from experiments.lab.studies import recording_study, rounded_diff
 from optimize import replay
-from optimize.critic import report, round_cases
+from optimize.gate_fitting import report, round_cases
 from optimize.stats import paired_bootstrap
-from program.forms import FORMS
-from program.rounds import titles_only
-from program.sharp import gate_probability
+from program.sharp.forms import FORMS
+from program.sharp.loop import gate_probability
+from program.sharp.rounds import titles_only
 
 
 def critic_report(program: Any, records: dict, examples: list, seed: int = 0, passages: Any = titles_only) -> dict:

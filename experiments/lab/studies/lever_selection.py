@@ -117,7 +117,7 @@ def load(args: argparse.Namespace, n: int) -> tuple:
 
 def save_kept(path: Path, program: Any, saved: Any, config: dict[str, Any], meta: dict[str, Any]) -> str:
     """``program`` with the kept levers' ``config`` written to ``path``, ``meta`` added to its own."""
-    from program.saved import save_program
+    from program.serving.saved import save_program
 
     program.config = program.config.replace(**config)
     save_program(path, program, saved.system, saved.retriever, saved.lm, saved.index_manifest, {**saved.meta, **meta})

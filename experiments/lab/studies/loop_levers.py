@@ -23,9 +23,9 @@ from pathlib import Path
 
 from experiments.runtime import Runtime, load_dataset_corpus
 from optimize.metrics import evidence_complete, exact_match, gold_answers
-from program.answers import is_yes_no_question
-from program.generation import answer_from_evidence
-from program.steps import traced
+from program.reading.answers import is_yes_no_question
+from program.reading.generation import answer_from_evidence
+from program.tracing import traced
 
 CHOICE = re.compile(r"\bor\b[^?]*\?\s*$", re.I)  # "..., A or B?"
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from experiments.lab.studies import recording_study, rounded_diff
 from optimize import replay
+from optimize.policy_search import YES_GRID
 from optimize.stats import paired_bootstrap
-from optimize.tune import YES_GRID
 
 DRAFT = {"max_repairs": 0, "ask_critic": "off", "yes_threshold": None, "option_form": "question",
          "force_option": False, "span_rule": "off"}  # fmt: skip

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.lab.studies import program_and_records, show
-from optimize.critic import fit_answer_critic, report, round_cases
-from program.sharp import gate_probability
+from optimize.gate_fitting import fit_answer_critic, report, round_cases
+from program.sharp.loop import gate_probability
 
 
 def parse_part(text: str) -> argparse.Namespace:

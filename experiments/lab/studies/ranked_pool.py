@@ -34,7 +34,7 @@ def _first(rec: dict, role: str) -> str | None:
 
 def study(recs: list[dict], examples: dict, ranked) -> dict:
     from optimize.metrics import auroc, evidence_complete
-    from program.evidence import EvidencePool
+    from program.reading.evidence import EvidencePool
 
     hits: dict[str, float] = defaultdict(float)
     scored: list[tuple[list[float], bool]] = []

@@ -25,9 +25,9 @@ SYSTEM = (
 def main(argv: list[str] | None = None) -> None:
     from experiments.runtime import Runtime
     from optimize.metrics import exact_match, f1_score
-    from program.answers import clean_answer
-    from program.evidence import format_evidence
     from program.lm.local import get_session
+    from program.reading.answers import clean_answer
+    from program.reading.evidence import format_evidence
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("n", nargs="?", type=int, default=20)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from experiments.runtime import Runtime
 from optimize.recording import record
-from program.rounds import ACTIONS
+from program.sharp.rounds import ACTIONS
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import json
 import sys
 
 from experiments import settings
-from experiments.evaluation import evaluate_retriever
+from experiments.jobs.evaluation import evaluate_retriever
 from experiments.runtime import Runtime
 from program.retrieval.hop import HopRetriever
 from program.retrieval.reranker import CrossEncoderReranker, RerankingRetriever

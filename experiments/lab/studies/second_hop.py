@@ -102,7 +102,7 @@ def scores(retriever: Any, examples: Sequence[Any]) -> dict:
     """all-gold, recall and precision at each of KS, overall and per question type (eval-retrieval's
     scoring: a hop retriever is asked once per cutoff), one question per call as the systems ask (see
     :func:`one_by_one`), and the latency per query at the largest cutoff."""
-    from experiments.evaluation import evaluate_retriever
+    from experiments.jobs.evaluation import evaluate_retriever
 
     metrics, latency = evaluate_retriever(retriever, list(examples), max(KS), batch=1, ks=KS)
     return {**metrics, "latency": latency}

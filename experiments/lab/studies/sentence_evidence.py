@@ -21,9 +21,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from experiments.jobs.selectors import fit_from_runtime, save_selector, selectors_dir
 from experiments.lab.studies import rounded_diff, show
 from experiments.runtime import Runtime
-from experiments.selectors import fit_from_runtime, save_selector, selectors_dir
 from optimize import recording, replay
 from optimize.stats import paired_bootstrap
 

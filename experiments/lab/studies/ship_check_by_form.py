@@ -4,7 +4,7 @@
         --new experiments/results/programs/sharp-hotpotqa-reading-refused.json \\
         --recording workspace/recordings/hotpotqa-train.jsonl [--json OUT]
 
-The ship check itself (experiments.ship.ship_check, grouped by the recording's question forms): each program
+The ship check itself (experiments.jobs.ship.ship_check, grouped by the recording's question forms): each program
 replayed over a recording of its own reading (the new one over ``--recording``; the shipped one over the
 workspace file the check wrote, ``ship-KEY.jsonl``, recording what it lacks, which needs the LM). Reports EM
 and LM calls of each and the paired difference with its bootstrap 95% CI, overall and per form.
@@ -30,10 +30,10 @@ def main() -> None:
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
 
+    from experiments.jobs.ship import ship_check
     from experiments.runtime import Runtime
-    from experiments.ship import ship_check
     from optimize import recording
-    from program import shipped
+    from program.serving import shipped
 
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
     examples = rt.examples("train", limit=args.offset + args.n, seed=args.seed)[args.offset :]

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from experiments.lab.studies import show
-from optimize.critic import bootstrap_auroc
+from optimize.gate_fitting import bootstrap_auroc
 from optimize.metrics import auroc as auroc_of
 from optimize.metrics import gold_answers, normalize_answer
-from program.rounds import Read
+from program.sharp.rounds import Read
 
 
 def _right(rows: list[dict], t: float | None) -> int:

@@ -1,0 +1,1 @@
+"""The terminal: consoles, rendering, progress and where log records go."""

@@ -1,0 +1,1 @@
+"""Reports from finished work: the arena summary, its plots and tables, a program's prompts."""

@@ -1,0 +1,208 @@
+"""SHARP's policy: every setting an optimizer may tune (:class:`SharpConfig`), and the policy a recording
+explores with (:class:`Explore`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from program.config import StrictConfig
+from program.sharp.critic import critic_lm_config
+from program.sharp.forms import Form
+from program.sharp.gate import AnswerCalibrator
+from program.sharp.rounds import REPAIRS_FOR
+from program.sharp.sentences import SentenceSelector
+from program.tracing import Budget
+
+__all__ = ["Repair", "TUNED_FIELDS", "POLICY_FIELDS", "UNCALIBRATED_P", "SharpConfig", "Explore", "Policy"]
+
+
+Repair = Literal["retrieve", "compare", "focus"]
+# the settings that decide which rounds a run reaches and what it answers from their reads, never what a round
+# reads: replay varies them over one recording (optimize/replay.py), `sharp tune` searches TUNED_FIELDS
+TUNED_FIELDS = (
+    "accept_threshold",
+    "accept_comparison",
+    "accept_yesno",
+    "ask_critic",
+    "critic_floor",
+    "max_repairs",
+    "repair_bridge",
+    "repair_comparison",
+    "repair_yesno",
+    "focus_when",
+    "choose",
+    "yes_threshold",
+    "yes_threshold_sub",
+    "compare_by",
+    "option_form",
+    "force_option",
+    "span_rule",
+)
+POLICY_FIELDS = (*TUNED_FIELDS, "gate", "judge", "budget")
+# what a round's P(right) is without a fitted gate: the answer tokens' geometric-mean probability, or a coin
+# flip when the LM returned no log-probabilities
+UNCALIBRATED_P = 0.5
+
+
+class SharpConfig(StrictConfig):
+    """Everything an optimizer may tune, validated."""
+
+    # the evidence ranker the searches go through (its probabilities are features of the answer critic): a
+    # ranker's name, "dataset" for the dataset's own (experiments/jobs/rankers.py), or None for plain hybrid search
+    ranker: str | None = "dataset"
+    # k of the draft's search, then of the retrieval repair's ("QUESTION DRAFT"): three ranked passages read
+    # best for the 1.5B reader; the repair widens to five (experiments/RESULTS.md, 'Reading')
+    k_schedule: tuple[int, ...] = (3, 5)
+    evidence_cap: int = Field(5, ge=1, le=40)  # a re-read (retrieve, focus) reads at most this many passages
+    passage_chars: int = Field(600, ge=50, le=5000)
+    # stop when a round's P(right) reaches this; `sharp tune` searches it
+    accept_threshold: float = Field(0.8, ge=0.0, le=1.0)
+    # the same for comparisons and yes/no questions, where their drafts fail otherwise (None: accept_threshold)
+    accept_comparison: float | None = Field(None, ge=0.0, le=1.0)
+    accept_yesno: float | None = Field(None, ge=0.0, le=1.0)
+    # when the critic LM reads a round: never, on every round, or in the band [critic_floor, accept) of the
+    # gate's P (the gate alone accepts above it; below the floor the round is repaired unread). Off by
+    # default: the 1.5B critic's verdict did not tell right drafts from wrong ones on held-out train drafts
+    # (experiments/RESULTS.md, 'The answer critic'); `sharp tune` can turn it on where it pays
+    ask_critic: Literal["off", "band", "always"] = "off"
+    critic_floor: float = Field(0.0, ge=0.0, le=1.0)
+    max_repairs: int = Field(2, ge=0, le=2)
+    # the repairs a rejected round gets, in order, by the question's form (program/sharp/forms.py)
+    repair_bridge: tuple[Repair, ...] = ("retrieve",)
+    repair_comparison: tuple[Repair, ...] = ("compare", "retrieve")
+    repair_yesno: tuple[Repair, ...] = ("compare", "retrieve")
+    # the focused read runs on a rejected bridge draft ("rejected"), or only on one the type check or the
+    # intermediate-entity sign flags ("flagged")
+    focus_when: Literal["rejected", "flagged"] = "flagged"
+    # the answer: the round with the highest P(right) ("confidence"), or the last round's ("last")
+    choose: Literal["confidence", "last"] = "confidence"
+    # a yes/no question's answer from the reader's P("yes") against P("no"): "yes" at or above this (None: the
+    # text the reader wrote); ``yes_threshold_sub`` the same for the per-entity checks of a comparison
+    yes_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    yes_threshold_sub: float | None = Field(None, ge=0.0, le=1.0)
+    # a comparison's answer: decided in code from the parsed values, the LM composing what does not parse
+    # ("code"), or always composed by the LM from the values ("composer")
+    compare_by: Literal["code", "composer"] = "code"
+    # a chosen option written as the question names it, or as its passage's first sentence does
+    option_form: Literal["question", "passage"] = "question"
+    # a choice answered with none of its options becomes the option it shares most words with
+    force_option: bool = False
+    # an answer that names an evidence passage written as that passage names it ("name"), one that is not an
+    # evidence span mapped to the closest span ("span"), both, or neither; any of them drops a title's
+    # parenthesised qualifier ("USS Essex (CV-9)" -> "USS Essex")
+    span_rule: Literal["off", "name", "span", "both"] = "off"
+    # what the draft reads: the top k_schedule[0] passages whole, or the sentences the selector keeps of the top
+    # sentence_passages passages (sentence_budget sentences in all: each passage's first, then the best scored)
+    evidence: Literal["passages", "sentences"] = "passages"
+    selector: SentenceSelector | None = None
+    sentence_passages: int = Field(5, ge=1, le=20)
+    sentence_budget: int = Field(10, ge=1, le=60)
+    gate: AnswerCalibrator | None = None  # P(right) without the critic; fitted by `sharp compile --target critic`
+    judge: AnswerCalibrator | None = None  # P(right) with the critic's verdict; fitted alike
+    max_sub_questions: int = Field(3, ge=2, le=5)
+    sub_k: int = Field(3, ge=1, le=10)  # passages a per-entity read (or the focused search) answers from
+    structured_adapter: Literal["chat", "json"] = "json"
+    generator_adapter: Literal["chat", "json"] = "json"
+    planner_max_tokens: int = Field(160, ge=16, le=4096)
+    critic_max_tokens: int = Field(160, ge=16, le=4096)
+    compose_max_tokens: int = Field(64, ge=8, le=1024)
+    max_question_chars: int = Field(2000, ge=50)
+    budget: Budget = Budget(max_lm_calls=8)
+
+    @field_validator("yes_threshold", "yes_threshold_sub", mode="before")
+    @classmethod
+    def _threshold_not_bool(cls, v: Any) -> Any:
+        # a bool would pass as 0.0 or 1.0 ("off" read as false would answer "yes" to every yes/no question)
+        if isinstance(v, bool):
+            raise ValueError(f"a probability in [0, 1] or null (off), not {v!r}")
+        return v
+
+    @field_validator("ask_critic", "span_rule", mode="before")
+    @classmethod
+    def _bare_off(cls, v: Any) -> Any:
+        # YAML reads a bare `off` as false (`--set ask_critic=off`, a config file): the word the user wrote
+        return "off" if v is False else v
+
+    @field_validator("k_schedule")
+    @classmethod
+    def _schedule(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or len(v) > 2 or any(k < 1 for k in v) or list(v) != sorted(v):
+            raise ValueError(
+                f"k_schedule is the draft's k and the retrieval repair's (one or two k >= 1, non-decreasing), "
+                f"got {list(v)}"
+            )
+        return tuple(v)
+
+    @field_validator("repair_bridge", "repair_comparison", "repair_yesno")
+    @classmethod
+    def _repairs(cls, v: tuple[str, ...], info: Any) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"a repair is listed twice: {list(v)}")
+        form = info.field_name.removeprefix("repair_")
+        bad = [a for a in v if a not in REPAIRS_FOR[form]]
+        if bad:
+            raise ValueError(f"{bad} cannot repair a {form} question; choose from {list(REPAIRS_FOR[form])}")
+        return tuple(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SharpConfig:
+        if self.evidence == "sentences" and self.selector is None:
+            raise ValueError("evidence: reading sentences needs a fitted sentence selector (selector)")
+        if self.judge is not None and not self.judge.needs_critic:
+            raise ValueError("judge: a judge calibrator reads the critic's verdict; this one does not (use gate)")
+        if self.gate is not None and self.gate.needs_critic:
+            raise ValueError("gate: the gate calibrator must not read the critic's verdict (use judge)")
+        return self
+
+    def accept_for(self, form: Form) -> float:
+        """The P(right) at which a round of a question of ``form`` is accepted."""
+        own = {"comparison": self.accept_comparison, "yesno": self.accept_yesno}.get(form)
+        return self.accept_threshold if own is None else own
+
+    def repairs_for(self, form: Form) -> tuple[Repair, ...]:
+        return {"bridge": self.repair_bridge, "comparison": self.repair_comparison, "yesno": self.repair_yesno}[form]
+
+    def reachable_repairs(self) -> tuple[Repair, ...]:
+        """The repairs this policy can run on some question (none when it never repairs), sorted."""
+        if self.max_repairs == 0:
+            return ()
+        return tuple(sorted({*self.repair_bridge, *self.repair_comparison, *self.repair_yesno}))
+
+    def critic_lm_config(self) -> dict:
+        return critic_lm_config(self.critic_max_tokens)
+
+
+class Explore:
+    """The policy of a recording: every repair a question of its form can get (or those in ``actions``), in
+    order, none accepted early; every comparison composed by the LM too (so a replay can take either path);
+    each round critiqued, or none (``critique=False``: such a record replays only policies that never ask the
+    critic)."""
+
+    critic_floor = 0.0
+    gate = judge = None
+    max_repairs = 2
+    yes_threshold = yes_threshold_sub = None
+    compare_by = "composer"
+    option_form = "question"
+    force_option = False
+    span_rule = "off"
+    choose = "last"
+    budget = Budget(max_lm_calls=None)
+
+    def __init__(self, critique: bool = True, actions: Sequence[str] | None = None, focus_when: str = "rejected"):
+        self.ask_critic = "always" if critique else "off"
+        self.actions = None if actions is None else tuple(actions)
+        self.focus_when = focus_when  # "flagged": focused reads of flagged drafts alone (what flagged policies run)
+
+    def accept_for(self, form: Form) -> float:
+        return 2.0  # above every probability: no round is accepted, every repair runs
+
+    def repairs_for(self, form: Form) -> tuple[str, ...]:
+        """Every repair of the form (or those of them in ``actions``: a narrower recording, grown later)."""
+        return tuple(a for a in REPAIRS_FOR[form] if self.actions is None or a in self.actions)
+
+
+Policy = SharpConfig | Explore
