@@ -142,15 +142,21 @@ _CHOICES = (
 )  # fmt: skip
 
 
+def float_ranges(space: SearchSpace) -> dict[str, tuple[float, float]]:
+    """The one range each float parameter of ``space`` is suggested from (and checked against)."""
+    ranges = {
+        name: (space.threshold_low, space.threshold_high)
+        for name in ("accept_threshold", "accept_comparison", "accept_yesno")
+    }
+    ranges["critic_floor"] = (space.floor_low, space.floor_high)
+    return ranges
+
+
 def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
     """One point of ``space`` from an Optuna trial (fixed parameters are not suggested)."""
     fixed = space.fixed
     params: dict[str, Any] = {}
-    floats = {
-        name: (space.threshold_low, space.threshold_high)
-        for name in ("accept_threshold", "accept_comparison", "accept_yesno")
-    }
-    floats["critic_floor"] = (space.floor_low, space.floor_high)
+    floats = float_ranges(space)
     for name in TUNED_FIELDS:
         if name in fixed:
             params[name] = fixed[name]
@@ -188,11 +194,7 @@ def params_of(config: SharpConfig) -> dict[str, Any]:
 
 def in_space(params: Mapping[str, Any], space: SearchSpace) -> bool:
     """Whether every free parameter of ``params`` is a value the space can suggest."""
-    ranges = {
-        name: (space.threshold_low, space.threshold_high)
-        for name in ("accept_threshold", "accept_comparison", "accept_yesno")
-    }
-    ranges["critic_floor"] = (space.floor_low, space.floor_high)
+    ranges = float_ranges(space)
     for name, value in params.items():
         if name in space.fixed:
             continue

@@ -3,6 +3,7 @@ MLflow parent and nested runs, the best program saved."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import mlflow
@@ -17,9 +18,13 @@ from optimize.policy_search import (
     CallCost,
     ReplayScorer,
     SearchSpace,
+    TrialSeededSampler,
     Tuner,
     apply_params,
+    enqueue_baseline,
+    enqueue_every_repair,
     finished_trials,
+    float_ranges,
     get_objective,
     in_space,
     open_study,
@@ -81,6 +86,34 @@ def test_suggest_stays_within_the_space_and_keeps_the_pins():
         assert params["yes_threshold"] in YES_GRID and params["span_rule"] in ("off", "name", "span", "both")
         assert in_space(params, space)
         apply_params(SharpConfig(), params)  # every point is a valid config
+
+
+SPACES = {
+    "default": SearchSpace(),
+    "toy": TOY_SPACE,
+    **{p.stem: p for p in sorted(Path(__file__).resolve().parents[2].glob("experiments/spaces/*.yaml"))},
+}
+
+
+@pytest.mark.parametrize("name", SPACES)
+def test_a_study_suggests_each_parameter_from_one_range(name):
+    """Optuna keeps the first range a name is suggested with and only warns of a second: here that warning is
+    an error, and every trial of the study (the queued baseline and corner too) holds one distribution a name."""
+    space = SPACES[name] if isinstance(SPACES[name], SearchSpace) else load_space(SPACES[name])
+    objective = get_objective("f1")
+    study = optuna.create_study(direction="maximize", sampler=TrialSeededSampler(seed=1))
+    enqueue_baseline(study, space, params_of(SharpConfig()))
+    enqueue_every_repair(study, space)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_study(study, Tuner(space, objective, lambda p: ({"f1": p["accept_threshold"]}, False)), 6)
+    seen: dict = {}
+    for trial in study.trials:
+        for param, distribution in trial.distributions.items():
+            assert seen.setdefault(param, distribution) == distribution, f"{param} suggested from two ranges"
+    for param, (low, high) in float_ranges(space).items():
+        if param not in space.fixed:
+            assert (seen[param].low, seen[param].high) == (low, high)
 
 
 def test_a_pinned_off_read_by_yaml_as_false_turns_the_rule_off_and_never_becomes_a_zero_threshold():
