@@ -1,13 +1,13 @@
 """Confidence read from the model's token probabilities instead of from what it writes.
 
-A small model's verbalised confidence is nearly constant (the 1.5B critic wrote 0.0 on every
-"insufficient" and 0.9 on every "sufficient"), so a threshold on it cannot be tuned. Its token
+A small model's verbalised confidence is nearly constant (the 1.5B critic wrote one number for
+each verdict, whatever the draft), so a threshold on it cannot be tuned. Its token
 distribution is not: at the position where a ``Literal`` field's value starts, the probability
 mass on each allowed value's first token(s) is the model's own P(value). These helpers read it
 from the logprobs a prediction carries (DSPy puts an LM's ``logprobs`` on the prediction when
 the call asked for them: the local llama.cpp engine, OpenAI and any server that returns them).
 
-Both adapters' layouts are understood: JSON (``"verdict": "sufficient"``) and chat markers
+Both adapters' layouts are understood: JSON (``"verdict": "supported"``) and chat markers
 (``[[ ## verdict ## ]]`` then the value). Anything unreadable gives None, and the caller keeps
 the verbal confidence.
 """

@@ -192,21 +192,14 @@ def test_mipro_compiles_the_whole_program_on_a_small_budget(world):
 def test_frozen_roles_keep_their_demos_and_instructions(world):
     prog = world.program()
     critic = dict(prog.named_predictors())["critic"]
-    gold = dspy.Example(
-        question="q",
-        sub_queries=["q"],
-        evidence="[1] A: a",
-        verdict="sufficient",
-        confidence=0.9,
-        missing_information=[],
-        suggested_queries=[],
-    )
+    gold = dspy.Example(evidence="[1] A: a", question="q", draft_answer="a", verdict="supported", confidence=0.9)
+    assert set(gold.keys()) == set(critic.signature.fields)  # a demo of the critic's own fields (CritiqueAnswer)
     critic.demos = [gold]
     critic.signature = critic.signature.with_instructions("A compiled critic's instructions.")
     examples = world.examples()
     res = compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, metric_threshold=0.6, freeze=["critic"])
     out = dict(res.program.named_predictors())
-    assert [d["verdict"] for d in out["critic"].demos] == ["sufficient"] and len(out["critic"].demos) == 1
+    assert [d["verdict"] for d in out["critic"].demos] == ["supported"] and len(out["critic"].demos) == 1
     assert out["critic"].signature.instructions == "A compiled critic's instructions."
     assert out["critic"].lm.role == "critic"  # the role's LM, not one rebuilt from the saved state
     assert out["generator"].demos and out["planner"].demos  # the other roles were compiled
