@@ -134,8 +134,8 @@ class TopLogprobs:
     every prompt token: ~600 KB each for a 152k vocabulary, and a slower prompt pass). The sampler
     sees the next-token logits anyway, so this reads them there, before the grammar and the greedy
     pick, at the cost of one log-softmax per generated token (small against generating the token:
-    experiments/RESULTS.md, 'Critic discrimination'). The chosen token of step i is read at step i+1
-    (it is then the last input id).
+    experiments/findings/evidence-critic.md, 'Evidence-critic discrimination'). The chosen token of step i
+    is read at step i+1 (it is then the last input id).
     """
 
     def __init__(self, k: int):
@@ -149,7 +149,8 @@ class TopLogprobs:
         if self._last is not None:
             self._close(int(input_ids[-1]))
         # a float32 copy (later samplers, the grammar among them, rewrite the buffer in place); float64
-        # conversions cost several times more a token (experiments/RESULTS.md, 'Token log-probabilities')
+        # conversions cost several times more a token (this one's cost: experiments/findings/evidence-critic.md,
+        # 'Evidence-critic discrimination')
         logits = np.array(scores, dtype=np.float32)
         top_logit = float(logits.max())
         lse = top_logit + float(np.log(np.exp(logits - top_logit).sum(dtype=np.float64)))

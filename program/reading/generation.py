@@ -14,7 +14,7 @@ from program.tracing import Tracer
 from program.types import Passage
 
 # JSON (grammar-constrained locally) rather than chat markers: the 1.5B model answers better this way,
-# as well as with a one-line raw prompt (experiments/RESULTS.md, 'Generator formats')
+# as well as with a one-line raw prompt (experiments/findings/reading.md, 'Generator formats')
 GENERATOR_ADAPTER = "json"
 # a short span and a few passage numbers fit easily; a model looping inside the answer string is cut
 GENERATOR_MAX_TOKENS = 128

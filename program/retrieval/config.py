@@ -13,7 +13,7 @@ Two kinds of settings live here:
 ``chroma_url`` says where the vectors live (the index folder, or a Chroma server); the manifest
 records which, and opening an index with the other is an IndexMismatchError that says what to pass.
 
-Defaults (the measurements behind them: experiments/RESULTS.md, 'Retrieval defaults' and 'Second hop'):
+Defaults (the measurements behind them: experiments/findings/retrieval.md, 'Retrieval defaults' and 'Second hop'):
 * backend onnx-int8 with 128 tokens: several times the passages/s of plain sentence-transformers, with
   dense recall close to torch at 256 tokens and hybrid recall no lower (HotpotQA dev);
 * BM25 over 'title x4 + text', k1=0.9, b=1.0; RRF k=5 with weights dense 0.6 / BM25 1.0 over the top

@@ -13,7 +13,7 @@ text's vector is therefore a function of that text only: the int8 activation sca
 over its own tokens, never over other texts of a batch or their padding, so it embeds to the same
 bits alone, in any batch, in any order, with any number of threads (tests/retrieval checks this with
 the real model). Batched int8 (the old way) let one text's scale depend on its neighbours, which moved
-retrieval quality with the batch (experiments/RESULTS.md, 'Batch-independent embeddings').
+retrieval quality with the batch (experiments/findings/retrieval.md, 'Batch-independent embeddings').
 :data:`EMBEDDING_METHODS` names each method; the index manifest records it and opening an index built
 by another one is refused.
 The ONNX files are cached (see :mod:`program.retrieval.onnx_export`); once cached, the ONNX

@@ -7,7 +7,7 @@ Of the ``k`` passages returned, the first ``round(k * keep)`` are the question's
 rest are the best new hits of the hop queries (fused by RRF), then the question's next hits if the
 hops found too few. On HotpotQA (settings chosen on the train split) it raises all-gold@5 on train and
 dev, and plain RAG's EM / F1 over it (the vanilla-hop arena system), for one extra search per query and
-no LM call (experiments/RESULTS.md, 'Second hop').
+no LM call (experiments/findings/retrieval.md, 'Second hop').
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ DATASET_RANKER = "dataset"
 
 
 class RankedRAGConfig(VanillaConfig):
-    """Plain RAG over the evidence ranker: three ranked passages read best (experiments/RESULTS.md, 'Reading')."""
+    """Plain RAG over the evidence ranker: three ranked passages read best (experiments/findings/reading.md,
+    'Three ranked passages beat five')."""
 
     k: int = Field(3, ge=1, le=50)
     ranker: str = DATASET_RANKER

@@ -107,8 +107,8 @@ def repair_args(kwargs: dict[str, Any], schema: dict[str, dict]) -> tuple[dict[s
     it is shown (``{"query": {"type": "string", "value": "Naruto voice actor"}}``) or renames the
     only argument (``{"q": ...}``); without repair every call is an "Execution error" with a
     traceback, the agent repeats the same call, and the run ends at the step limit with no search
-    (experiments/RESULTS.md, 'ReAct argument repair'). Returns the arguments and whether anything was
-    changed."""
+    (measured on 3 of 3 HotpotQA questions before the repair; ReAct's arena with it:
+    experiments/findings/baselines.md). Returns the arguments and whether anything was changed."""
     out, changed = dict(kwargs), False
     unknown = [k for k in out if k not in schema]
     missing = [k for k in schema if k not in out]

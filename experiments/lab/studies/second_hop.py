@@ -37,7 +37,7 @@ def all_gold(examples: Sequence[Any], ranked: Sequence[Sequence[Any]]) -> float:
 def one_by_one(retriever: Any, queries: Sequence[str], depth: int) -> list:
     """Each query alone, as the systems ask. (Since the ONNX embedders run one text at a time a query's
     vector no longer depends on the other queries of a batch; with the batched int8 embedder before it
-    did: experiments/RESULTS.md, 'Batch-independent embeddings'.)"""
+    did: experiments/findings/retrieval.md, 'Batch-independent embeddings'.)"""
     return [retriever.retrieve(q, depth) for q in queries]
 
 
