@@ -34,8 +34,8 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 setup: $(VENV)/.installed
 
 # The main job: answer and evaluate a seeded sample of HotpotQA dev with plain RAG and SHARP.
-# LIMIT=5: a first comparison in about 10 min on a 2-core CPU (plain RAG ~15-30 s a question, SHARP ~3x);
-# `make run LIMIT=100` for a real one (the 5 already answered come back from the LM cache).
+# LIMIT=5: a first comparison; each ETA, and the end's estimate for `make run LIMIT=100` (a real one: the 5
+# already answered come back from the LM cache), come from the speeds this run measures.
 run: setup
 	$(BIN)/sharp demo --dataset hotpotqa --limit $(LIMIT)
 
@@ -57,7 +57,7 @@ test-local: setup
 	$(BIN)/python -m pytest -q -m local_lm
 
 # One benchmark report: workspace/reports/bench/bench.{json,md}, every figure against a baseline measured in the
-# same run (experiments/lab/benchmarks/suite.py). About 10-15 min on 2 cores with the default model; run it alone.
+# same run (experiments/lab/benchmarks/suite.py). It loads the default model and times it: run it alone.
 # BENCH_ARGS=--quick for a short run, e.g. BENCH_ARGS="--quick --only systems,replay".
 BENCH_ARGS ?=
 bench: index

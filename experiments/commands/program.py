@@ -101,8 +101,8 @@ def demo(
     limit: int = typer.Option(
         5,
         "--limit",
-        help="Seeded sample size. 5: a first comparison in about 10 min on a 2-core CPU; 100 for a real one "
-        "(a larger sample extends a smaller one).",
+        help="Seeded sample size. 5: a first comparison (the end says how long 100 would take at the speeds "
+        "measured); 100 for a real one (a larger sample extends a smaller one).",
     ),
     seed: int = Seed,
     opts: o.Options = o.SHARED,
@@ -122,7 +122,7 @@ def demo(
         f"SHARP vs plain RAG, {limit} seeded {dataset} {split} questions",
         limit,
         main_job.LARGER,
-        main_job.larger_run_seconds(done.seconds_per_q, main_job.LARGER),
+        main_job.larger_run_seconds(done.seconds_per_q, main_job.LARGER, answered=limit),
         redact_url(uri),
         traces,
         logs.log_file(),

@@ -2,8 +2,10 @@
 
 A first comparison within minutes: the default sample is small (5 questions), each system's headline is
 printed as soon as it finishes, an ETA runs on every long step, and the end says how long a larger run
-would take at the speeds just measured. One MLflow parent run with a nested run per system; a DSPy trace
-per question (``traces``).
+would take at the speeds just measured. Every time it gives is measured in this run, never assumed: SHARP's
+ETA before its first answer is plain RAG's seconds per LM call (SHARP's draft is one call), and with no
+measurement (every question answered from the cache) no estimate is printed. One MLflow parent run with a
+nested run per system; a DSPy trace per question (``traces``).
 """
 
 from __future__ import annotations
@@ -26,17 +28,15 @@ log = logging.getLogger(__name__)
 
 SYSTEMS = ("vanilla", "sharp")
 LABELS = {"vanilla": "plain RAG", "sharp": "SHARP"}
-# What the main job costs per question with the default local model on a 2-core CPU (STACK.md, RESULTS):
-# plain RAG 15-30 s, SHARP about 3x that. Said before the first question, replaced by measurements after.
-VANILLA_SECONDS = (15.0, 30.0)
-SHARP_FACTOR = 3.0
 LARGER = 100  # the sample the end of the demo suggests for a real comparison
 
 
 @dataclass
 class DemoResult:
     metrics: dict[str, dict] = field(default_factory=dict)
-    seconds_per_q: dict[str, float] = field(default_factory=dict)
+    # measured in this run over the questions no LM-cache hit shortened; None: none was
+    seconds_per_q: dict[str, float | None] = field(default_factory=dict)
+    seconds_per_call: dict[str, float | None] = field(default_factory=dict)
     notes: list[str | None] = field(default_factory=list)
 
 
@@ -69,20 +69,27 @@ def build(rt: Any, name: str, retrievers: dict[str, Any]) -> tuple[Any, Path | N
     return rt.system(name, retriever=retrievers[key]), None
 
 
-def is_local(rt: Any) -> bool:
-    models = rt.lm_config.summary()
-    return all(str(models.get(role, "")).startswith("local/") for role in ("planner", "critic", "generator"))
+def measured_speed(rows: list[dict]) -> tuple[float | None, float | None]:
+    """Seconds a question and seconds an LM call over the questions no LM-cache hit shortened (a cached
+    call takes ~0 s, which would make a run look free); (None, None) when there is none."""
+    cold = [r for r in rows if not r.get("cached_calls") and r.get("seconds") is not None]
+    if not cold:
+        return None, None
+    seconds = sum(float(r["seconds"]) for r in cold)
+    calls = sum(float(r.get("lm_calls") or 0) for r in cold)
+    return seconds / len(cold), (seconds / calls if calls else None)
 
 
 def run_demo(rt: Any, dataset: str, split: str, limit: int, seed: int, *, traces: bool = True) -> DemoResult:
     """Both systems on the same seeded sample, each logged to MLflow (the caller configured it)."""
     retrievers = {"default": open_retriever(rt, dataset)}
     examples = rt.examples(split, limit, seed)
-    render.demo_plan(len(examples), dataset, split, VANILLA_SECONDS if is_local(rt) else None, SHARP_FACTOR)
+    render.demo_plan(len(examples), dataset, split)
     out = DemoResult()
     with tracking.run(f"demo-{Path(dataset).stem}-{split}-{limit}", tags={"kind": "demo"}):
         for name in SYSTEMS:
-            prior = out.seconds_per_q["vanilla"] * SHARP_FACTOR if name == "sharp" and out.seconds_per_q else None
+            # SHARP's ETA until its first answer: its draft is one LM call, at plain RAG's measured speed
+            prior = out.seconds_per_call.get("vanilla") if name == "sharp" else None
             with tracking.run(name, nested=True, tags={"system": name}), tracking.dspy_traces(traces):
                 module, program = build(rt, name, retrievers)
                 result, settings, module, path = run_eval(
@@ -98,12 +105,15 @@ def run_demo(rt: Any, dataset: str, split: str, limit: int, seed: int, *, traces
                 tracking.log_params(settings)
                 log_to_mlflow(result, settings, module, path)
             out.metrics[name] = result.metrics
-            out.seconds_per_q[name] = float(result.metrics.get("seconds_per_q") or 0.0)
+            out.seconds_per_q[name], out.seconds_per_call[name] = measured_speed(result.rows)
             out.notes.append(failure_note(result.rows, f"{name}: "))
             render.system_done(f"{LABELS[name]} ({name})", result.metrics, path)
     return out
 
 
-def larger_run_seconds(seconds_per_q: dict[str, float], n: int) -> float:
-    """How long both systems take on ``n`` questions at the speeds measured."""
-    return n * sum(seconds_per_q.values())
+def larger_run_seconds(seconds_per_q: dict[str, float | None], n: int, answered: int = 0) -> float | None:
+    """How long both systems take on ``n`` questions at the speeds measured in this run, the ``answered``
+    ones coming back from the LM cache; None when a system's speed was not measured."""
+    if not seconds_per_q or any(v is None for v in seconds_per_q.values()):
+        return None
+    return max(n - answered, 0) * sum(v for v in seconds_per_q.values() if v is not None)

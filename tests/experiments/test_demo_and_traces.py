@@ -124,6 +124,70 @@ def test_demo_records_a_trace_per_question_in_each_system_run_and_says_what_next
     assert "SHARP (sharp): 0/2 questions, 0s elapsed, ETA ~" in err  # estimated from plain RAG's speed
 
 
+def scripted_run(speeds: dict[str, tuple[float, int]], priors: dict):
+    """A stand-in for run_eval whose questions took scripted seconds: ``speeds[system]`` = (seconds a
+    question, LM calls a question); the first question of each was answered from the LM cache (0 s), which
+    no measured speed may count. Records the ETA estimate each system was given."""
+    from optimize.evaluate import EvalResult
+
+    def run_eval(rt, name, examples, split, *, prior_seconds=None, module=None, **_):
+        priors[name] = prior_seconds
+        seconds, calls = speeds[name]
+        rows = [{"id": e.id, "em": 1.0, "lm_calls": calls, "seconds": seconds, "cached_calls": 0} for e in examples]
+        rows[0].update(seconds=0.0, cached_calls=calls)
+        metrics = {"n": len(rows), "em": 1.0, "seconds_per_q": sum(r["seconds"] for r in rows) / len(rows)}
+        return EvalResult(rows, metrics), {"system": name}, module, rt.workspace / f"{name}.jsonl"
+
+    return run_eval
+
+
+def test_the_demo_estimates_only_from_speeds_it_measured(world, monkeypatch):
+    """No time is promised before one is measured: the plan names none; SHARP's ETA until its first answer
+    is plain RAG's measured seconds per LM call; the end's estimate for 100 questions is the measured
+    seconds a question of both, over the 97 not answered yet, cached questions left out."""
+    from experiments.console.terminal import duration
+    from experiments.jobs import demo as main_job
+
+    _, base = world
+    priors: dict = {}
+    monkeypatch.setattr(main_job, "run_eval", scripted_run({"vanilla": (8.9, 1), "sharp": (12.8, 2)}, priors))
+    monkeypatch.setattr(main_job, "log_to_mlflow", lambda *a, **k: None)
+    out = CliRunner().invoke(app, ["demo", "--limit", "3", "--no-traces", *base])
+    assert out.exit_code == 0, out.output
+    assert priors == {"vanilla": None, "sharp": pytest.approx(8.9)}
+    assert f"about {duration(97 * (8.9 + 12.8))} here at the speeds just measured" in out.stdout
+    plan = next(line for line in out.stderr.splitlines() if "plain RAG, then SHARP" in line)
+    assert "measured" in plan and not any(c.isdigit() for c in plan.split("question")[1])
+
+    # twice as slow a machine: every estimate doubles
+    priors.clear()
+    monkeypatch.setattr(main_job, "run_eval", scripted_run({"vanilla": (17.8, 1), "sharp": (25.6, 2)}, priors))
+    out = CliRunner().invoke(app, ["demo", "--limit", "3", "--no-traces", *base])
+    assert priors["sharp"] == pytest.approx(17.8)
+    assert f"about {duration(97 * (17.8 + 25.6))} here" in out.stdout
+
+
+def test_with_nothing_measured_the_demo_estimates_nothing(world, monkeypatch):
+    from experiments.jobs import demo as main_job
+
+    _, base = world
+    priors: dict = {}
+    run = scripted_run({"vanilla": (0.0, 1), "sharp": (0.0, 1)}, priors)
+
+    def all_cached(*a, **k):
+        result, *rest = run(*a, **k)
+        for r in result.rows:
+            r.update(seconds=0.0, cached_calls=r["lm_calls"])
+        return (result, *rest)
+
+    monkeypatch.setattr(main_job, "run_eval", all_cached)
+    monkeypatch.setattr(main_job, "log_to_mlflow", lambda *a, **k: None)
+    out = CliRunner().invoke(app, ["demo", "--limit", "3", "--no-traces", *base])
+    assert out.exit_code == 0, out.output
+    assert priors == {"vanilla": None, "sharp": None}
+    assert "make run LIMIT=100" in out.stdout and "at the speeds just measured" not in out.stdout
+
+
 def test_demo_without_traces_records_none(world, store):
     _, base = world
     out = CliRunner().invoke(app, ["demo", "--limit", "1", "--no-traces", *base])
