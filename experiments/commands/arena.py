@@ -39,6 +39,7 @@ ReportOnly = typer.Option(
     help="Rebuild the report from the result files as they stand (partial systems on the questions they "
     "answered); runs nothing, loads no model, logs nothing to MLflow.",
 )
+Judge = typer.Option(False, "--judge", help="Add LLM-as-judge answer accuracy and faithfulness (role judge).")
 Programs = typer.Option(
     None,
     "--program",
@@ -74,9 +75,7 @@ def arena(
     seed: int = typer.Option(0, "--seed"),
     name: str | None = Name,
     baseline: str = typer.Option("vanilla", "--baseline", help="System the paired differences are taken against."),
-    judge: bool = typer.Option(
-        False, "--judge", help="Add LLM-as-judge answer accuracy and faithfulness (role judge)."
-    ),
+    judge: bool = Judge,
     threads: int = typer.Option(1, "--threads", help="Parallel questions per system (helps for remote LMs)."),
     step: int | None = Step,
     report_only: bool = ReportOnly,
@@ -90,14 +89,12 @@ def arena(
 ) -> None:
     """Compare systems on the same questions: EM/F1 with paired CIs against the baseline, cost, Pareto front,
     per-type scores and grader decision rates. Interrupted arenas resume; finished systems are not rerun."""
+    from experiments import tracking
     from experiments.jobs.arena import ArenaSpec, resolve_systems, run_arena
 
     names = resolve_systems(systems)  # an unknown name fails here, before any model or index is loaded
     configs = opts.system_config()
-    track = not (no_tracking or report_only)
-    roles = ("judge",) if judge else ()
-    rt = o.build_runtime(opts, lms=not report_only, extra_roles=roles, track=track)
-    programs = program_entrants(program or [], rt.workspace, None if no_tracking else opts.tracking_uri, rt)
+    rt, programs, track = _runtime(opts, program or [], judge, report_only, no_tracking)
     spec = ArenaSpec(
         systems=names,
         split=split,
@@ -116,11 +113,20 @@ def arena(
         report=report,
         results_dir=results_dir,
     )
-    from experiments import tracking
-
     with tracking.dspy_traces(traces and track):
         result = run_arena(rt, spec, track=track, progress=not as_json)
     _show(result, f"arena on {opts.dataset} {split}", report_only, as_json)
+
+
+def _runtime(
+    opts: o.Options, program: list[str], judge: bool, report_only: bool, no_tracking: bool
+) -> tuple[Runtime, dict[str, str], bool]:
+    """The arena's runtime (no LM for --report-only; the judge's with --judge), its --program entrants, and
+    whether MLflow tracks the arena."""
+    track = not (no_tracking or report_only)
+    roles = ("judge",) if judge else ()
+    rt = o.build_runtime(opts, lms=not report_only, extra_roles=roles, track=track)
+    return rt, program_entrants(program, rt.workspace, None if no_tracking else opts.tracking_uri, rt), track
 
 
 def _show(result: ArenaResult, title: str, report_only: bool, as_json: bool) -> None:

@@ -178,20 +178,7 @@ def _compile_critic(
     the accept threshold they suggest) into a copy of ``student``."""
     if not isinstance(student, SharpRAG):
         raise ConfigError(f"{type(student).__name__} has no answer critic to compile; use --system sharp")
-    questions = [*trainset, *valset]
-    path = job.recording or record_dir / f"{recording.reading_key(student, questions, job.calibrator_fitted_on)}.jsonl"
-    with ledger_of_calls() as ledger:
-        records = recording.record(
-            student,
-            questions,
-            path,
-            job.threads,
-            critique=job.critic_reads,
-            passages=job.passages,
-            actions=job.actions,
-            focus_when="flagged",
-        )
-    recording.check_reading(records.values(), student)
+    path, records, ledger = _record_rounds(job, student, [*trainset, *valset], record_dir)
     fit_cases = round_cases(records, trainset, student.config, job.passages)
     held_cases = round_cases(records, valset, student.config, job.passages)
     log.info(
@@ -201,14 +188,8 @@ def _compile_critic(
         len(held_cases),
     )
     fitted = fit_answer_critic(fit_cases, held_cases, {**job.calibrator_fitted_on, "recording": path.name}, job.seed)
-    with shared_retriever(student):
-        program = student.deepcopy()
     rep = fitted["report"]
-    gate = fitted["gate"].with_info(threshold=fitted["threshold"], held_out=_numbers(rep.get("gate")))
-    judge = fitted["judge"].with_info(held_out=_numbers(rep.get("judge"))) if fitted["judge"] is not None else None
-    # from_mapping, not replace (which keeps a setting given as None): no judge fitted replaces an old one
-    fitted_policy = {"gate": gate, "judge": judge, "accept_threshold": fitted["threshold"]}
-    program.config = type(program.config).from_mapping({**program.config.model_dump(), **fitted_policy})
+    program, gate, judge = _with_fitted_critic(student, fitted)
     no_calls = {
         "lm_calls": 0,
         "prompt_tokens": 0,
@@ -226,6 +207,41 @@ def _compile_critic(
         "judge_features": list(judge.features) if judge is not None else None,
     }
     return program, result, info
+
+
+def _record_rounds(
+    job: CompileJob, student: SharpRAG, questions: Sequence[Any], record_dir: Path
+) -> tuple[Path, dict[str, dict], Any]:
+    """Every round of ``questions`` recorded (the loop in explore mode; resumed from the file), checked to be
+    read as ``student`` reads; the file, its records and the ledger of the calls it made."""
+    path = job.recording or record_dir / f"{recording.reading_key(student, questions, job.calibrator_fitted_on)}.jsonl"
+    with ledger_of_calls() as ledger:
+        records = recording.record(
+            student,
+            questions,
+            path,
+            job.threads,
+            critique=job.critic_reads,
+            passages=job.passages,
+            actions=job.actions,
+            focus_when="flagged",
+        )
+    recording.check_reading(records.values(), student)
+    return path, records, ledger
+
+
+def _with_fitted_critic(student: SharpRAG, fitted: dict) -> tuple[SharpRAG, Any, Any]:
+    """A copy of ``student`` with the fitted gate and judge (their held-out figures in ``fitted_on``) and the
+    accept threshold they suggest; the copy, the gate and the judge (None: none fitted)."""
+    with shared_retriever(student):
+        program = student.deepcopy()
+    rep = fitted["report"]
+    gate = fitted["gate"].with_info(threshold=fitted["threshold"], held_out=_numbers(rep.get("gate")))
+    judge = fitted["judge"].with_info(held_out=_numbers(rep.get("judge"))) if fitted["judge"] is not None else None
+    # from_mapping, not replace (which keeps a setting given as None): no judge fitted replaces an old one
+    fitted_policy = {"gate": gate, "judge": judge, "accept_threshold": fitted["threshold"]}
+    program.config = type(program.config).from_mapping({**program.config.model_dump(), **fitted_policy})
+    return program, gate, judge
 
 
 def _log_critic(info: dict) -> None:

@@ -184,35 +184,17 @@ def run_tune(
     ``passages`` gives recorded passages their text (program.sharp.rounds.PassageLookup; None: titles only)."""
     objective = get_objective(job.objective, job.cost)
     storage = job.storage or default_storage(workspace)
-    study = open_study(storage, study_name, objective, seed=job.seed)
-    enqueue_baseline(study, job.space, params_of(base.config))
-    enqueue_every_repair(study, job.space)
+    study = _open_tuning_study(job, base, storage, study_name, objective)
     record_path = job.recording or workspace / "replay" / f"{recording.reading_key(base, examples, key_extra)}.jsonl"
-    scorer = ReplayScorer(
-        base,
-        examples,
-        record_path,
-        job.threads,
-        job.space.needs_critic,
-        passages,
-        actions=job.space.actions,
-        focus_when=job.space.focus_when_needed,
-    )
+    scorer = _replay_scorer(job, base, examples, record_path, passages)
     run_params = _run_params(job, objective, base, examples, study_name, storage, record_path, params)
     tags = {"kind": "tune", "study": study_name, "objective": job.objective}
     with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:
         ran = run_study(study, Tuner(job.space, objective, scorer), job.n_trials, callbacks=[_trial_logger(job.space)])
         log.info("study %s: %d trials run now, %d finished in all", study_name, ran, finished_trials(study))
         best = best_trial(study, objective)
-        report = {
-            "study": study_name,
-            "storage": redact_url(storage),
-            "objective": job.objective,
-            **({"call_cost": objective.cost.model_dump()} if objective.cost else {}),
-            **_study_report(study, objective, job.space, ran, best),
-        }
+        report = _tune_report(job, study, study_name, storage, objective, scorer, ran, best)
         found = report["best"]
-        report.update(_log_findings(study, objective, job, scorer, found["params"], found["metrics"]))
         program = scorer.program_for(found["params"])
         path = _save_tuned(program, workspace / "programs" / f"{study_name}.json", save, active.info.run_id, report)
         tracking.log_json(report, "tune_report.json")
@@ -230,6 +212,53 @@ def run_tune(
             best_metrics=found["metrics"],
             call_cost=objective.cost,
         )
+
+
+def _open_tuning_study(job: TuneJob, base: SharpRAG, storage: str, study_name: str, objective: Objective) -> Any:
+    """The study, resumed or new; a new one first tries the starting config and the every-repair corner."""
+    study = open_study(storage, study_name, objective, seed=job.seed)
+    enqueue_baseline(study, job.space, params_of(base.config))
+    enqueue_every_repair(study, job.space)
+    return study
+
+
+def _replay_scorer(
+    job: TuneJob, base: SharpRAG, examples: Sequence[Any], record_path: Path, passages: Any
+) -> ReplayScorer:
+    """What scores a trial: one recording of what the space's policies may reach, replayed per policy."""
+    return ReplayScorer(
+        base,
+        examples,
+        record_path,
+        job.threads,
+        job.space.needs_critic,
+        passages,
+        actions=job.space.actions,
+        focus_when=job.space.focus_when_needed,
+    )
+
+
+def _tune_report(
+    job: TuneJob,
+    study: Any,
+    study_name: str,
+    storage: str,
+    objective: Objective,
+    scorer: ReplayScorer,
+    ran: int,
+    best: Any,
+) -> dict:
+    """The study's report (its trials, the best one, what replay saved), with the findings logged to the run."""
+    report = {
+        "study": study_name,
+        "storage": redact_url(storage),
+        "objective": job.objective,
+        **({"call_cost": objective.cost.model_dump()} if objective.cost else {}),
+        **_study_report(study, objective, job.space, ran, best),
+    }
+    found = report["best"]
+    report.update(_log_findings(study, objective, job, scorer, found["params"], found["metrics"]))
+    return report
 
 
 def _run_params(

@@ -136,14 +136,36 @@ def to_project_error(
     secrets = list(secrets)
     detail = f"{type(exc).__name__}: {_first_line(exc, secrets)}"
     where = f"{model} (role {role}) at {endpoint}"
+    made = _service_error(kind, where, detail, attempts, timeout_s) or _call_error(kind, where, detail, api_key_env)
+    return made if made is not None else exc
+
+
+def _attempts(n: int) -> str:
+    return f"{n} attempt{'s' if n != 1 else ''}"
+
+
+def _service_error(kind: str, where: str, detail: str, attempts: int, timeout_s: float) -> BaseException | None:
+    """The error of a service that did not answer (unreachable, too slow, empty, failing); None for another kind."""
     if kind == "unavailable":
         return LMUnavailableError(f"cannot reach {where}: {detail}. {SERVE_HINT}")
     if kind == "timeout":
         return LMTimeoutError(
-            f"{where} did not answer within {timeout_s:g}s ({attempts} attempt"
-            f"{'s' if attempts != 1 else ''}); raise timeout_s or check the server's load. "
-            f"[{detail}]"
+            f"{where} did not answer within {timeout_s:g}s ({_attempts(attempts)}); raise timeout_s or check the "
+            f"server's load. [{detail}]"
         )
+    if kind == "empty":
+        return LMEmptyReplyError(
+            f"{where} returned an empty reply (no text) after {_attempts(attempts)}; "
+            "check the server's log and that it serves this model"
+        )
+    if kind == "server":
+        return LMProviderError(f"{where} failed with a server error after {_attempts(attempts)}: {detail}")
+    return None
+
+
+def _call_error(kind: str, where: str, detail: str, api_key_env: str | None) -> BaseException | None:
+    """The error of a call the service refused (context, rate limit, credentials, model, request); None for
+    another kind."""
     if kind == "context":
         return LMContextOverflowError(
             f"{where}: the prompt does not fit the context window: {detail}. "
@@ -161,15 +183,6 @@ def to_project_error(
             f"{where} does not know this model or route: {detail}. Check the model name "
             "(a `sharp lm serve` server answers to openai/local)."
         )
-    if kind == "empty":
-        return LMEmptyReplyError(
-            f"{where} returned an empty reply (no text) after {attempts} attempt{'s' if attempts != 1 else ''}; "
-            "check the server's log and that it serves this model"
-        )
-    if kind == "server":
-        return LMProviderError(
-            f"{where} failed with a server error after {attempts} attempt{'s' if attempts != 1 else ''}: {detail}"
-        )
     if kind in ("invalid", "provider"):
         return LMProviderError(f"{where} rejected or garbled the call: {detail}")
-    return exc
+    return None

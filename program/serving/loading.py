@@ -152,13 +152,7 @@ def load(
     lm_config = lm_settings(lm, api_base, roles, cache)
     ws = defaults.workspace(workspace)
     path, name, dataset = find(program, {lm_config.resolve(r).model for r in ANSWERING_ROLES})
-    saved = read_program(path)
-    if config:
-        try:
-            values = config_for(saved.system, {**saved.config, **config}).model_dump(mode="json")
-        except ConfigError as exc:
-            raise ConfigError(f"config= over the saved {saved.system!r} program: {exc}") from None
-        saved = replace(saved, config=values)
+    saved = with_config(read_program(path), config)
     dataset = dataset or saved.meta.get("dataset")
     index_dir = Path(index).expanduser() if index else default_index(dataset, ws, name)
     manifest = load_manifest(index_dir, dataset)  # none, or incomplete: the `sharp index` command that builds it
@@ -177,6 +171,17 @@ def load(
     info = LoadInfo(Path(path), name, saved.system, dataset, index_dir, corpus, models)
     log.info("loaded %s (%s) over %s with %s", name, saved.system, index_dir, models)
     return LoadedProgram(module, info)
+
+
+def with_config(saved: SavedProgram, config: Mapping[str, Any] | None) -> SavedProgram:
+    """``saved`` with ``config``'s keys over its saved config (validated; :func:`load`'s ``config=``)."""
+    if not config:
+        return saved
+    try:
+        values = config_for(saved.system, {**saved.config, **config}).model_dump(mode="json")
+    except ConfigError as exc:
+        raise ConfigError(f"config= over the saved {saved.system!r} program: {exc}") from None
+    return replace(saved, config=values)
 
 
 def lm_settings(
