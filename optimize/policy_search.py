@@ -47,8 +47,15 @@ log = logging.getLogger(__name__)
 
 # a form's repairs, written as a search choice: the actions in order, comma-separated; "none" for no repair
 BRIDGE_ORDERS = ("focus", "retrieve", "focus,retrieve", "retrieve,focus", "none")
+# orders with the chain of single hops (program/sharp/chain.py): valid choices, searched where a space lists
+# them (experiments/spaces/chain.yaml), since a recording must then hold every bridge's chain
+CHAIN_ORDERS = ("chain", "chain,retrieve", "retrieve,chain", "focus,chain", "chain,focus", "focus,retrieve,chain")
 REPAIR_ORDERS = ("compare", "retrieve", "compare,retrieve", "retrieve,compare", "none")
-ORDERS = {"repair_bridge": BRIDGE_ORDERS, "repair_comparison": REPAIR_ORDERS, "repair_yesno": REPAIR_ORDERS}
+ORDERS = {
+    "repair_bridge": BRIDGE_ORDERS + CHAIN_ORDERS,
+    "repair_comparison": REPAIR_ORDERS,
+    "repair_yesno": REPAIR_ORDERS,
+}
 # a yes/no threshold's choices: off (the reader's text) or the P("yes") at which the answer is "yes"; the 1.5B
 # reader's P("yes") sits near 1 on most questions, so the grid is finer there
 YES_GRID = ("off", 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995)
@@ -86,6 +93,7 @@ class SearchSpace(StrictConfig):
     option_form: tuple[Literal["question", "passage"], ...] = ("question", "passage")
     force_option: tuple[bool, ...] = (False, True)
     span_rule: tuple[Literal["off", "name", "span", "both"], ...] = ("off", "name", "span", "both")
+    chain_answer: tuple[Literal["hop", "union"], ...] = ("hop",)
     fixed: dict[str, Any] = {}
 
     @model_validator(mode="after")
@@ -138,7 +146,7 @@ class SearchSpace(StrictConfig):
 
 _CHOICES = (
     "ask_critic", "max_repairs", "repair_bridge", "repair_comparison", "repair_yesno", "focus_when", "choose",
-    "yes_threshold", "yes_threshold_sub", "compare_by", "option_form", "force_option", "span_rule",
+    "yes_threshold", "yes_threshold_sub", "compare_by", "option_form", "force_option", "span_rule", "chain_answer",
 )  # fmt: skip
 
 

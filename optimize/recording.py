@@ -71,12 +71,25 @@ READS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "max_question_chars",
         ),
     ),  # fmt: skip
+    "chain": (
+        ("hop_planner", "generator"),
+        (
+            "ranker",
+            "sub_k",
+            "evidence_cap",
+            "passage_chars",
+            "generator_adapter",
+            "structured_adapter",
+            "planner_max_tokens",
+            "max_question_chars",
+        ),
+    ),  # fmt: skip
     "critic": (("critic",), ("passage_chars", "structured_adapter", "critic_max_tokens")),
 }
 AFTER_DRAFT = ("retrieve", "focus")
 # what code decides of an action's reads, versioned: a change to it (the comparisons planned by rule) makes the
 # action's recorded rounds stale as a prompt change would
-CODE_VERSIONS = {"compare": 3}
+CODE_VERSIONS = {"compare": 3, "chain": 1}
 
 
 def reading(program: SharpRAG, action: str = "draft", code_version: int | None = None) -> str:
@@ -106,10 +119,17 @@ def readings(program: SharpRAG) -> dict[str, str]:
     return {action: reading(program, action) for action in READS}
 
 
+# actions every recording's name digests; a later action (the chain) only where the program can reach it, so
+# the name of a recording made by a program that never chains stays what it was before chains existed
+NAMED_ALWAYS = ("draft", "retrieve", "compare", "focus", "critic")
+
+
 def reading_key(program: SharpRAG, examples: Sequence[Any], extra: Any = None) -> str:
     """The name of a recording: what the rounds read, of which questions, with what (LM, retriever)."""
     ids = [getattr(e, "id", None) for e in examples]
-    return digest({"reading": readings(program), "ids": ids, "extra": extra}, 16)
+    reachable = set(program.config.reachable_repairs())
+    named = {a: d for a, d in readings(program).items() if a in NAMED_ALWAYS or a in reachable}
+    return digest({"reading": named, "ids": ids, "extra": extra}, 16)
 
 
 def check_reading(records: Iterable[dict], program: SharpRAG, actions: Iterable[str] | None = None) -> None:

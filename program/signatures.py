@@ -33,6 +33,19 @@ class DecomposeQuestion(dspy.Signature):
     sub_questions: list[str] = dspy.OutputField(desc="one simple question per entity, in the same order")
 
 
+class PlanHops(dspy.Signature):
+    """Break a question that goes through an intermediate entity into the ordered simple questions that
+    answer it, one fact each.
+
+    The first question asks about an entity the question names. Every later question asks about the
+    answer of an earlier one and writes that answer as #1 (the first answer), #2 (the second), never as
+    a guess of who or what it is. The last question asks for what the whole question asks. Write two to
+    four questions, each a short natural question ("Who directed the film X?", "Where was #1 born?")."""
+
+    question: str = dspy.InputField()
+    hops: list[str] = dspy.OutputField(desc="the simple questions in order; later ones name earlier answers as #1, #2")
+
+
 class ComposeAnswer(dspy.Signature):
     """Answer the question from the facts found for each of its parts.
 

@@ -251,6 +251,8 @@ def role_of(system: str) -> str:
         return "critic"
     if "sub_questions" in names:
         return "planner"
+    if "hops" in names:
+        return "hop_planner"
     if names == {"answer"}:
         return "composer"
     if "answer" in names:

@@ -214,8 +214,13 @@ def compose_rule(f: dict) -> dict:
 
 
 # the focused reader (ReadSecondHop) reads as the generator does: the intermediate entity aside
+def hop_plan_rule(f: dict) -> dict:
+    """PlanHops: no plan (the toy bridges are not chained unless a test scripts a planner)."""
+    return {"hops": []}
+
+
 RULES = {"planner": plan_rule, "critic": critic_rule, "generator": generator_rule, "composer": compose_rule,
-         "focuser": generator_rule}  # fmt: skip
+         "focuser": generator_rule, "hop_planner": hop_plan_rule}  # fmt: skip
 
 
 def hotpot_rows(cases=CASES) -> list[dict]:

@@ -138,6 +138,14 @@ class CandidatePools:
         self.hybrid, self.depth, self.link_from, self.seed_chars = hybrid, depth, link_from, seed_chars
         self._by_id = {p.id: p for p in passages}
         self.linker = TitleLinker((p.id, p.title) for p in passages)
+        self._by_title: dict[tuple[str, ...], list[str]] = {}
+        for p in passages:
+            self._by_title.setdefault(_folded(p.title), []).append(p.id)
+
+    def titled(self, name: str) -> list[Passage]:
+        """The passages whose title is ``name`` (case, punctuation and a trailing parenthetical aside:
+        "Max Mack" finds "Max Mack (director)"), in corpus order."""
+        return [self._by_id[pid] for pid in self._by_title.get(_folded(name), ())]
 
     def pools(self, queries: Sequence[str]) -> list[dict[str, tuple[Passage, dict[str, float]]]]:
         """Per query: candidate id -> (passage, features), in the order found."""
@@ -170,6 +178,30 @@ class RankedRetriever:
         for q in queries:
             check_query(q, k)
         return [rank(pool, self.ranker)[:k] for pool in self.candidates.pools(queries)]
+
+    def with_titles(self, query: str, k: int, names: Sequence[str]) -> tuple[list[Passage], list[str]]:
+        """The top ``k`` of ``query``'s pool joined by the passages titled by one of ``names`` (a chain's
+        earlier answer: the entity's own passage), the best-ranked titled passage always among them, first
+        when the ranking leaves it out; and the titled passages' ids. A titled passage joins the pool as a
+        passage the top hit links to (the earlier hop's passage named it)."""
+        check_query(query, k)
+        pool = dict(self.candidates.pools([query])[0])
+        titled = [p for name in names for p in self.candidates.titled(name)]
+        extra = [p for p in titled if p.id not in pool]
+        if extra:
+            q = check_query(query, 1)
+            pool.update(candidate_features(q, [], [], [], [], [extra], self.candidates.linker))
+        ranked = rank(pool, self.ranker)
+        ids = {p.id for p in titled}
+        top = ranked[:k]
+        best = next((p for p in ranked if p.id in ids), None)
+        if best is not None and all(p.id != best.id for p in top):
+            top = [best, *top[: k - 1]]
+        return top, [p.id for p in titled]
+
+
+def _folded(title: str) -> tuple[str, ...]:
+    return tuple(w.lower() for w in surface(title))
 
 
 def rank(pool: Mapping[str, tuple[Passage, Mapping[str, float]]], ranker: EvidenceRanker) -> list[Passage]:

@@ -8,6 +8,7 @@ an unknown system, a bad config or a tampered digest is a :class:`ProgramFileErr
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ import dspy
 from program import version
 from program.digest import digest
 from program.errors import ProgramFileError, SharpError
+
+log = logging.getLogger(__name__)
 
 FORMAT = "sharp-program"
 
@@ -124,13 +127,24 @@ def find_program(folder: str | Path) -> Path:
     raise ProgramFileError(f"no SHARP program file in {folder}")
 
 
+def with_new_predictors(state: dict, module: dspy.Module) -> dict:
+    """``state`` with the predictors ``module`` has gained since it was saved (SHARP's hop planner, for a
+    program saved before the chain) at their uncompiled state: a program file saved by an earlier release of
+    this code version keeps loading, its own predictors exactly as saved."""
+    fresh = without_lms(module.dump_state())
+    added = sorted(set(fresh) - set(state))
+    if added:
+        log.debug("the saved program predates predictor(s) %s: they start uncompiled", ", ".join(added))
+    return {**{name: fresh[name] for name in added}, **state}
+
+
 def load_into(saved: SavedProgram, retriever: Any) -> dspy.Module:
     """Rebuild the saved system around ``retriever`` and load its demos and instructions."""
     from program.serving.registry import build_system
 
     try:
         module = build_system(saved.system, retriever, saved.config)
-        module.load_state(saved.state)
+        module.load_state(with_new_predictors(saved.state, module))
     except SharpError as exc:
         raise ProgramFileError(f"saved program does not match this code: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:

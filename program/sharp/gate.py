@@ -58,6 +58,11 @@ GATE_FEATURES = (
     "action_focus",
     "by_code",  # code settled the answer (a comparison of parsed values, a yes/no threshold)
     "agrees_draft",  # a repair's answer equals the draft's
+    "action_chain",  # a chain of single-hop reads wrote it (program/sharp/chain.py),
+    "chain_by_rule",  # ... planned by rule (not by the planner LM),
+    "hop_lp_min",  # ... its hops' weakest mean answer log-probability (0 for other rounds),
+    "hop_mismatch",  # ... a hop answered with the wrong kind of thing for its hop question,
+    "hop_titled",  # ... every later hop read the passage titled by the earlier hop's answer
 )
 CRITIC_FEATURES = (
     "p_supported",  # the critic's P("supported") from its verdict tokens
@@ -80,7 +85,25 @@ def _confidence(rnd: Round) -> Mapping[str, float] | None:
     if rnd.action == "compare" and rnd.how != "composed":
         found = [v.confidence for v in rnd.values if v.confidence]
         return min(found, key=lambda c: c["mean"]) if found and len(found) == len(rnd.values) else None
+    if rnd.action == "chain" and rnd.how != "union":
+        return rnd.hops[-1].confidence if rnd.hops else None
     return rnd.read.confidence if rnd.read else None
+
+
+def _chain_features(rnd: Round) -> dict[str, float]:
+    """What a chain round knows of its hops (zeros for every other round)."""
+    if rnd.action != "chain" or not rnd.hops:
+        return {"action_chain": float(rnd.action == "chain"), "chain_by_rule": 0.0, "hop_lp_min": 0.0,
+                "hop_mismatch": 0.0, "hop_titled": 0.0}  # fmt: skip
+    means = [float((h.confidence or {}).get("mean", MISSING_LOGPROB)) for h in rnd.hops]
+    titled = [any(names_title(answer, p) for p in h.evidence) for answer, h in zip(rnd.hop_answers, rnd.hops[1:])]
+    return {
+        "action_chain": 1.0,
+        "chain_by_rule": float((rnd.plan or {}).get("by") == "rule"),
+        "hop_lp_min": min(means),
+        "hop_mismatch": float(any(mismatch(h.question, a) for h, a in zip(rnd.hops, rnd.hop_answers))),
+        "hop_titled": float(bool(titled) and all(titled)),
+    }
 
 
 def round_features(run: Run, rnd: Round) -> dict[str, float]:
@@ -122,6 +145,7 @@ def round_features(run: Run, rnd: Round) -> dict[str, float]:
         "action_focus": float(rnd.action == "focus"),
         "by_code": float(rnd.how in ("code", "p_yes")),
         "agrees_draft": float(first is not None and same_answer(answer, first)),
+        **_chain_features(rnd),
     }
 
 

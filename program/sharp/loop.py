@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import dspy
 
@@ -54,10 +54,21 @@ __all__ = [
     "select",
     "settle",
     "needs_composer",
-    "judge",
+    "assess",
+    "Settled",
     "play",
     "conclude",
 ]
+
+
+class Settled(NamedTuple):
+    """A round's answer as code settles it from the reads, how (read, p_yes, code, composed, chain, union,
+    option, forced, span) and code's reason."""
+
+    answer: str | None
+    how: str
+    why: str
+
 
 # the system name a SHARP prediction carries (SharpRAG.SYSTEM)
 SYSTEM = "sharp"
@@ -95,7 +106,7 @@ def flagged(run: Run, rnd: Round) -> bool:
     """Whether the type check or the intermediate-entity sign flags what the reader wrote (its own words,
     before any rule of code: a recording's focused reads then serve every policy): a kind of thing the
     question does not ask for, or the title of an evidence passage the question does not name."""
-    if rnd.read is None or rnd.action == "compare":
+    if rnd.read is None or rnd.action in ("compare", "chain"):
         return False
     answer, asked = rnd.read.answer, set(words(run.question))
     return mismatch(run.question, answer) or any(
@@ -211,12 +222,14 @@ def _as_option(answer: str, opts: list[str], run: Run, rnd: Round, policy: Polic
 _QUALIFIER = re.compile(r"\s*\([^()]*\)")
 
 
-def settle(run: Run, rnd: Round, policy: Policy) -> None:
-    """The round's answer as code settles it from its reads (``answer``, ``how``, ``why``), in place: a yes/no
-    question decided from P("yes"), a comparison from its values, an option or a span written as the question
-    or the passage writes it. Pure: the same live and in replay."""
+def settle(run: Run, rnd: Round, policy: Policy) -> Settled:
+    """The round's answer as code settles it from its reads: a yes/no question decided from P("yes"), a
+    comparison from its values, a chain from its last hop (or its union read), an option or a span written as
+    the question or the passage writes it. Pure (the round is not changed): the same live and in replay."""
     if rnd.action == "compare":
         answer, how, why = _compared(run, rnd, policy)
+    elif rnd.action == "chain":
+        answer, how, why = _chained(rnd, policy)
     elif rnd.read is None:
         answer, how, why = None, "", rnd.fallback or "nothing read"
     elif run.form == "yesno":
@@ -239,22 +252,35 @@ def settle(run: Run, rnd: Round, policy: Policy) -> None:
         rewritten = rewritten or (bare if bare != answer else None)
         if rewritten is not None:
             answer, how, why = rewritten, "span", f"{answer!r} written as the passage writes it"
-    rnd.answer, rnd.how, rnd.why = answer, how, why
+    return Settled(answer, how, why)
+
+
+def _chained(rnd: Round, policy: Policy) -> tuple[str | None, str, str]:
+    """A chain round's answer: its last hop's (as the passage writes it), or its read of the whole question over
+    the hops' passages (``chain_answer: union``); none where a hop stopped the chain."""
+    if rnd.fallback or not rnd.hop_answers or len(rnd.hop_answers) != len(rnd.hops):
+        return None, "", rnd.fallback or "no hop read"
+    if policy.chain_answer == "union":
+        if rnd.read is None or rnd.read.answer.lower() in ("", "unknown"):
+            return None, "", "the union read answered nothing"
+        return rnd.read.answer, "union", ""
+    return rnd.hop_answers[-1], "chain", f"hop {len(rnd.hops)} of {len(rnd.hops)}"
 
 
 def needs_composer(run: Run, rnd: Round, policy: Policy) -> bool:
     """Whether a comparison round's answer needs the composer: its values read, and code cannot decide from
     them (or the policy always composes)."""
+    if rnd.action == "chain":
+        return not rnd.fallback and bool(rnd.hop_answers) and rnd.read is None and policy.chain_answer == "union"
     if rnd.action != "compare" or rnd.fallback or not rnd.values or rnd.read is not None:
         return False
-    settle(run, rnd, policy)
-    return policy.compare_by == "composer" or rnd.how != "code"
+    return policy.compare_by == "composer" or settle(run, rnd, policy).how != "code"
 
 
-def judge(run: Run, rnd: Round, source: RoundSource, policy: Policy, tr: Tracer) -> None:
+def assess(run: Run, rnd: Round, source: RoundSource, policy: Policy, tr: Tracer) -> None:
     """Settle a read round, then its features, gate, critic (where the policy wants it) and P(right), in
     place; a judgement step records the outcome."""
-    settle(run, rnd, policy)
+    rnd.answer, rnd.how, rnd.why = settle(run, rnd, policy)
     rnd.flagged = flagged(run, rnd)
     if rnd.answer is None:
         rnd.features, rnd.p_gate, rnd.p_right, rnd.source, rnd.critic_used = None, None, None, None, False
@@ -283,7 +309,7 @@ def play(question: str, form: Form, source: RoundSource, policy: Policy, tr: Tra
         rnd = source.read(run, action, policy, tr)  # type: ignore[arg-type]
         if needs_composer(run, rnd, policy):
             rnd.read = source.compose(run, rnd, tr)
-        judge(run, rnd, source, policy, tr)
+        assess(run, rnd, source, policy, tr)
         run.rounds.append(rnd)
         action, why = next_step(run.rounds, form, policy, source.spent(policy, tr))
         run.stop = why or None

@@ -12,6 +12,7 @@ from program.reading.evidence import EvidencePool, format_evidence
 from program.reading.generation import answer_from_evidence, record_confidence
 from program.reading.parsing import items
 from program.retrieval.base import Retriever
+from program.sharp.chain import chain_round, union_read
 from program.sharp.critic import output_fields, read_critique
 from program.sharp.forms import options, question_form, rule_checks, rule_sub_questions
 from program.sharp.loop import SYSTEM, conclude, play
@@ -19,7 +20,14 @@ from program.sharp.policy import Policy, SharpConfig
 from program.sharp.rounds import Action, Read, Round, Run
 from program.sharp.sentences import select_sentences, split_sentences
 from program.sharp.spans import names_title
-from program.signatures import ComposeAnswer, CritiqueAnswer, DecomposeQuestion, GenerateAnswer, ReadSecondHop
+from program.signatures import (
+    ComposeAnswer,
+    CritiqueAnswer,
+    DecomposeQuestion,
+    GenerateAnswer,
+    PlanHops,
+    ReadSecondHop,
+)
 from program.tracing import Tracer, traced
 from program.types import Passage
 
@@ -28,11 +36,11 @@ __all__ = ["SharpRAG"]
 
 class SharpRAG(dspy.Module):
     """The self-correcting multi-hop program, and the live source of its rounds. Predictors: planner,
-    critic, generator, composer, focuser."""
+    critic, generator, composer, focuser, hop_planner."""
 
     SYSTEM = SYSTEM
     # the composer and the focused reader write answers with the generator's LM
-    ROLE_MAP = {"composer": "generator", "focuser": "generator"}
+    ROLE_MAP = {"composer": "generator", "focuser": "generator", "hop_planner": "planner"}
 
     def __init__(self, retriever: Retriever, config: SharpConfig | None = None):
         super().__init__()
@@ -43,13 +51,15 @@ class SharpRAG(dspy.Module):
         self.generator = dspy.Predict(GenerateAnswer)
         self.composer = dspy.Predict(ComposeAnswer)
         self.focuser = dspy.Predict(ReadSecondHop)
+        self.hop_planner = dspy.Predict(PlanHops)
 
     # ---- the live source ------------------------------------------------------------------------------
     def read(self, run: Run, action: Action, policy: Policy, tr: Tracer) -> Round:
         """Answer ``action`` for ``run`` with the LM; the round records its steps, calls and seconds."""
         n_steps, n_calls, t0 = len(tr.steps), len(tr.ledger.records), time.perf_counter()
         round_no = len(run.rounds)
-        make = {"draft": self._draft, "retrieve": self._retrieve, "compare": self._compare, "focus": self._focus}
+        make = {"draft": self._draft, "retrieve": self._retrieve, "compare": self._compare, "focus": self._focus,
+                "chain": self._chain}  # fmt: skip
         rnd = make[action](run, tr, round_no, policy)
         rnd.round = round_no
         rnd.steps, rnd.calls = tr.steps[n_steps:], _calls(tr, n_calls)
@@ -76,9 +86,13 @@ class SharpRAG(dspy.Module):
         known = {p.id for p in run.rounds[0].evidence} if run.rounds else set()  # new: not in the draft's evidence
         tr.add("retriever", round=round_no, k=k, queries=[query], retrieved_ids=[[p.id for p in passages]],
                new_ids=[p.id for p in passages if p.id not in known])  # fmt: skip
+        self._note_query(run, query)
+        return passages
+
+    @staticmethod
+    def _note_query(run: Run, query: str) -> None:
         if query not in run.queries:
             run.queries.append(query)
-        return passages
 
     def _read(self, q: str, evidence: list[Passage], tr: Tracer, round_no: int, focus: str | None = None) -> Read:
         cfg = self.config
@@ -180,11 +194,19 @@ class SharpRAG(dspy.Module):
             rnd.values.append(self._read(sub, self._search(sub, cfg.sub_k, run, tr, round_no), tr, round_no))
         return rnd
 
+    def _chain(self, run: Run, tr: Tracer, round_no: int, policy: Policy) -> Round:
+        """The bridge hop by hop: a checked plan, each hop searched and read alone (program/sharp/chain.py)."""
+        return chain_round(self, run, tr, round_no)
+
     def compose(self, run: Run, rnd: Round, tr: Tracer) -> Read:
-        """The composer's answer from a comparison's values; its steps, calls and seconds kept apart on the
-        round (a policy that decides in code does not make this call)."""
+        """The composer's answer from a comparison's values, or a chain's read of the question over its hops'
+        passages; its steps, calls and seconds kept apart on the round (a policy that decides in code, or
+        answers with the chain's last hop, does not make this call)."""
         n_steps, n_calls, t0 = len(tr.steps), len(tr.ledger.records), time.perf_counter()
-        read = self._compose(run.question, rnd, tr, rnd.round)
+        if rnd.action == "chain":
+            read = union_read(self, run, rnd, tr)
+        else:
+            read = self._compose(run.question, rnd, tr, rnd.round)
         rnd.compose_steps, rnd.compose_calls = tr.steps[n_steps:], _calls(tr, n_calls)
         rnd.compose_seconds = round(time.perf_counter() - t0, 4)
         return read

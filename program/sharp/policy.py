@@ -19,7 +19,7 @@ from program.tracing import Budget
 __all__ = ["Repair", "TUNED_FIELDS", "POLICY_FIELDS", "UNCALIBRATED_P", "SharpConfig", "Explore", "Policy"]
 
 
-Repair = Literal["retrieve", "compare", "focus"]
+Repair = Literal["retrieve", "compare", "focus", "chain"]
 # the settings that decide which rounds a run reaches and what it answers from their reads, never what a round
 # reads: replay varies them over one recording (optimize/replay.py), `sharp tune` searches TUNED_FIELDS
 TUNED_FIELDS = (
@@ -40,6 +40,7 @@ TUNED_FIELDS = (
     "option_form",
     "force_option",
     "span_rule",
+    "chain_answer",
 )
 POLICY_FIELDS = (*TUNED_FIELDS, "gate", "judge", "budget")
 # what a round's P(right) is without a fitted gate: the answer tokens' geometric-mean probability, or a coin
@@ -94,6 +95,9 @@ class SharpConfig(StrictConfig):
     # evidence span mapped to the closest span ("span"), both, or neither; any of them drops a title's
     # parenthesised qualifier ("USS Essex (CV-9)" -> "USS Essex")
     span_rule: Literal["off", "name", "span", "both"] = "off"
+    # a chain's answer (the ``chain`` repair of a bridge, program/sharp/chain.py): its last hop's ("hop"), or one
+    # read of the whole question over the union of the hops' passages ("union", one more LM call)
+    chain_answer: Literal["hop", "union"] = "hop"
     # what the draft reads: the top k_schedule[0] passages whole, or the sentences the selector keeps of the top
     # sentence_passages passages (sentence_budget sentences in all: each passage's first, then the best scored)
     evidence: Literal["passages", "sentences"] = "passages"
@@ -103,7 +107,7 @@ class SharpConfig(StrictConfig):
     gate: AnswerCalibrator | None = None  # P(right) without the critic; fitted by `sharp compile --target critic`
     judge: AnswerCalibrator | None = None  # P(right) with the critic's verdict; fitted alike
     max_sub_questions: int = Field(3, ge=2, le=5)
-    sub_k: int = Field(3, ge=1, le=10)  # passages a per-entity read (or the focused search) answers from
+    sub_k: int = Field(3, ge=1, le=10)  # passages a per-entity read, a chain hop (or the focused search) reads
     structured_adapter: Literal["chat", "json"] = "json"
     generator_adapter: Literal["chat", "json"] = "json"
     planner_max_tokens: int = Field(160, ge=16, le=4096)
@@ -189,6 +193,7 @@ class Explore:
     option_form = "question"
     force_option = False
     span_rule = "off"
+    chain_answer = "union"  # the union read recorded too, so a replay can answer either way
     choose = "last"
     budget = Budget(max_lm_calls=None)
 

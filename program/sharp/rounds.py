@@ -23,15 +23,15 @@ from program.sharp.forms import Form
 from program.tracing import Tracer
 from program.types import Passage
 
-Action = Literal["draft", "retrieve", "compare", "focus"]
-ACTIONS: tuple[Action, ...] = ("draft", "retrieve", "compare", "focus")
+Action = Literal["draft", "retrieve", "compare", "focus", "chain"]
+ACTIONS: tuple[Action, ...] = ("draft", "retrieve", "compare", "focus", "chain")
 # the repairs a question of each form can get (a recording in explore mode holds them all)
 REPAIRS_FOR: dict[str, tuple[Action, ...]] = {
-    "bridge": ("focus", "retrieve"),
+    "bridge": ("focus", "retrieve", "chain"),
     "comparison": ("compare", "retrieve"),
     "yesno": ("compare", "retrieve"),
 }
-FORMAT = 4  # 4: typed rounds (draft, retrieve, compare, focus), reads only; decisions are recomputed
+FORMAT = 4  # 4: typed rounds (draft, retrieve, compare, focus, chain), reads only; decisions are recomputed
 
 
 class ReplayError(SharpError):
@@ -85,12 +85,17 @@ class Round:
 
     action: Action
     # ---- read (recorded) ----
-    read: Read | None = None  # the reader's answer (draft, retrieve, focus) or the composer's (compare)
+    # the reader's answer (draft, retrieve, focus), the composer's (compare) or, for a chain, the read of the
+    # question over the union of its hops' passages (where a policy answers so)
+    read: Read | None = None
     entities: list[str] = field(default_factory=list)  # compare: the entities, as the question names them
     sub_questions: list[str] = field(default_factory=list)  # compare: one per entity
     values: list[Read] = field(default_factory=list)  # compare: one single-hop read per entity
     planned: bool = False  # compare: the planner named the entities (else the question's own options)
     query: str | None = None  # retrieve, focus: the search the round made
+    plan: dict | None = None  # chain: the checked plan (program.sharp.plans.Plan.to_record)
+    hops: list[Read] = field(default_factory=list)  # chain: one single-hop read a hop, in order
+    hop_answers: list[str] = field(default_factory=list)  # chain: each hop's answer as its passage writes it
     fallback: str | None = None  # why the round has no reads to answer from
     steps: list[dict] = field(default_factory=list)
     calls: list[dict] = field(default_factory=list)
@@ -115,20 +120,26 @@ class Round:
     flagged: bool = False  # the type check or the intermediate-entity sign flags what the reader wrote
 
     @property
+    def parts(self) -> list[Read]:
+        """The single-hop reads a round is made of: a comparison's values, a chain's hops (else none)."""
+        return self.values if self.action == "compare" else self.hops if self.action == "chain" else []
+
+    @property
     def evidence(self) -> list[Passage]:
-        """The passages the round's answer rests on: its read's, or every value read's (compare)."""
-        if self.action != "compare":
+        """The passages the round's answer rests on: its read's, or every value's or hop's read's (compare,
+        chain: the union of the passages its reads saw)."""
+        if self.action not in ("compare", "chain"):
             return list(self.read.evidence) if self.read else []
         seen: dict[str, Passage] = {}
-        for v in self.values:
-            seen.update((p.id, p) for p in v.evidence)
+        for v in self.parts:
+            seen.update((p.id, p) for p in v.evidence if p.id not in seen)
         return list(seen.values())
 
     @property
     def cited_ids(self) -> list[str]:
-        if self.action != "compare":
+        if self.action not in ("compare", "chain"):
             return list(self.read.cited_ids) if self.read else []
-        return list(dict.fromkeys(i for v in self.values for i in v.cited_ids))
+        return list(dict.fromkeys(i for v in self.parts for i in v.cited_ids))
 
     def to_record(self) -> dict:
         """What was read, as JSON (passages as id, title and score): a recording's round."""
@@ -140,6 +151,11 @@ class Round:
             "values": [v.to_record() for v in self.values],
             "planned": self.planned,
             "query": self.query,
+            **(
+                {"plan": self.plan, "hops": [h.to_record() for h in self.hops], "hop_answers": list(self.hop_answers)}
+                if self.action == "chain"
+                else {}
+            ),
             "fallback": self.fallback,
             "steps": self.steps,
             "calls": self.calls,
@@ -162,6 +178,9 @@ class Round:
             values=[Read.from_record(v, passages) for v in d.get("values") or []],
             planned=bool(d.get("planned")),
             query=d.get("query"),
+            plan=d.get("plan"),
+            hops=[Read.from_record(h, passages) for h in d.get("hops") or []],
+            hop_answers=list(d.get("hop_answers") or []),
             fallback=d.get("fallback"),
             steps=[dict(s) for s in d.get("steps") or []],
             calls=[dict(c) for c in d.get("calls") or []],
@@ -225,7 +244,8 @@ class RoundSource(Protocol):
         ...
 
     def compose(self, run: Run, rnd: Round, tr: Tracer) -> Read:
-        """The composer's answer to a comparison round from its values (its steps in ``tr``)."""
+        """The composer's answer to a comparison round from its values, or a chain's read of the question
+        over its hops' passages (its steps in ``tr``)."""
         ...
 
     def critique(self, run: Run, rnd: Round, tr: Tracer) -> dict | None:
@@ -260,8 +280,8 @@ class RecordedRounds:
             raise ReplayError(f"the policy runs the {action!r} repair, which the recording did not record")
         rnd = Round.from_record(found, self.passages)
         rnd.round = len(run.rounds)
-        if rnd.action == "compare":
-            rnd.read = None  # the composed answer: the loop asks compose() where its policy needs it
+        if rnd.action in ("compare", "chain"):
+            rnd.read = None  # the composed answer (a chain's union read): the loop asks compose() where needed
         self._enter(rnd.steps, rnd.calls, rnd.seconds, rnd.round, tr)
         run.queries.extend(q for q in self._queries(rnd.steps) if q not in run.queries)
         return rnd
@@ -269,7 +289,7 @@ class RecordedRounds:
     def compose(self, run: Run, rnd: Round, tr: Tracer) -> Read:
         recorded = self.by_action[rnd.action].get("read")
         if recorded is None:
-            raise ReplayError("the policy composes a comparison the recording did not compose")
+            raise ReplayError(f"the policy composes a {rnd.action} round the recording did not compose")
         self._enter(rnd.compose_steps, rnd.compose_calls, rnd.compose_seconds, rnd.round, tr)
         return Read.from_record(recorded, self.passages)
 

@@ -61,7 +61,7 @@ def test_garbage_router_takes_the_default_route_and_records_it(default):
 
 def test_adaptive_predictors_keep_their_role_names():
     names = {n for n, _ in AdaptiveRAG(KeywordRetriever()).named_predictors()}
-    assert names == {"planner", "critic", "generator", "composer", "focuser", "router", "closed_book"}
+    assert names == {"planner", "critic", "generator", "composer", "focuser", "hop_planner", "router", "closed_book"}
 
 
 # ---- ReAct --------------------------------------------------------------------------------

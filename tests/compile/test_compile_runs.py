@@ -86,7 +86,7 @@ def test_bootstrap_compile_saves_a_program_that_answers_identically(world, tmp_p
         "after.questions.json",
     } <= set(files)
     prompts = json.loads(mlflow.artifacts.load_text(f"{run.info.artifact_uri}/prompts.json"))
-    assert set(prompts) == {"planner", "critic", "generator", "composer", "focuser"}
+    assert set(prompts) == {"planner", "critic", "generator", "composer", "focuser", "hop_planner"}
 
 
 def test_too_small_train_split_fails_before_any_run(world, tmp_path, tracked):

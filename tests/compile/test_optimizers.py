@@ -114,7 +114,7 @@ def test_bootstrap_compiles_every_predictor_and_accounts_the_cost(world):
     res = compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, metric_threshold=0.6)
     compiled = res.program
     desc = describe_program(compiled)
-    assert set(desc) == {"planner", "critic", "generator", "composer", "focuser"}
+    assert set(desc) == {"planner", "critic", "generator", "composer", "focuser", "hop_planner"}
     # demos bootstrapped from successful traces (of the roles that ran in them), the labeled ones capped at 2
     assert all(len(d["demos"]) <= 4 for d in desc.values()) and desc["generator"]["demos"]
     assert any(demo.get("augmented") for demo in desc["critic"]["demos"])
@@ -127,6 +127,7 @@ def test_bootstrap_compiles_every_predictor_and_accounts_the_cost(world):
         "generator",
         "composer",
         "focuser",
+        "hop_planner",
     ]
     assert compiled.retriever is prog.retriever
     assert prog.generator.demos == []  # the student itself is untouched
@@ -185,6 +186,7 @@ def test_mipro_compiles_the_whole_program_on_a_small_budget(world):
         "generator": "generator",
         "composer": "composer",
         "focuser": "focuser",
+        "hop_planner": "hop_planner",
     }
     assert res.program(question=examples[0].question).answer == "American"
 
@@ -204,7 +206,9 @@ def test_frozen_roles_keep_their_demos_and_instructions(world):
     assert out["critic"].lm.role == "critic"  # the role's LM, not one rebuilt from the saved state
     assert out["generator"].demos and out["planner"].demos  # the other roles were compiled
     assert res.program(question=examples[0].question).answer == "American"
-    with pytest.raises(ConfigError, match="cannot freeze 'critc'.*composer, critic, focuser, generator, planner"):
+    with pytest.raises(
+        ConfigError, match="cannot freeze 'critc'.*composer, critic, focuser, generator, hop_planner, planner"
+    ):
         compile_program(prog, "bootstrap", examples[:6], metric=answer_f1, freeze=["critc"])
 
 

@@ -63,7 +63,10 @@ def test_the_draft_reads_the_chosen_sentences_and_judges_against_the_whole_passa
     config = SharpConfig(ask_critic="off", evidence="sentences", selector=selector(), sentence_passages=2,
                          sentence_budget=4, max_repairs=0)  # fmt: skip
     prog = SharpRAG(KeywordRetriever([FILM, DIRECTOR]), config)
-    assign(prog, {r: FieldLM(r, generator) for r in ("planner", "critic", "generator", "composer", "focuser")})
+    assign(
+        prog,
+        {r: FieldLM(r, generator) for r in ("planner", "critic", "generator", "composer", "focuser", "hop_planner")},
+    )
     pred = prog(question=QUESTION)
     assert "John Travolta" not in seen[0] and "born in Knoxville" in seen[0]
     assert pred.answer == "Knoxville" and pred.cited_ids == ["p2"]

@@ -185,6 +185,25 @@ def test_pools_search_the_hop_from_the_top_hit_and_link_from_the_top_hits():
     assert hybrid.calls == [["q"], ["q A. "]]  # the hop query: the question plus the top passage's title
 
 
+def test_a_chain_hop_looks_up_the_earlier_answer_s_own_passage_by_title():
+    passages = [
+        Passage("a", "A", "Names nothing."),
+        Passage("m", "Max Mack (director)", "Max Mack was born in Halberstadt."),
+        Passage("n", "Max Mack (footballer)", "Max Mack played football."),
+        Passage("x", "X", ""),
+        Passage("y", "Y", ""),
+    ]
+    hybrid = _Lists(passages, {"Where was max mack born?": ["a", "x", "y"]})
+    pools = CandidatePools(hybrid, passages, depth=5, link_from=1, seed_chars=0)
+    assert [p.id for p in pools.titled("MAX MACK")] == ["m", "n"]  # case and the parenthetical aside
+    retriever = RankedRetriever(pools, _ranker({"q_hybrid": 2.0, "title_in_query": 1.0}))
+    top, titled = retriever.with_titles("Where was max mack born?", 2, ["Max Mack"])
+    # the hybrid hits outrank both namesakes here, yet the best-ranked titled passage is read, first
+    assert titled == ["m", "n"] and [p.id for p in top] == ["m", "a"]
+    assert retriever.with_titles("Where was max mack born?", 2, ["Nobody"]) == (retriever.retrieve(
+        "Where was max mack born?", 2), [])  # fmt: skip
+
+
 def test_ranker_names_resolve_in_the_workspace_then_the_shipped_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(rankers, "SHIPPED_RANKERS", tmp_path / "shipped")
     with pytest.raises(ConfigError, match="no evidence ranker 'hp'.*known: none.*sharp fit-ranker"):

@@ -1,0 +1,132 @@
+"""The chain: a bridge answered hop by hop, each hop searched and read alone (the ``chain`` repair).
+
+1. **Plan.** The question's single hops (program/sharp/plans.py): by rule where it is templated (no LM call),
+   else by the planner LM (``PlanHops``); Python checks every plan, and a plan that fails is not run (the
+   round has no answer and says why: the draft stands).
+2. **Hop.** Each hop's question, with the earlier answers written in for #1, #2, is searched (``sub_k``
+   passages) together with a title lookup of the previous hop's answer (or of the entity a rule plan starts
+   from): the entity's own passage, where the retriever can look titles up (the evidence ranker's pool can).
+   The generator reads the hop alone. Its answer must be a span of the hop's passages (written as the
+   passage writes it, the closest span where the reader reworded it): a hop that finds nothing, answers
+   nothing, answers off the passages or with the entity its own question names stops the chain (traced).
+3. **Answer.** The last hop's answer; or, where the policy says ``chain_answer: union``, one read of the whole
+   question over the union of the hops' passages (the IRCoT way), made by :func:`union_read` on demand, as the
+   composer is for a comparison.
+
+The chain's round is judged like every round (its gate features: program/sharp/gate.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from program.reading.parsing import items
+from program.sharp.critic import output_fields
+from program.sharp.plans import Plan, check_plan, loops_back, rule_plan, substitute
+from program.sharp.rounds import Read, Round, Run
+from program.sharp.spans import closest_span, is_span
+from program.tracing import Tracer
+from program.types import Passage
+
+__all__ = ["chain_round", "hop_answer", "union_evidence", "union_read"]
+
+
+class ChainReader(Protocol):
+    """What the chain needs of the program: its config, retriever, hop planner and single reads."""
+
+    config: Any
+    retriever: Any
+    hop_planner: Any
+
+    def _read(self, q: str, evidence: list[Passage], tr: Tracer, round_no: int) -> Read: ...
+
+    def _note_query(self, run: Run, query: str) -> None: ...
+
+
+def plan_for(reader: ChainReader, question: str, tr: Tracer, round_no: int) -> tuple[Plan, dict]:
+    """The question's plan (by rule, else by the planner LM) and the planner step that traces it."""
+    ruled = rule_plan(question)
+    if ruled is not None:
+        step = tr.add("planner", round=round_no, by_rule=True, lm_calls=0)
+        return ruled, step
+    cfg = reader.config
+    pred, step = tr.call("planner", reader.hop_planner, {"question": question[:200], "plan": "hops"},
+                         adapter=cfg.structured_adapter, config={"max_tokens": cfg.planner_max_tokens},
+                         question=question)  # fmt: skip
+    return Plan(tuple(items(output_fields(pred, step).get("hops"))), "planner"), step
+
+
+def hop_answer(read: Read, hop_question: str) -> tuple[str | None, str]:
+    """A hop's answer as its passages write it, or (None, why the chain stops there)."""
+    answer = read.answer.strip()
+    if answer.lower() in ("", "unknown"):
+        return None, "answered nothing"
+    if not is_span(answer, read.evidence):
+        span = closest_span(answer, read.evidence)
+        if span is None:
+            return None, f"{answer!r} is not a span of its passages"
+        answer = span
+    if loops_back(answer, hop_question):
+        return None, f"{answer!r} is the entity its own question names (a loop)"
+    return answer, ""
+
+
+def _hop_search(reader: ChainReader, query: str, names: list[str], tr: Tracer, round_no: int, hop: int) -> list:
+    """A hop's passages: the search of its question, the titled passages of ``names`` joined where the
+    retriever looks titles up (``with_titles``), else the search alone."""
+    k = reader.config.sub_k
+    lookup = getattr(reader.retriever, "with_titles", None)
+    if names and lookup is not None:
+        passages, titled = lookup(query, k, names)
+    else:
+        passages, titled = reader.retriever.retrieve(query, k), []
+    tr.add("retriever", round=round_no, hop=hop, k=k, queries=[query], retrieved_ids=[[p.id for p in passages]],
+           titled=list(names) if lookup is not None else [], titled_ids=titled)  # fmt: skip
+    return passages
+
+
+def chain_round(reader: ChainReader, run: Run, tr: Tracer, round_no: int) -> Round:
+    """The chain's round: its checked plan and one read a hop, as far as the hops hold (see the module)."""
+    plan, step = plan_for(reader, run.question, tr, round_no)
+    why = check_plan(plan.hops, run.question)
+    step.update(round=round_no, hops=list(plan.hops), plan_by=plan.by, **({"refused": why} if why else {}))
+    rnd = Round("chain", plan=plan.to_record())
+    if why:
+        rnd.fallback = f"plan refused: {why}: the draft stands"
+        return rnd
+    for i, hop in enumerate(plan.hops, 1):
+        query = substitute(hop, rnd.hop_answers)
+        names = [rnd.hop_answers[-1]] if rnd.hop_answers else [plan.entity] if plan.entity else []
+        passages = _hop_search(reader, query, names, tr, round_no, i)
+        reader._note_query(run, query)
+        if not passages:
+            rnd.fallback = f"hop {i}: the search found nothing: the draft stands"
+            break
+        read = reader._read(query, passages, tr, round_no)
+        tr.steps[-1]["hop"] = i
+        rnd.hops.append(read)
+        answer, problem = hop_answer(read, query)
+        if answer is None:
+            rnd.fallback = f"hop {i}: {problem}: the draft stands"
+            break
+        rnd.hop_answers.append(answer)
+    if rnd.fallback:
+        tr.add("chain", round=round_no, stopped=rnd.fallback, hop_answers=list(rnd.hop_answers))
+    return rnd
+
+
+def union_evidence(rnd: Round, cap: int) -> list[Passage]:
+    """The hops' passages for one read of the whole question: each hop's best first, then its next, ...,
+    no repeats, at most ``cap``."""
+    out: dict[str, Passage] = {}
+    depth = max((len(h.evidence) for h in rnd.hops), default=0)
+    for rank in range(depth):
+        for h in rnd.hops:
+            if rank < len(h.evidence) and h.evidence[rank].id not in out and len(out) < cap:
+                out[h.evidence[rank].id] = h.evidence[rank]
+    return list(out.values())
+
+
+def union_read(reader: ChainReader, run: Run, rnd: Round, tr: Tracer) -> Read:
+    """The whole question read over the union of the chain's hop passages (the IRCoT way)."""
+    return reader._read(run.question, union_evidence(rnd, reader.config.evidence_cap), tr, rnd.round)

@@ -1,0 +1,303 @@
+"""The chain of single hops (program/sharp/chain.py, plans.py) with scripted LMs: which plan ran and who wrote
+it, what each hop searched and read, why a chain stopped, and that a recorded chain replays as it ran."""
+
+from __future__ import annotations
+
+import pytest
+from doubles import FieldLM, GarbageLM, KeywordRetriever, assign
+
+from program.sharp.module import SharpRAG
+from program.sharp.plans import Plan, check_plan, loops_back, rule_plan, substitute
+from program.sharp.policy import SharpConfig
+from program.types import Passage
+
+CORPUS = [
+    Passage("p1", "Pulp Fiction", "Pulp Fiction is a 1994 film directed by Quentin Tarantino. It won the Palme d'Or."),
+    Passage("p2", "Quentin Tarantino", "Quentin Jerome Tarantino (born March 27, 1963) is an American film director."),
+    Passage("p3", "Three Colours Red", "Three Colours Red is a 1994 film by Krzysztof Kieslowski."),
+    Passage("p4", "Krzysztof Kieslowski", "Krzysztof Kieslowski (27 June 1941 - 13 March 1996) was a Polish director."),
+    Passage("p5", "Cannes Film Festival", "The Palme d'Or is the highest prize of the Cannes Film Festival."),
+]
+BRIDGE = "What nationality is the director of Pulp Fiction?"  # templated: planned by rule
+HOPS = ["Who directed Pulp Fiction?", "Which country was #1 from?"]
+FREE = "Which country does the man who directed Pulp Fiction come from?"  # no template: the planner LM plans it
+SURE, UNSURE = [-0.05], [-1.0]  # P(answer) 0.95, 0.37
+
+
+def reply(answer, lps=SURE):
+    return {"answer": answer, "supporting_passages": [1], "_logprobs": {"answer": lps}}
+
+
+class TitledRetriever(KeywordRetriever):
+    """The keyword retriever plus a title lookup (what the evidence ranker's pool offers a chain)."""
+
+    def __init__(self, passages=CORPUS):
+        super().__init__(passages)
+        self.titled: list[tuple[str, list[str]]] = []
+
+    def with_titles(self, query, k, names):
+        self.titled.append((query, list(names)))
+        own = [p for p in self.passages if p.title.lower() in {n.lower() for n in names}]
+        found = [p for p in self.retrieve(query, k) if p.id not in {o.id for o in own}]
+        return [*own, *found][:k], [p.id for p in own]
+
+
+def generator(answers):
+    """The reader: ``answers[question]`` (a reply or a list given in turn), the draft's for the question."""
+    queue = {q: list(a) if isinstance(a, list) else [a] for q, a in answers.items()}
+
+    def rule(fields):
+        todo = queue[fields["question"]]
+        return todo.pop(0) if len(todo) > 1 else todo[0]
+
+    return FieldLM("generator", rule)
+
+
+def program(answers, hops=None, retriever=None, **over):
+    config = SharpConfig(**{"ask_critic": "off", "repair_bridge": ("chain",), "accept_threshold": 0.9, **over})
+    prog = SharpRAG(retriever or TitledRetriever(), config)
+    planner = hops if isinstance(hops, GarbageLM) else FieldLM("planner", lambda f: {"hops": list(hops or [])})
+    lms = {"generator": generator(answers), "planner": planner, "hop_planner": planner, "critic": GarbageLM("critic")}
+    lms.update(composer=lms["generator"], focuser=lms["generator"])
+    assign(prog, lms)
+    return prog, lms
+
+
+def steps(pred, role):
+    return [s for s in pred.trace if s["role"] == role]
+
+
+def rounds(pred):
+    return [(s["action"], s["answer"]) for s in steps(pred, "judgement")]
+
+
+CHAINED = {
+    BRIDGE: reply("Quentin Tarantino", UNSURE),  # the wrong link: the film's director, not his nationality
+    "Who directed Pulp Fiction?": reply("Quentin Tarantino"),
+    "Which country was Quentin Tarantino from?": reply("American"),
+}
+
+
+# ---- plans ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "question,hops,relations",
+    [
+        (BRIDGE, HOPS, ["director", "country of citizenship"]),
+        ("Where was the director of film Timber Falls born?", ["Who directed the film Timber Falls?",
+         "Where was #1 born?"], ["director", "place of birth"]),
+        ("Who is Edward Howard, 2Nd Earl Of Carlisle's paternal grandfather?", [
+         "Who was the father of Edward Howard, 2Nd Earl Of Carlisle?", "Who was the father of #1?"], ["father", "father"]),
+        ("Where was the place of burial of Charles Mathew's father?", ["Who was the father of Charles Mathew?",
+         "Where was #1 buried?"], ["father", "place of burial"]),
+        ("Who is the father-in-law of Aemilia Tertia?", ["Who was the spouse of Aemilia Tertia?",
+         "Who was the father of #1?"], ["spouse", "father"]),
+        ("Who is the father of the composer of song I Am The World?", ["Who composed the music of the song I Am "
+         "The World?", "Who was the father of #1?"], ["composer", "father"]),
+        ("Where was the husband of Octavie Coudreau born?", ["Who was the husband of Octavie Coudreau?",
+         "Where was #1 born?"], ["spouse", "place of birth"]),
+    ],
+)  # fmt: skip
+def test_templated_bridges_are_planned_by_rule_one_relation_a_hop(question, hops, relations):
+    plan = rule_plan(question)
+    assert plan is not None and list(plan.hops) == hops and list(plan.relations) == relations and plan.by == "rule"
+    assert check_plan(plan.hops, question) is None
+    assert Plan.from_record(plan.to_record()) == plan
+
+
+@pytest.mark.parametrize("question", [
+    "Who is the father of Alix, Princess Of Ligne?",  # one hop: the reader reads it directly
+    "Who was born first, Quentin Tarantino or Krzysztof Kieslowski?",
+    FREE,
+])  # fmt: skip
+def test_questions_without_a_chain_template_get_no_rule_plan(question):
+    assert rule_plan(question) is None
+
+
+@pytest.mark.parametrize(
+    "hops,why",
+    [
+        (["Who directed Pulp Fiction?"], "1 hop(s): a chain has 2 to 4"),
+        (["Who directed Pulp Fiction?", "Which country was Quentin Tarantino from?"], "hop 2 names no earlier answer"),
+        (["Who directed #1?", "Where was #1 born?"], "hop 1 names an earlier answer"),
+        (["Who directed Pulp Fiction?", "Where was #2 born?"], "hop 2 names #2, not an earlier hop's answer"),
+        (["a?", "b #1?", "c #2?", "d #3?", "e #4?"], "5 hop(s)"),
+        (["Who directed Pulp Fiction? Where was he born?", "x #1?"], "hop 1 asks two questions"),
+        ([BRIDGE, "Where was #1 born?"], "hop 1 repeats the question"),
+        (["Who directed Pulp Fiction?", ""], "hop 2 is empty"),
+    ],
+)
+def test_a_plan_that_is_not_a_chain_is_refused_with_the_reason(hops, why):
+    assert why in (check_plan(hops, BRIDGE) or "")
+
+
+def test_substitution_and_the_loop_check():
+    assert substitute("Where was #1 born, after #2?", ["Max Mack", "1900"]) == "Where was Max Mack born, after 1900?"
+    assert loops_back("Pulp Fiction", "Who directed Pulp Fiction?")
+    assert not loops_back("Quentin Tarantino", "Who directed Pulp Fiction?")
+
+
+# ---- the chain, live ---------------------------------------------------------------------------------------------
+def test_a_rejected_bridge_draft_is_chained_by_rule_each_hop_searched_with_the_last_answer_s_passage():
+    prog, lms = program(CHAINED)
+    pred = prog(question=BRIDGE)
+    assert rounds(pred) == [("draft", "Quentin Tarantino"), ("chain", "American")]
+    assert pred.answer == "American" and pred.stop_reason == "confident"
+    assert pred.cost["lm_calls"] == 3 and lms["hop_planner"].calls == 0  # the draft and two hops: no planner call
+    (plan,) = steps(pred, "planner")
+    assert plan["by_rule"] and plan["hops"] == HOPS and plan["plan_by"] == "rule"
+    searches = [s for s in steps(pred, "retriever") if s.get("hop")]
+    assert [s["queries"] for s in searches] == [
+        ["Who directed Pulp Fiction?"],
+        ["Which country was Quentin Tarantino from?"],
+    ]
+    assert [s["titled"] for s in searches] == [
+        ["Pulp Fiction"],
+        ["Quentin Tarantino"],
+    ]  # the entity, then hop 1's answer
+    assert searches[1]["titled_ids"] == ["p2"]
+    reads = [s for s in steps(pred, "generator") if s.get("hop")]
+    assert [r["hop"] for r in reads] == [1, 2]
+    assert {p.id for p in pred.passages} >= {"p1", "p2"}  # the union of the hops' passages
+
+
+def test_an_untemplated_bridge_is_planned_by_the_planner_lm():
+    answers = {**CHAINED, FREE: reply("Quentin Tarantino", UNSURE)}
+    prog, lms = program(answers, hops=HOPS)
+    pred = prog(question=FREE)
+    assert pred.answer == "American" and pred.cost["lm_calls"] == 4  # draft, plan, two hops
+    assert lms["hop_planner"].calls == 1 and lms["hop_planner"].rules.seen[0]["question"] == FREE
+    (plan,) = steps(pred, "planner")
+    assert plan["plan_by"] == "planner" and not plan.get("by_rule") and "refused" not in plan
+
+
+@pytest.mark.parametrize(
+    "hops,why",
+    [
+        (["Who directed Pulp Fiction?", "Which country was Quentin Tarantino from?"], "hop 2 names no earlier answer"),
+        (["Who?", "a #1?", "b #2?", "c #3?", "d #4?"], "5 hop(s): a chain has 2 to 4"),
+        (GarbageLM("planner"), "0 hop(s)"),  # a planner reply that does not parse
+    ],
+    ids=["no earlier answer", "five hops", "unparsed reply"],
+)
+def test_a_refused_plan_reads_no_hop_the_draft_stands_and_the_trace_says_why(hops, why):
+    prog, lms = program({FREE: reply("Quentin Tarantino", UNSURE)}, hops=hops)
+    pred = prog(question=FREE)
+    assert pred.answer == "Quentin Tarantino" and pred.cost["lm_calls"] == 2  # the draft and the plan
+    (plan,) = steps(pred, "planner")
+    assert why in plan["refused"]
+    chained = [s for s in steps(pred, "judgement") if s["action"] == "chain"]
+    assert chained[0]["answer"] is None and why in chained[0]["fallback"]
+
+
+@pytest.mark.parametrize(
+    "hop1,why",
+    [
+        (reply("unknown"), "hop 1: answered nothing"),
+        (reply("Pulp Fiction"), "the entity its own question names (a loop)"),
+        (reply("Stanley Kubrick"), "is not a span of its passages"),
+    ],
+)
+def test_a_hop_without_a_usable_answer_stops_the_chain_and_the_draft_stands(hop1, why):
+    prog, lms = program({**CHAINED, "Who directed Pulp Fiction?": hop1})
+    pred = prog(question=BRIDGE)
+    assert pred.answer == "Quentin Tarantino" and pred.cost["lm_calls"] == 2  # the draft and hop 1
+    (stop,) = steps(pred, "chain")
+    assert why in stop["stopped"]
+
+
+def test_a_hop_whose_search_finds_nothing_stops_the_chain():
+    class Empty(KeywordRetriever):
+        def retrieve(self, query, k):
+            return super().retrieve(query, k) if query == BRIDGE else []
+
+    prog, _ = program(CHAINED, retriever=Empty(CORPUS))
+    pred = prog(question=BRIDGE)
+    assert (
+        pred.answer == "Quentin Tarantino" and "hop 1: the search found nothing" in steps(pred, "chain")[0]["stopped"]
+    )
+
+
+def test_a_reworded_hop_answer_is_carried_as_its_passage_writes_it():
+    prog, _ = program({**CHAINED, "Who directed Pulp Fiction?": reply("Quentin J. Tarantino")})
+    pred = prog(question=BRIDGE)
+    hop2 = [s for s in steps(pred, "retriever") if s.get("hop") == 2]
+    assert hop2[0]["queries"] == ["Which country was Quentin Tarantino from?"] and pred.answer == "American"
+
+
+def test_the_union_read_answers_the_whole_question_over_the_hops_passages():
+    answers = {**CHAINED, BRIDGE: [reply("Quentin Tarantino", UNSURE), reply("American")]}
+    prog, lms = program(answers, chain_answer="union")
+    pred = prog(question=BRIDGE)
+    assert pred.answer == "American" and pred.cost["lm_calls"] == 4  # draft, two hops, the union read
+    (union,) = [s for s in steps(pred, "generator") if s["round"] == 1 and not s.get("hop")]
+    assert union["answer"] == "American"
+    chained = [s for s in steps(pred, "judgement") if s["action"] == "chain"]
+    assert chained[0]["how"] == "union"
+
+
+def test_a_chain_round_replays_as_it_ran_and_its_gate_features_describe_the_hops(tmp_path):
+    import dspy
+
+    from optimize.recording import complete, record
+    from optimize.replay import replay
+    from program.sharp.rounds import lookup_in
+
+    examples = [dspy.Example(id="q0", question=BRIDGE, answer="American", answer_aliases=[]).with_inputs("question")]
+    answers = {**CHAINED, BRIDGE: [reply("Quentin Tarantino", UNSURE), reply("Quentin Tarantino", [-0.01])]}
+    prog, _ = program(answers)
+    recs = record(prog, examples, path=tmp_path / "rec.jsonl", critique=False, actions=("chain",))
+    assert [r["action"] for r in recs["q0"]["rounds"]] == ["draft", "chain"] and complete(recs["q0"], prog, ("chain",))
+    chain = recs["q0"]["rounds"][1]
+    assert chain["plan"]["by"] == "rule" and chain["hop_answers"] == ["Quentin Tarantino", "American"]
+    assert chain["read"]["answer"] == "Quentin Tarantino"  # the union read, recorded so a replay may answer by it
+    texts = lookup_in({p.id: p for p in CORPUS})
+    for way, answer, calls in (("hop", "American", 3), ("union", "Quentin Tarantino", 4)):
+        live = program(answers, chain_answer=way)[0](question=BRIDGE)
+        replayed = replay(recs["q0"], prog.config.model_copy(update={"chain_answer": way}), texts)
+        assert replayed.answer == live.answer == answer
+        assert replayed.cost["lm_calls"] == live.cost["lm_calls"] == calls  # the union read counts where it is used
+    judged = [s for s in replayed.trace if s["role"] == "judgement"]
+    assert [j["action"] for j in judged] == ["draft", "chain"]
+
+
+def test_gate_features_of_a_chain():
+    from program.sharp.gate import round_features
+    from program.sharp.loop import settle
+    from program.sharp.rounds import Read, Round, Run
+
+    hop1 = Read("Who directed Pulp Fiction?", "Quentin Tarantino", [CORPUS[0]], ["p1"], {"mean": -0.2, "min": -0.3,
+                "first": 0.8})  # fmt: skip
+    hop2 = Read("Which country was Quentin Tarantino from?", "American", [CORPUS[1]], ["p2"],
+                {"mean": -0.05, "min": -0.1, "first": 0.95})  # fmt: skip
+    rnd = Round(
+        "chain", plan={"hops": HOPS, "by": "rule"}, hops=[hop1, hop2], hop_answers=["Quentin Tarantino", "American"]
+    )
+    run = Run(BRIDGE, "bridge")
+    rnd.answer, rnd.how, rnd.why = settle(run, rnd, SharpConfig())
+    f = round_features(run, rnd)
+    assert (rnd.answer, rnd.how) == ("American", "chain")
+    assert f["action_chain"] == 1.0 and f["chain_by_rule"] == 1.0 and f["hop_lp_min"] == -0.2
+    assert f["hop_titled"] == 1.0 and f["hop_mismatch"] == 0.0 and f["lp_mean"] == -0.05  # the answer's own hop
+    draft = Round("draft", read=Read(BRIDGE, "Quentin Tarantino", [CORPUS[0]], ["p1"], {"mean": -1.0, "min": -1,
+                  "first": 0.4}))  # fmt: skip
+    assert round_features(run, draft)["action_chain"] == 0.0 and round_features(run, draft)["hop_lp_min"] == 0.0
+
+
+def test_a_program_saved_before_the_hop_planner_loads_with_it_uncompiled():
+    from program.serving.saved import with_new_predictors
+
+    prog, _ = program(CHAINED)
+    prog.generator.demos = [dspy_example()]
+    from program.serving.saved import without_lms
+
+    state = without_lms(prog.dump_state())
+    old = {k: v for k, v in state.items() if k != "hop_planner"}
+    fresh = SharpRAG(TitledRetriever(), prog.config)
+    fresh.load_state(with_new_predictors(old, fresh))
+    assert len(fresh.generator.demos) == 1 and fresh.hop_planner.demos == []
+
+
+def dspy_example():
+    import dspy
+
+    return dspy.Example(question="q", evidence="[1] A: a", answer="a", supporting_passages=[1])
