@@ -62,13 +62,15 @@ def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-def read_mapping(path: Path | None) -> dict:
+def read_mapping(path: str | Path | None, what: str = "config file") -> dict:
+    """The mapping a YAML/JSON file holds ({} for no file); an unreadable file, or one holding another value, is
+    a ConfigError naming it as ``what``."""
     if path is None:
         return {}
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        raise ConfigError(f"cannot read {what} {path}: {exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping, not {type(data).__name__}")
+        raise ConfigError(f"{what} {path} must hold a mapping, not {type(data).__name__}")
     return data

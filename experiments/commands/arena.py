@@ -12,7 +12,7 @@ import typer
 from experiments import options as o
 
 if TYPE_CHECKING:
-    from experiments.jobs.arena import ArenaResult
+    from experiments.jobs.arena import ArenaResult, ArenaSpec
     from experiments.runtime import Runtime
 
 
@@ -39,7 +39,6 @@ ReportOnly = typer.Option(
     help="Rebuild the report from the result files as they stand (partial systems on the questions they "
     "answered); runs nothing, loads no model, logs nothing to MLflow.",
 )
-Judge = typer.Option(False, "--judge", help="Add LLM-as-judge answer accuracy and faithfulness (role judge).")
 Programs = typer.Option(
     None,
     "--program",
@@ -75,7 +74,9 @@ def arena(
     seed: int = typer.Option(0, "--seed"),
     name: str | None = Name,
     baseline: str = typer.Option("vanilla", "--baseline", help="System the paired differences are taken against."),
-    judge: bool = Judge,
+    judge: bool = typer.Option(
+        False, "--judge", help="Add LLM-as-judge answer accuracy and faithfulness (role judge)."
+    ),
     threads: int = typer.Option(1, "--threads", help="Parallel questions per system (helps for remote LMs)."),
     step: int | None = Step,
     report_only: bool = ReportOnly,
@@ -89,8 +90,7 @@ def arena(
 ) -> None:
     """Compare systems on the same questions: EM/F1 with paired CIs against the baseline, cost, Pareto front,
     per-type scores and grader decision rates. Interrupted arenas resume; finished systems are not rerun."""
-    from experiments import tracking
-    from experiments.jobs.arena import ArenaSpec, resolve_systems, run_arena
+    from experiments.jobs.arena import ArenaSpec, resolve_systems
 
     names = resolve_systems(systems)  # an unknown name fails here, before any model or index is loaded
     configs = opts.system_config()
@@ -113,8 +113,7 @@ def arena(
         report=report,
         results_dir=results_dir,
     )
-    with tracking.dspy_traces(traces and track):
-        result = run_arena(rt, spec, track=track, progress=not as_json)
+    result = _run(rt, spec, track, traces, progress=not as_json)
     _show(result, f"arena on {opts.dataset} {split}", report_only, as_json)
 
 
@@ -127,6 +126,15 @@ def _runtime(
     roles = ("judge",) if judge else ()
     rt = o.build_runtime(opts, lms=not report_only, extra_roles=roles, track=track)
     return rt, program_entrants(program, rt.workspace, None if no_tracking else opts.tracking_uri, rt), track
+
+
+def _run(rt: Runtime, spec: ArenaSpec, track: bool, traces: bool, progress: bool) -> ArenaResult:
+    """Run the arena; where it is tracked and ``traces`` asks, a DSPy trace per question goes to MLflow."""
+    from experiments import tracking
+    from experiments.jobs.arena import run_arena
+
+    with tracking.dspy_traces(traces and track):
+        return run_arena(rt, spec, track=track, progress=progress)
 
 
 def _show(result: ArenaResult, title: str, report_only: bool, as_json: bool) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from experiments import tracking
 from experiments.jobs.compile_job import SaveInfo, data_hash
+from experiments.keyvalue import read_mapping
 from optimize import recording
 from optimize.evaluate import evaluate
 from optimize.policy_search import (
@@ -419,16 +420,7 @@ def tune_from_runtime(
 
 def load_space(path: str | Path | None, fixed: dict | None = None) -> SearchSpace:
     """A search space from a YAML/JSON file (keys of SearchSpace), plus ``--fix`` pins."""
-    values: dict = {}
-    if path:
-        import yaml
-
-        try:
-            values = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read search space {path}: {exc}") from None
-        if not isinstance(values, dict):
-            raise ConfigError(f"{path}: a search space is a mapping of SearchSpace keys")
+    values = read_mapping(path, "search space") if path else {}
     if fixed:
         values["fixed"] = {**values.get("fixed", {}), **fixed}
     return SearchSpace.from_mapping(values)

@@ -11,7 +11,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from program.retrieval.base import Retriever
 from program.systems.vanilla import VanillaConfig, VanillaRAG
 
 RetrievalMode = Literal["dense", "bm25", "hybrid"]
@@ -59,33 +58,25 @@ class DenseRAG(VanillaRAG):
     """Plain RAG over dense retrieval (sentence-transformers embeddings)."""
 
     SYSTEM = "vanilla-dense"
-
-    def __init__(self, retriever: Retriever, config: DenseRAGConfig | None = None):
-        super().__init__(retriever, config or DenseRAGConfig())
+    CONFIG = DenseRAGConfig
 
 
 class HybridRAG(VanillaRAG):
     """Plain RAG over hybrid retrieval (BM25 + dense, reciprocal rank fusion)."""
 
     SYSTEM = "vanilla-hybrid"
-
-    def __init__(self, retriever: Retriever, config: HybridRAGConfig | None = None):
-        super().__init__(retriever, config or HybridRAGConfig())
+    CONFIG = HybridRAGConfig
 
 
 class RankedRAG(VanillaRAG):
     """Plain RAG over the evidence ranker (no LM call to rank): the strongest one-call system."""
 
     SYSTEM = "vanilla-ranked"
-
-    def __init__(self, retriever: Retriever, config: RankedRAGConfig | None = None):
-        super().__init__(retriever, config or RankedRAGConfig())
+    CONFIG = RankedRAGConfig
 
 
 class HopRAG(VanillaRAG):
     """Plain RAG over hybrid retrieval with a second hop from the top passage (no LM call)."""
 
     SYSTEM = "vanilla-hop"
-
-    def __init__(self, retriever: Retriever, config: HopRAGConfig | None = None):
-        super().__init__(retriever, config or HopRAGConfig())
+    CONFIG = HopRAGConfig

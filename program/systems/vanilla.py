@@ -27,10 +27,11 @@ class VanillaRAG(dspy.Module):
     """Retrieve k passages with the question, generate once."""
 
     SYSTEM = "vanilla"
+    CONFIG: type[VanillaConfig] = VanillaConfig  # the config when none is given (a retrieval mode's own: modes.py)
 
     def __init__(self, retriever: Retriever, config: VanillaConfig | None = None):
         super().__init__()
-        self.config = config or VanillaConfig()
+        self.config = config or self.CONFIG()
         self.retriever = retriever
         self.generator = (dspy.ChainOfThought if self.config.generator_reasoning else dspy.Predict)(GenerateAnswer)
 

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
+
+
+def migration_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A migration's command line, its module docstring as help: --dataset, then the migration's own options
+    (:func:`migration_args` adds --workspace and parses them)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True)
+    return ap
+
+
+def migration_args(ap: argparse.ArgumentParser) -> argparse.Namespace:
+    """``ap``'s arguments and --workspace (default ./workspace), parsed; the migration's report logged at INFO."""
+    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return args
 
 
 def restamp(path: Path, stamp: Callable[[dict, dict], str | None]) -> tuple[int, int]:

@@ -14,11 +14,10 @@ reading the recording holds (default: the uncompiled SHARP), e.g. a ship check's
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 
-from experiments.lab.migrations import restamp
+from experiments.lab.migrations import migration_args, migration_parser, restamp
 from experiments.runtime import Runtime
 from optimize import recording
 from program.sharp.forms import options, rule_checks
@@ -38,13 +37,10 @@ def reads_the_same(question: str, rnd: dict) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", required=True)
+    ap = migration_parser(__doc__)
     ap.add_argument("--recording", type=Path, required=True)
     ap.add_argument("--program", type=Path, default=None)
-    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = migration_args(ap)
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
     program = rt.load_program(args.program)[0] if args.program else rt.system("sharp", {})
     before, now = stamps(program)

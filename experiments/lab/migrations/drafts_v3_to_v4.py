@@ -15,11 +15,11 @@ passage length, adapter and generator settings, top-10 alternatives included, we
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from pathlib import Path
 
+from experiments.lab.migrations import migration_args, migration_parser
 from experiments.runtime import Runtime
 from optimize.recording import reading
 from program.sharp.forms import question_form
@@ -52,13 +52,10 @@ def migrate(rec: dict, digest: str) -> dict | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", required=True)
+    ap = migration_parser(__doc__)
     ap.add_argument("--src", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = migration_args(ap)
     rt = Runtime(dataset=args.dataset, workspace=args.workspace, retriever_config={"ranker": args.dataset})
     program = rt.system("sharp", {})
     digest = reading(program, "draft")

@@ -13,11 +13,10 @@ round again).
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 
-from experiments.lab.migrations import restamp
+from experiments.lab.migrations import migration_args, migration_parser, restamp
 from experiments.runtime import Runtime
 from optimize.recording import AFTER_DRAFT, readings
 from program.digest import digest
@@ -48,12 +47,9 @@ def previous(program, action: str) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", required=True)
+    ap = migration_parser(__doc__)
     ap.add_argument("--recording", type=Path, required=True)
-    ap.add_argument("--workspace", type=Path, default=Path("workspace"))
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = migration_args(ap)
     program = Runtime(dataset=args.dataset, workspace=args.workspace).system("sharp", {})
     new = readings(program)
     old = {action: previous(program, action) for action in PREVIOUS}
