@@ -17,17 +17,12 @@ from typing import Any
 
 from optimize import replay
 from optimize.stats import paired_bootstrap
-from program.sharp.policy import SharpConfig
+from program.sharp.policy import SharpConfig, neutral_policy
 from program.sharp.rounds import PassageLookup, titles_only
 
 # the ranked read as the reader wrote it; a repair, where a lever adds one, runs after every draft of its form
 # and answers when it has an answer (choose "last"): what the repair adds, not what a gate makes of it
-NEUTRAL: dict[str, Any] = {
-    "ask_critic": "off", "max_repairs": 1, "repair_bridge": (), "repair_comparison": (), "repair_yesno": (),
-    "accept_threshold": 1.0, "accept_comparison": 1.0, "accept_yesno": 1.0, "choose": "last",
-    "yes_threshold": None, "yes_threshold_sub": None, "option_form": "question", "force_option": False,
-    "span_rule": "off",
-}  # fmt: skip
+NEUTRAL: dict[str, Any] = neutral_policy()
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,14 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.samplers import BaseSampler, TPESampler
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
-from pydantic import Field, model_validator
+from pydantic import Field, create_model, model_validator
 
 from optimize import recording, replay
 from optimize.compiler import shared_retriever
@@ -40,82 +40,61 @@ from optimize.workers import identity, is_gone
 from program.config import StrictConfig
 from program.errors import ConfigError
 from program.sharp.module import SharpRAG
-from program.sharp.policy import TUNED_FIELDS, SharpConfig
+from program.sharp.policy import (  # noqa: F401 (the search choices, re-exported for the tune command and studies)
+    BRIDGE_ORDERS,
+    CHAIN_ORDERS,
+    LEVERS,
+    REPAIR_ORDERS,
+    TUNED_FIELDS,
+    YES_GRID,
+    SharpConfig,
+    bare_off,
+)
 from program.sharp.rounds import titles_only
 
 log = logging.getLogger(__name__)
 
-# a form's repairs, written as a search choice: the actions in order, comma-separated; "none" for no repair
-BRIDGE_ORDERS = ("focus", "retrieve", "focus,retrieve", "retrieve,focus", "none")
-# orders with the chain of single hops (program/sharp/chain.py): valid choices, searched where a space lists
-# them (experiments/spaces/chain.yaml), since a recording must then hold every bridge's chain
-CHAIN_ORDERS = ("chain", "chain,retrieve", "retrieve,chain", "focus,chain", "chain,focus", "focus,retrieve,chain")
-REPAIR_ORDERS = ("compare", "retrieve", "compare,retrieve", "retrieve,compare", "none")
-ORDERS = {
-    "repair_bridge": BRIDGE_ORDERS + CHAIN_ORDERS,
-    "repair_comparison": REPAIR_ORDERS,
-    "repair_yesno": REPAIR_ORDERS,
-}
-# a yes/no threshold's choices: off (the reader's text) or the P("yes") at which the answer is "yes"; the 1.5B
-# reader's P("yes") sits near 1 on most questions, so the grid is finer there
-YES_GRID = ("off", 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995)
+# the valid repair orders of each form's repairs (program.sharp.policy: BRIDGE_ORDERS, CHAIN_ORDERS, REPAIR_ORDERS)
+ORDERS = {name: lever.valid for name, lever in LEVERS.items() if lever.repairs}
+# the levers a space offers choices of (the others are searched over a float range: FLOATS)
+_CHOICES = tuple(name for name, lever in LEVERS.items() if isinstance(lever.search, tuple))
 
 
 def repairs_of(choice: str) -> tuple[str, ...]:
-    """A repair-order choice ("decompose,retrieve", "none") as the config's tuple."""
-    return () if choice == "none" else tuple(choice.split(","))
+    """A repair-order choice ("compare,retrieve", "none") as the config's tuple."""
+    return LEVERS["repair_bridge"].setting(choice)
 
 
-def choice_of(repairs: tuple[str, ...]) -> str:
-    return ",".join(repairs) or "none"
-
-
-class SearchSpace(StrictConfig):
-    """Ranges and choices per policy parameter; ``fixed`` pins a parameter to one value (not searched).
-    Every parameter is a policy: each trial replays one recording (optimize/replay.py)."""
+class _Ranges(StrictConfig):
+    """A search space's float ranges and pins; its choices per lever are fields derived from
+    program.sharp.policy.LEVERS (:data:`SearchSpace`)."""
 
     threshold_low: float = Field(0.0, ge=0.0, le=1.0)
     threshold_high: float = Field(1.0, ge=0.0, le=1.0)
-    ask_critic: tuple[Literal["off", "band", "always"], ...] = ("off", "band", "always")
     floor_low: float = Field(0.0, ge=0.0, le=1.0)
     floor_high: float = Field(0.9, ge=0.0, le=1.0)
-    max_repairs: tuple[int, ...] = (0, 1, 2)
-    repair_bridge: tuple[str, ...] = BRIDGE_ORDERS
-    repair_comparison: tuple[str, ...] = REPAIR_ORDERS
-    repair_yesno: tuple[str, ...] = REPAIR_ORDERS
-    # a focused read after a flagged draft only, by default: what a recording of focused reads holds (a
-    # recording with one after every bridge draft serves "rejected" too)
-    focus_when: tuple[Literal["rejected", "flagged"], ...] = ("flagged",)
-    choose: tuple[Literal["confidence", "last"], ...] = ("confidence", "last")
-    yes_threshold: tuple[str | float, ...] = YES_GRID
-    yes_threshold_sub: tuple[str | float, ...] = YES_GRID
-    compare_by: tuple[Literal["code", "composer"], ...] = ("code", "composer")
-    option_form: tuple[Literal["question", "passage"], ...] = ("question", "passage")
-    force_option: tuple[bool, ...] = (False, True)
-    span_rule: tuple[Literal["off", "name", "span", "both"], ...] = ("off", "name", "span", "both")
-    chain_answer: tuple[Literal["hop", "union"], ...] = ("hop",)
     fixed: dict[str, Any] = {}
 
     @model_validator(mode="after")
-    def _check(self) -> SearchSpace:
+    def _check(self) -> _Ranges:
         if self.threshold_low > self.threshold_high or self.floor_low > self.floor_high:
             raise ValueError("threshold_low/floor_low must not exceed threshold_high/floor_high")
         for name in _CHOICES:
-            if not getattr(self, name):
+            lever, choices = LEVERS[name], getattr(self, name)
+            if not choices:
                 raise ValueError(f"{name} needs at least one choice")
-        for name, valid in ORDERS.items():
-            bad = [c for c in getattr(self, name) if c not in valid]
-            if bad:
-                raise ValueError(f"{name}: unknown repair order(s) {bad}; valid: {', '.join(valid)}")
-        for name in ("yes_threshold", "yes_threshold_sub"):
-            bad = [c for c in getattr(self, name) if c != "off" and not (isinstance(c, float) and 0 <= c <= 1)]
-            if bad:
-                raise ValueError(f"{name}: choices are 'off' or probabilities in [0, 1], not {bad}")
-        if min(self.max_repairs) < 0 or max(self.max_repairs) > 2:
-            raise ValueError("max_repairs choices must lie in 0..2")
-        for name in ("ask_critic", "span_rule", "yes_threshold", "yes_threshold_sub"):
-            if self.fixed.get(name) is False:  # YAML reads a bare `off` (--fix yes_threshold=off) as false
-                self.fixed[name] = "off"
+            if lever.off is None:  # a threshold: "off" or a probability
+                bad = [c for c in choices if c != "off" and not (isinstance(c, float) and 0 <= c <= 1)]
+                if bad:
+                    raise ValueError(f"{name}: choices are 'off' or probabilities in [0, 1], not {bad}")
+            elif lever.valid is not None:
+                bad = [c for c in choices if c not in lever.valid]
+                if bad:
+                    what = "repair order(s)" if lever.repairs else "choice(s)"
+                    raise ValueError(f"{name}: unknown {what} {bad}; valid: {', '.join(map(str, lever.valid))}")
+        for name, value in list(self.fixed.items()):
+            if name in LEVERS and LEVERS[name].has_off:  # YAML reads a bare `off` (--fix yes_threshold=off) as false
+                self.fixed[name] = bare_off(value)
         unknown = set(self.fixed) - set(TUNED_FIELDS)
         if unknown:
             raise ValueError(f"fixed: unknown parameter(s) {sorted(unknown)}; valid: {', '.join(TUNED_FIELDS)}")
@@ -124,40 +103,51 @@ class SearchSpace(StrictConfig):
     @property
     def needs_critic(self) -> bool:
         """Whether a policy of the space may ask the critic (then the recording must be critiqued)."""
-        choices = [self.fixed["ask_critic"]] if "ask_critic" in self.fixed else list(self.ask_critic)
-        return any(c != "off" for c in choices)
+        return any(c != "off" for c in self.offered("ask_critic"))
 
     @property
     def focus_when_needed(self) -> str:
         """What the recording must hold of focused reads: after every rejected draft, or flagged ones only."""
-        choices = [self.fixed["focus_when"]] if "focus_when" in self.fixed else list(self.focus_when)
-        return "rejected" if "rejected" in choices else "flagged"
+        return "rejected" if "rejected" in self.offered("focus_when") else "flagged"
 
     @property
     def actions(self) -> tuple[str, ...]:
         """The repairs a policy of the space may run (the recording must hold them)."""
         found: set[str] = set()
         for name in ORDERS:
-            choices = [self.fixed[name]] if name in self.fixed else list(getattr(self, name))
-            for choice in choices:
+            for choice in self.offered(name):
                 found.update(repairs_of(choice) if isinstance(choice, str) else choice)
         return tuple(sorted(found))
 
+    def offered(self, name: str) -> list[Any]:
+        """The values of lever ``name`` a policy of the space may take: its pin, else its choices."""
+        return [self.fixed[name]] if name in self.fixed else list(getattr(self, name))
 
-_CHOICES = (
-    "ask_critic", "max_repairs", "repair_bridge", "repair_comparison", "repair_yesno", "focus_when", "choose",
-    "yes_threshold", "yes_threshold_sub", "compare_by", "option_form", "force_option", "span_rule", "chain_answer",
-)  # fmt: skip
+
+def _choice_type(name: str) -> Any:
+    lever = LEVERS[name]
+    if lever.repairs:
+        return str  # an order, "compare,retrieve"
+    if lever.off is None:
+        return str | float  # "off" or a probability
+    return SharpConfig.model_fields[name].annotation
+
+
+# Ranges and choices per policy lever; ``fixed`` pins a lever to one value (not searched). Every lever is a
+# policy: each trial replays one recording (optimize/replay.py). One field per lever with choices, its default
+# the lever's own search (program.sharp.policy.LEVERS), so a lever declared there is searched here.
+SearchSpace = create_model(
+    "SearchSpace",
+    __base__=_Ranges,
+    __module__=__name__,
+    **{name: (tuple[_choice_type(name), ...], LEVERS[name].search) for name in _CHOICES},  # type: ignore[call-overload]
+)
 
 
 def float_ranges(space: SearchSpace) -> dict[str, tuple[float, float]]:
     """The one range each float parameter of ``space`` is suggested from (and checked against)."""
-    ranges = {
-        name: (space.threshold_low, space.threshold_high)
-        for name in ("accept_threshold", "accept_comparison", "accept_yesno")
-    }
-    ranges["critic_floor"] = (space.floor_low, space.floor_high)
-    return ranges
+    bounds = {"threshold": (space.threshold_low, space.threshold_high), "floor": (space.floor_low, space.floor_high)}
+    return {name: bounds[lever.search] for name, lever in LEVERS.items() if isinstance(lever.search, str)}
 
 
 def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
@@ -179,24 +169,17 @@ def apply_params(base: SharpConfig, params: Mapping[str, Any]) -> SharpConfig:
     """The program config a parameter point stands for."""
     values = base.model_dump()
     for name, value in params.items():
-        if name not in TUNED_FIELDS:
+        if name not in LEVERS:
             raise ConfigError(f"unknown policy parameter {name!r}; valid: {', '.join(TUNED_FIELDS)}")
-        if name.startswith("repair_") and isinstance(value, str):
-            value = repairs_of(value)
-        if name.startswith("yes_threshold") and value == "off":
-            value = None
-        values[name] = value
+        values[name] = LEVERS[name].setting(value)
     return SharpConfig.from_mapping(values)
 
 
 def params_of(config: SharpConfig) -> dict[str, Any]:
-    """The search-space point that stands for ``config``."""
-    out = {name: getattr(config, name) for name in TUNED_FIELDS}
+    """The search-space point that stands for ``config`` (a form without its own accept threshold: the
+    general one)."""
+    out = {name: lever.choice(getattr(config, name)) for name, lever in LEVERS.items()}
     out.update(accept_comparison=config.accept_for("comparison"), accept_yesno=config.accept_for("yesno"))
-    for name in ("repair_bridge", "repair_comparison", "repair_yesno"):
-        out[name] = choice_of(out[name])
-    for name in ("yes_threshold", "yes_threshold_sub"):
-        out[name] = "off" if out[name] is None else out[name]
     return out
 
 

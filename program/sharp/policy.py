@@ -4,7 +4,8 @@ explores with (:class:`Explore`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
@@ -16,36 +17,90 @@ from program.sharp.rounds import REPAIRS_FOR
 from program.sharp.sentences import SentenceSelector
 from program.tracing import Budget
 
-__all__ = ["Repair", "TUNED_FIELDS", "POLICY_FIELDS", "UNCALIBRATED_P", "SharpConfig", "Explore", "Policy"]
+__all__ = [
+    "BRIDGE_ORDERS",
+    "CHAIN_ORDERS",
+    "LEVERS",
+    "POLICY_FIELDS",
+    "REPAIR_ORDERS",
+    "TUNED_FIELDS",
+    "UNCALIBRATED_P",
+    "YES_GRID",
+    "Explore",
+    "Lever",
+    "Policy",
+    "Repair",
+    "SharpConfig",
+    "bare_off",
+    "neutral_policy",
+]
 
 
 Repair = Literal["retrieve", "compare", "focus", "chain"]
-# the settings that decide which rounds a run reaches and what it answers from their reads, never what a round
-# reads: replay varies them over one recording (optimize/replay.py), `sharp tune` searches TUNED_FIELDS
-TUNED_FIELDS = (
-    "accept_threshold",
-    "accept_comparison",
-    "accept_yesno",
-    "ask_critic",
-    "critic_floor",
-    "max_repairs",
-    "repair_bridge",
-    "repair_comparison",
-    "repair_yesno",
-    "focus_when",
-    "choose",
-    "yes_threshold",
-    "yes_threshold_sub",
-    "compare_by",
-    "option_form",
-    "force_option",
-    "span_rule",
-    "chain_answer",
-)
-POLICY_FIELDS = (*TUNED_FIELDS, "gate", "judge", "budget")
 # what a round's P(right) is without a fitted gate: the answer tokens' geometric-mean probability, or a coin
 # flip when the LM returned no log-probabilities
 UNCALIBRATED_P = 0.5
+# a form's repairs as a search choice: the actions in order, comma-separated; "none" for no repair
+BRIDGE_ORDERS = ("focus", "retrieve", "focus,retrieve", "retrieve,focus", "none")
+# orders with the chain of single hops (program/sharp/chain.py): valid choices, searched where a space lists them
+# (experiments/spaces/chain.yaml), since a recording must then hold every bridge's chain
+CHAIN_ORDERS = ("chain", "chain,retrieve", "retrieve,chain", "focus,chain", "chain,focus", "focus,retrieve,chain")
+REPAIR_ORDERS = ("compare", "retrieve", "compare,retrieve", "retrieve,compare", "none")
+# a yes/no threshold's choices: off (the reader's text) or the P("yes") at which the answer is "yes"; the 1.5B
+# reader's P("yes") sits near 1 on most questions, so the grid is finer there
+YES_GRID = ("off", 0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995)
+_NOT_OFF = object()  # a lever that has no "off" choice
+# a lever's neutral value where it does not matter without repairs: the neutral policy keeps the program's own
+KEEP = object()
+
+
+@dataclass(frozen=True)
+class Lever:
+    """A policy setting, declared once, on its :class:`SharpConfig` field (``Annotated[type, Lever(...)]``):
+    what `sharp tune` searches by default (``search``: the choices, or the float range "threshold" / "floor"
+    of the search space), the value a recording explores with (``explore``: every round reached, every read
+    kept), its ``neutral`` value (the ranked read as the reader wrote it: no rule of code, no repair), the
+    valid choices where they are more than the default search (``valid``), and the config value a search's
+    "off" stands for (``off``). :data:`LEVERS` collects them; the tuned fields, the search space, the
+    exploring and the neutral policies are derived from it."""
+
+    search: tuple[Any, ...] | Literal["threshold", "floor"]
+    explore: Any
+    neutral: Any
+    valid: tuple[Any, ...] | None = None
+    off: Any = _NOT_OFF
+    name: str = ""
+
+    @property
+    def has_off(self) -> bool:
+        """Whether "off" is one of the lever's choices (a bare `off` in YAML, read as false, means it)."""
+        return self.off is not _NOT_OFF
+
+    @property
+    def repairs(self) -> bool:
+        return self.name.startswith("repair_")
+
+    def setting(self, choice: Any) -> Any:
+        """The config value a search choice stands for (a repair order's tuple, a threshold's "off" as None)."""
+        if self.has_off and bare_off(choice) == "off":
+            return self.off
+        if self.repairs and isinstance(choice, str):
+            return () if choice == "none" else tuple(choice.split(","))
+        return choice
+
+    def choice(self, setting: Any) -> Any:
+        """The search choice that stands for a config value."""
+        if self.repairs:
+            return ",".join(setting) or "none"
+        if self.off is not _NOT_OFF and setting == self.off:
+            return "off"
+        return setting
+
+
+def bare_off(value: Any) -> Any:
+    """YAML reads a bare `off` as false (`--set ask_critic=off`, `--fix yes_threshold=off`, a config file):
+    the word the user wrote."""
+    return "off" if value is False else value
 
 
 class SharpConfig(StrictConfig):
@@ -60,44 +115,77 @@ class SharpConfig(StrictConfig):
     evidence_cap: int = Field(5, ge=1, le=40)  # a re-read (retrieve, focus) reads at most this many passages
     passage_chars: int = Field(600, ge=50, le=5000)
     # stop when a round's P(right) reaches this; `sharp tune` searches it
-    accept_threshold: float = Field(0.8, ge=0.0, le=1.0)
+    accept_threshold: Annotated[float, Lever("threshold", explore=2.0, neutral=1.0)] = Field(0.8, ge=0.0, le=1.0)
     # the same for comparisons and yes/no questions, where their drafts fail otherwise (None: accept_threshold)
-    accept_comparison: float | None = Field(None, ge=0.0, le=1.0)
-    accept_yesno: float | None = Field(None, ge=0.0, le=1.0)
+    accept_comparison: Annotated[float | None, Lever("threshold", explore=2.0, neutral=1.0)] = Field(
+        None, ge=0.0, le=1.0
+    )
+    accept_yesno: Annotated[float | None, Lever("threshold", explore=2.0, neutral=1.0)] = Field(None, ge=0.0, le=1.0)
     # when the critic LM reads a round: never, on every round, or in the band [critic_floor, accept) of the
     # gate's P (the gate alone accepts above it; below the floor the round is repaired unread). Off by
     # default: the 1.5B critic's verdict did not tell right drafts from wrong ones on held-out train drafts
     # (experiments/RESULTS.md, 'The answer critic'); `sharp tune` can turn it on where it pays
-    ask_critic: Literal["off", "band", "always"] = "off"
-    critic_floor: float = Field(0.0, ge=0.0, le=1.0)
-    max_repairs: int = Field(2, ge=0, le=2)
+    ask_critic: Annotated[
+        Literal["off", "band", "always"], Lever(("off", "band", "always"), explore="always", neutral="off")
+    ] = "off"
+    critic_floor: Annotated[float, Lever("floor", explore=0.0, neutral=KEEP)] = Field(0.0, ge=0.0, le=1.0)
+    max_repairs: Annotated[int, Lever((0, 1, 2), explore=2, neutral=1)] = Field(2, ge=0, le=2)
     # the repairs a rejected round gets, in order, by the question's form (program/sharp/forms.py)
-    repair_bridge: tuple[Repair, ...] = ("retrieve",)
-    repair_comparison: tuple[Repair, ...] = ("compare", "retrieve")
-    repair_yesno: tuple[Repair, ...] = ("compare", "retrieve")
+    repair_bridge: Annotated[
+        tuple[Repair, ...],
+        Lever(BRIDGE_ORDERS, explore=REPAIRS_FOR["bridge"], neutral=(), valid=BRIDGE_ORDERS + CHAIN_ORDERS),
+    ] = ("retrieve",)
+    repair_comparison: Annotated[
+        tuple[Repair, ...], Lever(REPAIR_ORDERS, explore=REPAIRS_FOR["comparison"], neutral=())
+    ] = ("compare", "retrieve")
+    repair_yesno: Annotated[tuple[Repair, ...], Lever(REPAIR_ORDERS, explore=REPAIRS_FOR["yesno"], neutral=())] = (
+        "compare",
+        "retrieve",
+    )
     # the focused read runs on a rejected bridge draft ("rejected"), or only on one the type check or the
     # intermediate-entity sign flags ("flagged")
-    focus_when: Literal["rejected", "flagged"] = "flagged"
+    # (a search offers "flagged" alone by default: what a recording of focused reads holds; one with a focused
+    # read after every bridge draft serves "rejected" too)
+    focus_when: Annotated[
+        Literal["rejected", "flagged"],
+        Lever(("flagged",), explore="rejected", neutral=KEEP, valid=("rejected", "flagged")),
+    ] = "flagged"
     # the answer: the round with the highest P(right) ("confidence"), or the last round's ("last")
-    choose: Literal["confidence", "last"] = "confidence"
+    choose: Annotated[Literal["confidence", "last"], Lever(("confidence", "last"), explore="last", neutral="last")] = (
+        "confidence"
+    )
     # a yes/no question's answer from the reader's P("yes") against P("no"): "yes" at or above this (None: the
     # text the reader wrote); ``yes_threshold_sub`` the same for the per-entity checks of a comparison
-    yes_threshold: float | None = Field(None, ge=0.0, le=1.0)
-    yes_threshold_sub: float | None = Field(None, ge=0.0, le=1.0)
+    yes_threshold: Annotated[float | None, Lever(YES_GRID, explore=None, neutral=None, off=None)] = Field(
+        None, ge=0.0, le=1.0
+    )
+    yes_threshold_sub: Annotated[float | None, Lever(YES_GRID, explore=None, neutral=None, off=None)] = Field(
+        None, ge=0.0, le=1.0
+    )
     # a comparison's answer: decided in code from the parsed values, the LM composing what does not parse
     # ("code"), or always composed by the LM from the values ("composer")
-    compare_by: Literal["code", "composer"] = "code"
+    compare_by: Annotated[
+        Literal["code", "composer"], Lever(("code", "composer"), explore="composer", neutral=KEEP)
+    ] = "code"
     # a chosen option written as the question names it, or as its passage's first sentence does
-    option_form: Literal["question", "passage"] = "question"
+    option_form: Annotated[
+        Literal["question", "passage"], Lever(("question", "passage"), explore="question", neutral="question")
+    ] = "question"
     # a choice answered with none of its options becomes the option it shares most words with
-    force_option: bool = False
+    force_option: Annotated[bool, Lever((False, True), explore=False, neutral=False)] = False
     # an answer that names an evidence passage written as that passage names it ("name"), one that is not an
     # evidence span mapped to the closest span ("span"), both, or neither; any of them drops a title's
     # parenthesised qualifier ("USS Essex (CV-9)" -> "USS Essex")
-    span_rule: Literal["off", "name", "span", "both"] = "off"
+    span_rule: Annotated[
+        Literal["off", "name", "span", "both"],
+        Lever(("off", "name", "span", "both"), explore="off", neutral="off", off="off"),
+    ] = "off"
     # a chain's answer (the ``chain`` repair of a bridge, program/sharp/chain.py): its last hop's ("hop"), or one
     # read of the whole question over the union of the hops' passages ("union", one more LM call)
-    chain_answer: Literal["hop", "union"] = "hop"
+    # (recorded with the union read, so a replay can answer either way; searched where a space lists "union")
+    chain_answer: Annotated[
+        Literal["hop", "union"], Lever(("hop",), explore="union", neutral=KEEP, valid=("hop", "union"))
+    ] = "hop"
     # what the draft reads: the top k_schedule[0] passages whole, or the sentences the selector keeps of the top
     # sentence_passages passages (sentence_budget sentences in all: each passage's first, then the best scored)
     evidence: Literal["passages", "sentences"] = "passages"
@@ -127,8 +215,7 @@ class SharpConfig(StrictConfig):
     @field_validator("ask_critic", "span_rule", mode="before")
     @classmethod
     def _bare_off(cls, v: Any) -> Any:
-        # YAML reads a bare `off` as false (`--set ask_critic=off`, a config file): the word the user wrote
-        return "off" if v is False else v
+        return bare_off(v)
 
     @field_validator("k_schedule")
     @classmethod
@@ -179,25 +266,59 @@ class SharpConfig(StrictConfig):
         return critic_lm_config(self.critic_max_tokens)
 
 
-class Explore:
-    """The policy of a recording: every repair a question of its form can get (or those in ``actions``), in
-    order, none accepted early; every comparison composed by the LM too (so a replay can take either path);
-    each round critiqued, or none (``critique=False``: such a record replays only policies that never ask the
-    critic)."""
+def _levers() -> dict[str, Lever]:
+    found = {}
+    for name, info in SharpConfig.model_fields.items():
+        for meta in info.metadata:
+            if isinstance(meta, Lever):
+                found[name] = replace(meta, name=name, valid=meta.valid or (meta.search if meta.search not in (
+                    "threshold", "floor") else None))  # fmt: skip
+    return found
 
-    critic_floor = 0.0
+
+# every policy lever, in declaration order
+LEVERS: dict[str, Lever] = _levers()
+# the settings that decide which rounds a run reaches and what it answers from their reads, never what a round
+# reads: replay varies them over one recording (optimize/replay.py), `sharp tune` searches them
+TUNED_FIELDS: tuple[str, ...] = tuple(LEVERS)
+POLICY_FIELDS = (*TUNED_FIELDS, "gate", "judge", "budget")
+
+
+def neutral_policy() -> dict[str, Any]:
+    """Every lever at its neutral value: the ranked read as the reader wrote it, no rule of code over its
+    answer, no repair (a lever study's baseline; ``config.replace(**neutral_policy())``); the levers that do
+    not matter without a repair keep the program's own value."""
+    return {name: lever.neutral for name, lever in LEVERS.items() if lever.neutral is not KEEP}
+
+
+class Policy(Protocol):
+    """What the loop asks of a policy (program/sharp/loop.py): a :class:`SharpConfig`, :class:`Explore` (a
+    recording's), or a replay's wrapper around one (optimize/replay.py). Its lever values are read as
+    attributes (:data:`LEVERS`)."""
+
+    gate: AnswerCalibrator | None
+    judge: AnswerCalibrator | None
+    budget: Budget
+
+    def accept_for(self, form: Form) -> float: ...
+
+    def repairs_for(self, form: Form) -> tuple[str, ...]: ...
+
+    def __getattr__(self, name: str) -> Any: ...
+
+
+class Explore:
+    """The policy of a recording: every lever at its exploring value (:data:`LEVERS`): every repair a question
+    of its form can get (or those in ``actions``), in order, none accepted early; every comparison composed by
+    the LM too and every chain read whole too (so a replay can take either path); each round critiqued, or
+    none (``critique=False``: such a record replays only policies that never ask the critic)."""
+
     gate = judge = None
-    max_repairs = 2
-    yes_threshold = yes_threshold_sub = None
-    compare_by = "composer"
-    option_form = "question"
-    force_option = False
-    span_rule = "off"
-    chain_answer = "union"  # the union read recorded too, so a replay can answer either way
-    choose = "last"
     budget = Budget(max_lm_calls=None)
 
     def __init__(self, critique: bool = True, actions: Sequence[str] | None = None, focus_when: str = "rejected"):
+        for name, lever in LEVERS.items():
+            setattr(self, name, lever.explore)
         self.ask_critic = "always" if critique else "off"
         self.actions = None if actions is None else tuple(actions)
         self.focus_when = focus_when  # "flagged": focused reads of flagged drafts alone (what flagged policies run)
@@ -208,6 +329,3 @@ class Explore:
     def repairs_for(self, form: Form) -> tuple[str, ...]:
         """Every repair of the form (or those of them in ``actions``: a narrower recording, grown later)."""
         return tuple(a for a in REPAIRS_FOR[form] if self.actions is None or a in self.actions)
-
-
-Policy = SharpConfig | Explore

@@ -49,7 +49,7 @@ def test_space_validation_names_the_problem(tmp_path):
         SearchSpace.from_mapping({"repair_comparison": ["bridge,retrieve"]})
     with pytest.raises(ConfigError, match="must not exceed"):
         SearchSpace.from_mapping({"threshold_low": 0.9, "threshold_high": 0.5})
-    with pytest.raises(ConfigError, match="max_repairs choices must lie in 0..2"):
+    with pytest.raises(ConfigError, match=r"max_repairs: unknown choice\(s\) \[3\]"):
         SearchSpace.from_mapping({"max_repairs": [1, 3]})
     with pytest.raises(ConfigError, match="choose needs at least one choice"):
         SearchSpace.from_mapping({"choose": []})
@@ -442,3 +442,30 @@ def test_the_history_plot_is_drawn_for_a_study_whose_trial_numbers_do_not_start_
 def test_every_committed_search_space_loads(path):
     space = load_space(path)
     assert space.ask_critic and space.max_repairs  # a real space, its choices read
+
+
+def test_a_lever_is_declared_once_and_every_policy_structure_derives_from_it():
+    """program.sharp.policy.LEVERS (the Lever annotations on SharpConfig's fields) is the one place a policy
+    lever is written: the tuned fields, the search space's choices and float ranges, the exploring policy and
+    the neutral policy all come from it."""
+    from program.sharp.policy import KEEP, LEVERS, Explore, neutral_policy
+
+    assert tuple(LEVERS) == TUNED_FIELDS and "chain_answer" in LEVERS
+    space, explore, neutral = SearchSpace(), Explore(critique=False), neutral_policy()
+    for name, lever in LEVERS.items():
+        assert name in SharpConfig.model_fields
+        if isinstance(lever.search, tuple):
+            assert getattr(space, name) == lever.search
+        else:
+            assert name in float_ranges(space)
+        if name not in ("ask_critic", "focus_when"):  # the recording's own: critiqued or not, flagged or not
+            assert getattr(explore, name) == lever.explore
+        assert neutral.get(name, KEEP) is lever.neutral or neutral[name] == lever.neutral
+        # a search choice and the config value it stands for round-trip
+        value = getattr(SharpConfig(), name)
+        assert lever.setting(lever.choice(value)) == value
+    assert LEVERS["yes_threshold"].setting("off") is None and LEVERS["yes_threshold"].setting(False) is None
+    assert LEVERS["span_rule"].setting(False) == "off" and LEVERS["repair_bridge"].setting("none") == ()
+    assert "union" in LEVERS["chain_answer"].valid and SearchSpace(chain_answer=("hop", "union"))
+    with pytest.raises(ConfigError, match=r"chain_answer.0: Input should be 'hop' or 'union'"):
+        SearchSpace.from_mapping({"chain_answer": ["both"]})

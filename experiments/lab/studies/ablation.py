@@ -20,12 +20,11 @@ from typing import Any
 from experiments.lab.studies import add_recording_arguments, program_and_records, rounded_diff, show
 from optimize import replay
 from optimize.stats import paired_bootstrap
-from program.sharp.policy import SharpConfig
+from program.sharp.policy import SharpConfig, neutral_policy
 from program.sharp.rounds import titles_only
 
 # the draft as the reader wrote it: no repair, no rule of code over its answer
-DRAFT = {"max_repairs": 0, "yes_threshold": None, "yes_threshold_sub": None, "option_form": "question",
-         "force_option": False, "span_rule": "off"}  # fmt: skip
+DRAFT = neutral_policy()
 NO_REPAIR = {"repair_bridge": (), "repair_comparison": (), "repair_yesno": ()}
 
 

@@ -24,6 +24,7 @@ from optimize.gate_fitting import report, round_cases
 from optimize.stats import paired_bootstrap
 from program.sharp.forms import FORMS
 from program.sharp.loop import gate_probability
+from program.sharp.policy import neutral_policy
 from program.sharp.rounds import titles_only
 
 
@@ -51,8 +52,7 @@ def critic_report(program: Any, records: dict, examples: list, seed: int = 0, pa
 def policy_report(program: Any, records: dict, examples: list, seed: int = 0, passages: Any = titles_only) -> dict:
     """The draft alone (as the reader wrote it) against the program's policy, replayed over the same
     questions, per form."""
-    draft = program.config.replace(max_repairs=0, ask_critic="off", yes_threshold=None, option_form="question",
-                                   force_option=False, span_rule="off")  # fmt: skip
+    draft = program.config.replace(**neutral_policy())
     runs = {
         "draft only": replay.score(records, examples, draft, seed, passages),
         "program": replay.score(records, examples, program.config, seed, passages),

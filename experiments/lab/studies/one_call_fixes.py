@@ -20,9 +20,9 @@ from experiments.lab.studies import recording_study, rounded_diff
 from optimize import replay
 from optimize.policy_search import YES_GRID
 from optimize.stats import paired_bootstrap
+from program.sharp.policy import neutral_policy
 
-DRAFT = {"max_repairs": 0, "ask_critic": "off", "yes_threshold": None, "option_form": "question",
-         "force_option": False, "span_rule": "off"}  # fmt: skip
+DRAFT = neutral_policy()  # the draft as the reader wrote it
 
 
 def fixes() -> list[tuple[str, dict[str, Any]]]:
