@@ -8,7 +8,8 @@
    from): the entity's own passage, where the retriever can look titles up (the evidence ranker's pool can).
    The generator reads the hop alone. Its answer must be a span of the hop's passages (written as the
    passage writes it, the closest span where the reader reworded it): a hop that finds nothing, answers
-   nothing, answers off the passages or with the entity its own question names stops the chain (traced).
+   nothing, the wrong kind of thing for its question (a date for "where"), off its passages, or with the entity
+   it asks about stops the chain (traced).
 3. **Answer.** The last hop's answer; or, where the policy says ``chain_answer: union``, one read of the whole
    question over the union of the hops' passages (the IRCoT way), made by :func:`union_read` on demand, as the
    composer is for a comparison.
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from program.reading.parsing import items
+from program.sharp.answer_types import asked_type, mismatch
 from program.sharp.critic import output_fields
 from program.sharp.plans import Plan, check_plan, loops_back, rule_plan, substitute
 from program.sharp.rounds import Read, Round, Run
@@ -56,18 +58,21 @@ def plan_for(reader: ChainReader, question: str, tr: Tracer, round_no: int) -> t
     return Plan(tuple(items(output_fields(pred, step).get("hops"))), "planner"), step
 
 
-def hop_answer(read: Read, hop_question: str) -> tuple[str | None, str]:
-    """A hop's answer as its passages write it, or (None, why the chain stops there)."""
+def hop_answer(read: Read, hop_question: str, entity: str | None = None) -> tuple[str | None, str]:
+    """A hop's answer as its passages write it, or (None, why the chain stops there): it answered nothing, the
+    wrong kind of thing (a date for "where"), off its passages, or the entity it asks about (a loop)."""
     answer = read.answer.strip()
     if answer.lower() in ("", "unknown"):
         return None, "answered nothing"
+    if mismatch(hop_question, answer):
+        return None, f"{answer!r} is not what its question asks for ({asked_type(hop_question)})"
     if not is_span(answer, read.evidence):
         span = closest_span(answer, read.evidence)
         if span is None:
             return None, f"{answer!r} is not a span of its passages"
         answer = span
-    if loops_back(answer, hop_question):
-        return None, f"{answer!r} is the entity its own question names (a loop)"
+    if loops_back(answer, hop_question, entity):
+        return None, f"{answer!r} is the entity its question asks about (a loop)"
     return answer, ""
 
 
@@ -105,7 +110,7 @@ def chain_round(reader: ChainReader, run: Run, tr: Tracer, round_no: int) -> Rou
         read = reader._read(query, passages, tr, round_no)
         tr.steps[-1]["hop"] = i
         rnd.hops.append(read)
-        answer, problem = hop_answer(read, query)
+        answer, problem = hop_answer(read, query, names[0] if names else None)
         if answer is None:
             rnd.fallback = f"hop {i}: {problem}: the draft stands"
             break

@@ -86,11 +86,25 @@ def substitute(hop: str, answers: Sequence[str]) -> str:
     return REF.sub(lambda m: answers[int(m.group(1)) - 1], hop)
 
 
-def loops_back(answer: str, hop_question: str) -> bool:
-    """Whether a hop's ``answer`` is an entity its own question names (a chain going round in a loop: "Who
-    directed X?" answered "X")."""
+def loops_back(answer: str, hop_question: str, entity: str | None = None) -> bool:
+    """Whether a hop's ``answer`` goes round in a loop: it is the entity the hop asks about (``entity``: the
+    earlier answer written in, or the entity a rule plan starts from), or, asked for a person, a part of that
+    entity's name or of the hop's question ("Who was the father of Alessandro Ruspoli, 2nd Prince?" answered
+    "Alessandro Ruspoli"). A place named in the question is no loop ("Where was Vladimir of Staritsa born?":
+    "Staritsa")."""
     a = _norm(answer)
-    return bool(a) and f" {a} " in f" {_norm(hop_question)} "
+    if not a:
+        return False
+    if entity is not None and a == _norm(entity):
+        return True
+    if not _PERSON_HOP.match(hop_question.strip()):
+        return False
+    within = _norm(entity) if entity is not None else _norm(hop_question)
+    return f" {a} " in f" {within} "
+
+
+# a hop that asks for a person (a relation: who directed, whose father)
+_PERSON_HOP = re.compile(r"^(?:who|whom|whose)\b", re.I)
 
 
 # ---- plans by rule ---------------------------------------------------------------------------------------
@@ -129,6 +143,7 @@ _FACT = {
     "educated at": "Where did {e} study?",
     "employer": "Where did {e} work?",
     "country of citizenship": "Which country was {e} from?",
+    "nationality": "What nationality was {e}?",
     "award received": "What award did {e} receive?",
 }
 # kinship words that are two links
@@ -172,7 +187,7 @@ _FRAMES: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
         (r"^where (?:was|is) (?P<p>.+) buried$", "place of burial"),
         (r"^where did (?P<p>.+) (?:study|graduate from|go to school|get (?:his|her) education)$", "educated at"),
         (r"^where (?:does|did) (?P<p>.+) work(?: at)?$", "employer"),
-        (r"^what nationality (?:is|was) (?P<p>.+)$", "country of citizenship"),
+        (r"^what nationality (?:is|was) (?P<p>.+)$", "nationality"),
         (r"^which country (?P<p>.+) (?:is|was) from$", "country of citizenship"),
         (
             r"^(?:which|what) award (?:did )?(?P<p>.+) (?:receive|received|earn|earned|win|won|get|got)$",
@@ -185,7 +200,7 @@ _FRAMES: tuple[tuple[re.Pattern[str], str | None], ...] = tuple(
         (r"^(?:what|when) (?:is|was) the date of death of (?P<p>.+)$", "date of death"),
         (r"^(?:what|where) (?:is|was) the place of burial of (?P<p>.+)$", "place of burial"),
         (r"^what (?:is|was) the cause of death of (?P<p>.+)$", "cause of death"),
-        (r"^what (?:is|was) the nationality of (?P<p>.+)$", "country of citizenship"),
+        (r"^what (?:is|was) the nationality of (?P<p>.+)$", "nationality"),
         (rf"^who (?:is|was) the (?P<rel>{_KIN}) of (?P<p>.+)$", None),
         (rf"^who (?:is|was) (?P<p>.+?)['’]s (?P<rel>{_KIN})$", None),
     )
