@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,11 +24,46 @@ def _fmt(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
+# why a loop stopped, as a person reads it (program/sharp/loop.py next_step)
+STOPS = {
+    "confident": "P(right) reached the threshold",
+    "max_repairs": "the repair cap",
+    "no_repair_for_form": "no repair for this form",
+    "no_repair_left": "every repair tried",
+}
+
+
+def stop_text(reason: Any) -> str:
+    """A stop reason in words ("budget_lm_calls" -> "budget spent: lm calls"); an unknown one as it is."""
+    reason = str(reason)
+    if reason.startswith("budget_"):
+        return "budget spent: " + reason.removeprefix("budget_").replace("_", " ")
+    return STOPS.get(reason, reason)
+
+
+def confidence_line(steps: Sequence[Mapping[str, Any]]) -> str | None:
+    """The chosen answer's P(right) for the answer panel, marked low where it is below the program's threshold
+    for the question's form (where the form has no repair, its threshold decided nothing: below one half)."""
+    chosen = next((s for s in reversed(steps) if s.get("role") == "select"), None)
+    if chosen is None or chosen.get("p_right") is None:
+        return None
+    p = float(chosen["p_right"])
+    repairable = chosen.get("repairable", True)
+    bar = float(chosen["threshold"]) if repairable and chosen.get("threshold") is not None else 0.5
+    text = f"P(right) {p:.2f}"
+    if p < bar:
+        what = f"below the threshold {bar:.2f}" if repairable and chosen.get("threshold") is not None else "below 0.5"
+        text = f"[yellow]{text}: low ({what})[/yellow]"
+    return text
+
+
 def prediction(pred: Any, question: str) -> None:
-    console.print(Panel(f"[bold]{pred.answer}[/bold]", title="answer", subtitle=f"system: {pred.system}"))
-    console.print(f"[dim]question:[/dim] {question}")
     steps = pred.trace or []
-    plan = next((s for s in steps if s.get("role") == "planner"), None)
+    sure = confidence_line(steps)
+    subtitle = f"system: {pred.system}" + (f" · {sure}" if sure else "")
+    console.print(Panel(f"[bold]{pred.answer}[/bold]", title="answer", subtitle=subtitle))
+    console.print(f"[dim]question:[/dim] {question}")
+    plan = next((s for s in steps if s.get("role") == "planner" and "hops" not in s), None)
     if plan is not None:
         console.print(
             "[bold]sub-questions[/bold]: " + (" | ".join(plan.get("sub_questions") or []) or "(planner gave nothing)")
@@ -45,7 +80,7 @@ def prediction(pred: Any, question: str) -> None:
     console.print(
         f"[bold]cost[/bold]: {c.get('lm_calls', 0)} LM calls, {c.get('prompt_tokens', 0)} prompt + "
         f"{c.get('completion_tokens', 0)} completion tokens, {c.get('lm_seconds', 0):.1f} s in the LM, "
-        f"{c.get('cached_calls', 0)} from cache; retries {pred.retries}, stop: {pred.stop_reason}"
+        f"{c.get('cached_calls', 0)} from cache; retries {pred.retries}, stop: {stop_text(pred.stop_reason)}"
     )
 
 
@@ -180,6 +215,10 @@ def _trace_detail(s: Mapping[str, Any]) -> str:
     role = s.get("role", "?")
     if role == "retriever":
         detail = escape(_cut("; ".join(s.get("queries", [])), 160)) + f" -> {len(s.get('new_ids', []))} new"
+    elif role == "planner" and "hops" in s:  # a chain's plan
+        detail = escape(_cut(" -> ".join(s.get("hops") or []), 160)) or "(no hop)"
+        if s.get("refused"):
+            detail += f" [yellow](refused: {escape(str(s['refused']))})[/yellow]"
     elif role == "planner":
         detail = escape(_cut(" | ".join(s.get("sub_questions") or []), 160)) or "(no sub-question)"
     elif role == "critic":  # the draft it read is the round's answer, on the rows above
@@ -187,7 +226,13 @@ def _trace_detail(s: Mapping[str, Any]) -> str:
         if s.get("critic_problem"):
             detail = f"[yellow]discarded: {escape(str(s['critic_problem']))}[/yellow]"
     elif role == "judgement":  # its answer is the round's, on the row above
-        detail = f"{s.get('action')}: " + ("accepted" if s.get("accepted") else "not accepted")
+        detail = f"{s.get('action')}: " + (
+            "no repair for this form"
+            if s.get("repairable") is False
+            else "accepted"
+            if s.get("accepted")
+            else "not accepted"
+        )
         if s.get("how") not in (None, "read"):  # code settled the answer: how, and why
             detail += f"; {escape(str(s['how']))}" + (f" ({escape(_cut(str(s['why']), 80))})" if s.get("why") else "")
         if s.get("fallback"):
@@ -231,7 +276,13 @@ def step_line(step: Mapping[str, Any]) -> str:
     (P(right), accepted or not), the composed answer."""
     role = str(step.get("role", "?"))
     rnd = f", round {step['round']}" if step.get("round") is not None else ""
-    if role == "planner":
+    if role == "planner" and "hops" in step:  # a chain's plan, by rule or by the planner LM
+        hops = step.get("hops") or []
+        by = "by rule" if step.get("by_rule") else "by the planner"
+        text = f"[bold]chain[/bold]{rnd} ({by}): " + (" -> ".join(escape(h) for h in hops) or "(no hop)")
+        if step.get("refused"):
+            text += f" [yellow](refused: {escape(str(step['refused']))}: the draft stands)[/yellow]"
+    elif role == "planner":
         subs = step.get("sub_questions") or []
         text = f"[bold]compare[/bold]{rnd}: " + (
             " | ".join(escape(s) for s in subs) if subs else "(no sub-question: the draft stands)"
@@ -241,7 +292,13 @@ def step_line(step: Mapping[str, Any]) -> str:
     elif role == "critic":
         text = _critic_line(step, rnd)
     elif role == "judgement":
-        verdict = "accepted" if step.get("accepted") else "not accepted"
+        verdict = (
+            "no repair for this form"
+            if step.get("repairable") is False
+            else "accepted"
+            if step.get("accepted")
+            else "not accepted"
+        )
         text = (
             f"[bold]judge[/bold]{rnd} ({escape(str(step.get('action')))}): {_p(step, 'p_right', 'P(right)')}, {verdict}"
         )

@@ -51,6 +51,7 @@ __all__ = [
     "p_right",
     "flagged",
     "next_step",
+    "repairable",
     "select",
     "settle",
     "needs_composer",
@@ -114,12 +115,22 @@ def flagged(run: Run, rnd: Round) -> bool:
     )
 
 
+def repairable(policy: Policy, form: Form) -> bool:
+    """Whether the policy can repair a question of ``form`` at all (else its P(right) decides nothing)."""
+    return policy.max_repairs > 0 and bool(policy.repairs_for(form))
+
+
 def next_step(rounds: Sequence[Round], form: Form, policy: Policy, spent: str | None = None) -> tuple[str | None, str]:
-    """After a judged round: (the repair to run next, "") or (None, why the loop stops): "confident" when
-    a round reached the threshold, "budget_*" when a budget is spent, "max_repairs", or "no_repair_left"
-    (every repair for the question's form was tried, or none fits). A critique that calls the evidence
-    incomplete moves the retrieval repair first; a focused read needs a flagged draft under
-    ``focus_when="flagged"``."""
+    """After a judged round: (the repair to run next, "") or (None, why the loop stops), in this order:
+    "max_repairs" (the repair cap: none allowed, or as many as allowed ran), "no_repair_for_form" (the policy
+    gives the question's form no repair: its P(right) decided nothing), "confident" (a round's P(right) reached
+    the form's threshold), "budget_*" (a budget is spent), "no_repair_left" (every repair for the form was
+    tried, or none fits). A critique that calls the evidence incomplete moves the retrieval repair first; a
+    focused read needs a flagged draft under ``focus_when="flagged"``."""
+    if policy.max_repairs == 0:
+        return None, "max_repairs"
+    if not policy.repairs_for(form):
+        return None, "no_repair_for_form"
     judged = [r.p_right for r in rounds if r.p_right is not None]
     if judged and max(judged) >= policy.accept_for(form):
         return None, "confident"
@@ -295,6 +306,7 @@ def assess(run: Run, rnd: Round, source: RoundSource, policy: Policy, tr: Tracer
            why=rnd.why or None, p_gate=rnd.p_gate,
            verdict=(rnd.critique or {}).get("verdict") if rnd.critic_used else None, p_right=rnd.p_right,
            source=rnd.source, accepted=rnd.p_right is not None and rnd.p_right >= policy.accept_for(run.form),
+           repairable=repairable(policy, run.form),
            **({"fallback": rnd.fallback} if rnd.fallback else {}))  # fmt: skip
 
 
@@ -320,7 +332,8 @@ def conclude(run: Run, policy: Policy, tr: Tracer, **extra: Any) -> dspy.Predict
     """The prediction of a finished run: the selected round's answer, evidence and citations, and the trace."""
     best = select(run.rounds, policy)
     tr.add("select", round=best.round, action=best.action, answer=best.answer, how=best.how or None,
-           p_right=best.p_right)  # fmt: skip
+           p_right=best.p_right, threshold=policy.accept_for(run.form),
+           repairable=repairable(policy, run.form))  # fmt: skip
     return finish(
         SYSTEM,
         tr,

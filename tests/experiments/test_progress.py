@@ -167,6 +167,29 @@ def test_step_lines():
     assert "[red]failed: AdapterParseError: failed to parse[/red]" in failed and "\n" not in failed
 
 
+def test_a_chain_plan_a_form_without_repair_and_the_stop_are_said_as_they_are():
+    from experiments.console.render import confidence_line, step_line, stop_text
+
+    plan = {"role": "planner", "round": 1, "by_rule": True, "hops": ["Who directed X?", "Where was #1 born?"]}
+    assert step_line(plan) == "[bold]chain[/bold], round 1 (by rule): Who directed X? -> Where was #1 born?"
+    refused = step_line({**plan, "by_rule": False, "hops": ["a?"], "refused": "1 hop(s): a chain has 2 to 4"})
+    assert "(by the planner): a?" in refused and "refused: 1 hop(s): a chain has 2 to 4: the draft stands" in refused
+    unrepaired = {"role": "judgement", "round": 0, "action": "draft", "p_right": 0.2, "accepted": True,
+                  "repairable": False}  # fmt: skip
+    assert step_line(unrepaired) == "[bold]judge[/bold], round 0 (draft): P(right) 0.20, no repair for this form"
+    assert stop_text("no_repair_for_form") == "no repair for this form" and stop_text("max_repairs") == "the repair cap"
+    assert stop_text("confident") == "P(right) reached the threshold"
+    assert stop_text("budget_lm_calls") == "budget spent: lm calls"
+    # the answer panel's P(right): low below the form's threshold, or below 0.5 where the form has no repair
+    select = {"role": "select", "p_right": 0.2, "threshold": 0.1, "repairable": False}
+    assert confidence_line([select]) == "[yellow]P(right) 0.20: low (below 0.5)[/yellow]"
+    assert confidence_line([{**select, "repairable": True}]) == "P(right) 0.20"
+    assert confidence_line([{**select, "repairable": True, "threshold": 0.8}]) == (
+        "[yellow]P(right) 0.20: low (below the threshold 0.80)[/yellow]"
+    )
+    assert confidence_line([{"role": "select", "p_right": None}]) is None
+
+
 def test_a_long_question_gets_a_heartbeat_line_without_a_terminal():
     import time
 

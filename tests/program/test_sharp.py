@@ -571,7 +571,10 @@ def test_next_step_stops_on_confidence_budget_repairs_and_an_exhausted_plan():
     assert next_step([rnd("draft"), rnd("compare")], "comparison", cfg.replace(max_repairs=1)) == (None, "max_repairs")
     # a round without an answer (no P) is skipped when the best P is sought
     assert next_step([rnd("draft"), rnd("compare", None, None)], "comparison", cfg) == ("retrieve", "")
-    assert next_step([rnd("draft")], "bridge", cfg.replace(repair_bridge=())) == (None, "no_repair_left")
+    # a form the policy never repairs: its P(right) decided nothing, whatever it is (not "confident")
+    assert next_step([rnd("draft", p=0.2)], "bridge", cfg.replace(repair_bridge=())) == (None, "no_repair_for_form")
+    assert next_step([rnd("draft", p=0.9)], "bridge", cfg.replace(repair_bridge=())) == (None, "no_repair_for_form")
+    assert next_step([rnd("draft", p=0.9)], "bridge", cfg.replace(max_repairs=0)) == (None, "max_repairs")
     focus = cfg.replace(repair_bridge=("focus",), focus_when="flagged")
     assert next_step([rnd("draft")], "bridge", focus) == (None, "no_repair_left")
     flagged = rnd("draft")
