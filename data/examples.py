@@ -16,6 +16,7 @@ EXAMPLE_FIELDS = (
     "level",
     "gold_titles",
     "gold_sentences",
+    "gold_hops",
     "dataset",
 )
 
@@ -40,11 +41,15 @@ def make_example(
     level: str | None = None,
     gold_titles: Sequence[str] = (),
     gold_sentences: Sequence[Sequence[Any]] = (),
+    gold_hops: Sequence[Sequence[str]] = (),
 ) -> dspy.Example:
     """Build the canonical example; ``question`` is its only input.
 
     Aliases equal to the answer are dropped; gold titles keep their order, without repeats;
-    gold sentences are ``(title, sent_id)`` tuples whose sent_id may be None (unknown).
+    gold sentences are ``(title, sent_id)`` tuples whose sent_id may be None (unknown); gold hops are
+    ``(hop, answer)`` pairs in order where the dataset gives them (MuSiQue's question decomposition, a later hop
+    naming an earlier answer as "#1"; 2WikiMultihopQA's evidence triples as "relation of subject"): read by
+    scoring and train-side compiling alone, never by the program (its only input is the question).
     """
     return dspy.Example(
         id=str(id),
@@ -55,5 +60,6 @@ def make_example(
         level=level,
         gold_titles=unique(gold_titles),
         gold_sentences=[(str(t), None if s is None else int(s)) for t, s in gold_sentences],
+        gold_hops=[(str(h), str(a)) for h, a in gold_hops],
         dataset=dataset,
     ).with_inputs("question")

@@ -127,8 +127,27 @@ def parse_official(row: Row, dataset: str) -> dict[str, Any]:
         "level": optional_text(row, "level"),
         "gold_titles": [t for t, _ in facts],
         "gold_sentences": facts,
+        "gold_hops": evidence_hops(row),
         "dataset": dataset,
     }
+
+
+def evidence_hops(row: Row) -> list[tuple[str, str]]:
+    """2WikiMultihopQA's ``evidences`` ([subject, relation, object] triples) as (hop, answer) pairs, a later
+    hop's subject written "#n" where it is an earlier hop's answer; [] where the row has none."""
+    triples = row.get("evidences") or []
+    if not isinstance(triples, list) or not all(isinstance(t, list) and len(t) == 3 for t in triples):
+        raise FieldError("evidences", "must be a list of [subject, relation, object] triples")
+    hops: list[tuple[str, str]] = []
+    for subject, relation, obj in triples:
+        earlier = next((f"#{i}" for i, (_, a) in enumerate(hops, 1) if _same(a, subject)), subject)
+        hops.append((f"{relation} of {earlier}", str(obj)))
+    return hops
+
+
+def _same(a: str, b: str) -> bool:
+    words = lambda t: re.sub(r"[^\w\s]", " ", str(t).lower()).split()  # noqa: E731
+    return words(a) == words(b) or (bool(words(a)) and words(a)[: len(words(b))] == words(b))
 
 
 def parse_hotpot_hf(row: Row, dataset: str) -> dict[str, Any]:
@@ -165,6 +184,17 @@ def musique_gold_titles(row: Row) -> list[str]:
     return titles
 
 
+def musique_hops(row: Row) -> list[tuple[str, str]]:
+    """MuSiQue's question decomposition as (hop, answer) pairs (a later hop names an earlier answer "#1")."""
+    steps = row.get("question_decomposition") or []
+    out = []
+    for s in steps:
+        if not isinstance(s, Mapping) or not isinstance(s.get("question"), str) or "answer" not in s:
+            raise FieldError("question_decomposition", "has a step without a string 'question' and an 'answer'")
+        out.append((" ".join(s["question"].split()), str(s["answer"])))
+    return out
+
+
 def parse_musique(row: Row, dataset: str) -> dict[str, Any]:
     """MuSiQue official layout; ``type`` is the hop count from the id prefix ('2hop', ...)."""
     qid = row_id(row, "id", "_id")
@@ -178,6 +208,7 @@ def parse_musique(row: Row, dataset: str) -> dict[str, Any]:
         "level": None,
         "gold_titles": musique_gold_titles(row),
         "gold_sentences": [],
+        "gold_hops": musique_hops(row),
         "dataset": dataset,
     }
 

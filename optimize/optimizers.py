@@ -110,6 +110,14 @@ def _demo_defaults(ctx: OptimizerContext) -> dict:
 
 
 # ---- the factories ------------------------------------------------------------------------------------
+def labeled(ctx: OptimizerContext, opts: dict) -> Built:
+    """k labeled train examples as demos (seeded draw), no LM call: what a gold decomposition gives a planner."""
+    cls = dspy.LabeledFewShot
+    settings = _merge("labeled", cls, {"k": 4}, opts, compile_keys=("sample",))
+    at_compile = {"sample": settings.pop("sample", True)}
+    return _build("labeled", cls, settings, at_compile)
+
+
 def bootstrap(ctx: OptimizerContext, opts: dict) -> Built:
     cls = dspy.BootstrapFewShot
     return _build("bootstrap", cls, _merge("bootstrap", cls, {**_demo_defaults(ctx), "max_rounds": 1}, opts))
@@ -230,6 +238,7 @@ def gepa(ctx: OptimizerContext, opts: dict) -> Built:
 
 
 OPTIMIZERS: dict[str, Optimizer] = {
+    "labeled": Optimizer(labeled, 1, "k labeled train examples as demos (no LM call)", uses_valset=False),
     "bootstrap": Optimizer(
         bootstrap, 2, "few-shot demos bootstrapped from the program's own successful traces", uses_valset=False
     ),

@@ -22,9 +22,17 @@ Program = typer.Option(
 Seed = typer.Option(0, "--seed")
 
 # ---- compile's options ---------------------------------------------------------------------------------
-Optimizer = typer.Option("bootstrap", "--optimizer", help="bootstrap, bootstrap-rs, mipro, simba or gepa.")
+Optimizer = typer.Option("bootstrap", "--optimizer", help="labeled, bootstrap, bootstrap-rs, mipro, simba or gepa.")
 Target = typer.Option(
-    "program", "--target", help="program (every predictor's prompts) or critic (the answer critic's calibrators)."
+    "program",
+    "--target",
+    help="program (every predictor's prompts), critic (the answer critic's calibrators) or planner (the hop "
+    "planner's demos, from --demos' gold plans, scored by what its hops find).",
+)
+Demos = typer.Option(
+    "musique,2wikimultihopqa",
+    "--demos",
+    help="--target planner: the datasets whose train questions with a gold or rule plan give the planner's demos.",
 )
 NTrain = typer.Option(24, "--n-train", help="Training questions (critic: the questions whose drafts it is fitted on).")
 NVal = typer.Option(
@@ -102,11 +110,15 @@ def compile_cmd(
     train_offset: int = CompileOffset,
     freeze: list[str] | None = Freeze,
     program: str | None = Program,
+    demos: str = Demos,
     opts: o.Options = o.SHARED,
 ) -> None:
-    """Compile a system's prompts and demos (or its critic alone) and save the program."""
+    """Compile a system's prompts and demos (or its critic alone, or its hop planner) and save the program."""
     from experiments.jobs.compile_job import CompileJob, check_sizes_early, compile_from_runtime
 
+    if target == "planner":
+        return _compile_planner(opts, optimizer, demos, n_select if n_select is not None else n_val, n_val,
+                                train_offset, seed, o.parse_sets(opt, "--opt"), program, name)  # fmt: skip
     job = CompileJob(
         system=system,
         optimizer=optimizer,
@@ -131,6 +143,23 @@ def compile_cmd(
         rt.saved_program(path, system_config)
     out = compile_from_runtime(rt, job, **sizes, val_split=val_split, program_path=path, system_config=system_config)
     _show_compile(out)
+
+
+def _compile_planner(
+    opts: o.Options, optimizer: str, demos: str, n_select: int, n_val: int, offset: int, seed: int,
+    settings: dict, program: str | None, name: str | None,
+) -> None:  # fmt: skip
+    from experiments.jobs.planner_job import compile_planner
+
+    rt = o.build_runtime(opts, extra_roles=("proposer",))
+    out = compile_planner(
+        rt, optimizer=optimizer, demo_datasets=[d for d in demos.split(",") if d], n_select=n_select, n_val=n_val,
+        train_offset=offset, seed=seed, settings=settings, program_path=o.program_path(program, rt), name=name,
+    )  # fmt: skip
+    typer.echo(f"program: {out.path}\nrun: {out.run_id}\nplanner demos: {out.demos} (train ids {out.demo_ids})")
+    for key in ("metric", "valid", "hops_per_plan"):
+        typer.echo(f"  {key:>15}: {out.before.get(key)} -> {out.after.get(key)}")
+    typer.echo(f"  compile cost: {_cost(out.cost)}, {out.cost['seconds']:.0f}s")
 
 
 def _show_compile(out: CompileOutcome) -> None:
