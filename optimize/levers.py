@@ -38,6 +38,8 @@ class Lever:
 # the yes/no thresholds offered as alternatives of their setting where no tuned value is taken (a cross-fit
 # chooses them in each fold; a tuned program's values were chosen on questions a fold may hold out)
 THRESHOLDS = (0.6, 0.7, 0.8, 0.9)
+# the draft's P(right) (the program's gate) below which a bridge is chained, where the chain is routed
+CHAIN_ROUTES = (0.3, 0.5, 0.7)
 
 
 def levers(tuned: SharpConfig, thresholds: Sequence[float] | None = None) -> list[Lever]:
@@ -65,7 +67,18 @@ def levers(tuned: SharpConfig, thresholds: Sequence[float] | None = None) -> lis
         Lever("bridges: a focused read of a flagged draft", "repair_bridge", {"repair_bridge": ("focus",)}, "focus"),
         Lever("bridges: re-retrieval", "repair_bridge", {"repair_bridge": ("retrieve",)}, "retrieve"),
         Lever("comparisons: re-retrieval", "repair_comparison", {"repair_comparison": ("retrieve",)}, "retrieve"),
+        Lever("bridges: the chain of single hops", "repair_bridge", {"repair_bridge": ("chain",)}, "chain"),
+        Lever("bridges: the chain, the question read over its hops' passages", "repair_bridge",
+              {"repair_bridge": ("chain",), "chain_answer": "union"}, "chain"),
+        *(Lever(f"bridges: the chain where the draft's P(right) < {t}", "repair_bridge",
+                {"repair_bridge": ("chain",), "accept_threshold": t}, "chain") for t in CHAIN_ROUTES),
     ]  # fmt: skip
+
+
+def shown(name: str, config: SharpConfig) -> bool:
+    """Whether a kept program's setting ``name`` is one its lever choice decides (a lever study's "kept
+    config"): the neutral policy's settings, how a comparison is decided, how a chain answers where it runs."""
+    return name in NEUTRAL or name == "compare_by" or (name == "chain_answer" and "chain" in config.repair_bridge)
 
 
 def recorded_actions(records: Mapping[str, dict], examples: Sequence[Any]) -> set[str]:

@@ -266,3 +266,15 @@ def test_the_yes_no_ceiling_is_the_best_threshold_in_sample_and_the_fold_thresho
     assert ceiling(more, folds=2)["accuracy, the best threshold on these questions (ceiling)"] == 1.0
     with pytest.raises(ValueError, match="cannot be split into 5 folds"):
         ceiling(rows, folds=5)
+
+
+def test_the_chain_levers_need_recorded_chains_and_say_how_they_answer():
+    from optimize.levers import CHAIN_ROUTES, combine, levers, shown
+    from program.sharp.policy import SharpConfig
+
+    chain = [lever for lever in levers(SharpConfig()) if lever.needs == "chain"]
+    assert [lever.setting for lever in chain] == ["repair_bridge"] * (2 + len(CHAIN_ROUTES))  # alternatives of one
+    routed = chain[-1].overrides
+    assert routed["repair_bridge"] == ("chain",) and routed["accept_threshold"] == CHAIN_ROUTES[-1]
+    kept = combine(SharpConfig(), [chain[1]])
+    assert kept.chain_answer == "union" and shown("chain_answer", kept) and not shown("chain_answer", SharpConfig())

@@ -52,9 +52,7 @@ def study(program: Any, records: dict, examples: list, folds: int, passages: Any
             "by form": by_form(records, examples, cf.em, cf.em0),
         },
         "kept on all": [lever.name for lever in kept],
-        "kept config": {
-            k: v for k, v in combined.model_dump(mode="json").items() if k in lv.NEUTRAL or k == "compare_by"
-        },
+        "kept config": {k: v for k, v in combined.model_dump(mode="json").items() if lv.shown(k, combined)},
     }
 
 

@@ -64,9 +64,7 @@ def study(program: Any, records: dict, tune: list, check: list, passages: Any, s
     kept = lv.select(on_tune)
     out: dict[str, Any] = {"recorded actions": sorted(have), "kept": [lever.name for lever in kept]}
     combined = lv.combine(base, kept)
-    out["kept config"] = {
-        k: v for k, v in combined.model_dump(mode="json").items() if k in lv.NEUTRAL or k == "compare_by"
-    }
+    out["kept config"] = {k: v for k, v in combined.model_dump(mode="json").items() if lv.shown(k, combined)}
     for label, examples, (neutral, effects) in (
         ("tuning", tune, (neutral_t, on_tune)),
         ("held out", check, lv.measure(records, check, base, candidates, passages, seed)),
