@@ -57,6 +57,7 @@ def levers(tuned: SharpConfig, thresholds: Sequence[float] | None = None) -> lis
         Lever("span: the passage's name", "span_rule", {"span_rule": "name"}),
         Lever("span: the closest span", "span_rule", {"span_rule": "span"}),
         Lever("span: name, then closest span", "span_rule", {"span_rule": "both"}),
+        Lever("place: its first part ('Boston' for 'Boston, Massachusetts')", "place_rule", {"place_rule": "first"}),
         Lever("comparisons read per option, decided in code", "repair_comparison",
               {"repair_comparison": ("compare",), "compare_by": "code"}, "compare"),
         Lever("yes/no checked per entity, combined in code", "repair_yesno",

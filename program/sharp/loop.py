@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import dspy
 
 from program.reading.answers import is_yes_no_question
-from program.sharp.answer_types import mismatch
+from program.sharp.answer_types import asked_type, mismatch
 from program.sharp.forms import Form, matches_option, options
 from program.sharp.gate import critic_features, round_features
 from program.sharp.policy import UNCALIBRATED_P, Policy
@@ -263,6 +263,10 @@ def settle(run: Run, rnd: Round, policy: Policy) -> Settled:
         rewritten = rewritten or (bare if bare != answer else None)
         if rewritten is not None:
             answer, how, why = rewritten, "span", f"{answer!r} written as the passage writes it"
+    if answer is not None and policy.place_rule == "first" and "," in answer and asked_type(run.question) == "place":
+        first = answer.split(",", 1)[0].strip()
+        if len(first) > 1 and not any(ch.isdigit() for ch in first):
+            answer, how, why = first, "place", f"{answer!r}: the place's first part"
     return Settled(answer, how, why)
 
 

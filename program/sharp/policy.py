@@ -180,6 +180,11 @@ class SharpConfig(StrictConfig):
         Literal["off", "name", "span", "both"],
         Lever(("off", "name", "span", "both"), explore="off", neutral="off", off="off"),
     ] = "off"
+    # a place written "Boston, Massachusetts" answering a "where" question: as read ("off"), or its first part
+    # ("first": "Boston"), as most of 2WikiMultihopQA's gold places are written
+    place_rule: Annotated[Literal["off", "first"], Lever(("off", "first"), explore="off", neutral="off", off="off")] = (
+        "off"
+    )
     # a chain's answer (the ``chain`` repair of a bridge, program/sharp/chain.py): its last hop's ("hop"), or one
     # read of the whole question over the union of the hops' passages ("union", one more LM call)
     # (recorded with the union read, so a replay can answer either way; searched where a space lists "union")

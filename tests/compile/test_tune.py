@@ -154,6 +154,7 @@ def test_params_and_configs_round_trip():
         "option_form": "question",
         "force_option": False,
         "span_rule": "off",
+        "place_rule": "off",
         "chain_answer": "hop",
     }
     back = apply_params(SharpConfig(), default)

@@ -310,3 +310,17 @@ def dspy_example():
     import dspy
 
     return dspy.Example(question="q", evidence="[1] A: a", answer="a", supporting_passages=[1])
+
+
+def test_the_place_rule_keeps_a_place_s_first_part_for_a_where_question():
+    from program.sharp.loop import settle
+    from program.sharp.rounds import Read, Round, Run
+
+    where = Run("Where was the director of film Timber Falls born?", "bridge")
+    read = Round("draft", read=Read(where.question, "Medford, Massachusetts", [CORPUS[0]], [], None))
+    assert settle(where, read, SharpConfig()).answer == "Medford, Massachusetts"
+    first = settle(where, read, SharpConfig(place_rule="first"))
+    assert (first.answer, first.how) == ("Medford", "place")
+    when = Run("When was the director of film Timber Falls born?", "bridge")
+    dated = Round("draft", read=Read(when.question, "March 27, 1963", [], [], None))
+    assert settle(when, dated, SharpConfig(place_rule="first")).answer == "March 27, 1963"  # not a place question
