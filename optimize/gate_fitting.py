@@ -7,7 +7,9 @@
 2. :func:`fit_answer_critic` chooses the gate's features by question-grouped cross-validation on the fit
    cases (:func:`select_features`), fits the gate (no critic features) and the judge (gate features plus the
    critic's verdict), and reports both on the held-out cases: AUROC with a bootstrap CI over questions,
-   Brier, ECE, and the over- and under-trigger rates at a threshold.
+   Brier, ECE, and the over- and under-trigger rates at a threshold. Where the LM wrote no token
+   log-probabilities (no round has them: :func:`has_logprobs`), the candidates leave those features out
+   (:func:`without_logprobs`) and the report says so (``logprobs``: false).
 
 Only plain numbers leave here (program.sharp.gate.AnswerCalibrator); the pictures of the report (ROC,
 reliability diagram) are drawn and logged by experiments/.
@@ -45,6 +47,24 @@ CANDIDATE_FEATURES: tuple[tuple[str, ...], ...] = (
     GATE_FEATURES,
 )
 CANDIDATE_C = (0.1, 1.0)
+# the features read from the LM's token log-probabilities: constant (their stand-ins) where the LM returned none
+LOGPROB_FEATURES = ("lp_mean", "lp_min", "p_first", "lp_missing", "yes_margin", "hop_lp_min")
+
+
+def has_logprobs(cases: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any round of ``cases`` was read with token log-probabilities (many API models return none)."""
+    return any(not c["features"].get("lp_missing", 1.0) for c in cases)
+
+
+def without_logprobs(candidates: Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    """``candidates`` with the log-probability features left out (a set left empty, or repeated, dropped): what
+    a gate can read of rounds an LM wrote without them (agreement between reads, spans, the answer's type)."""
+    out: list[tuple[str, ...]] = []
+    for features in candidates:
+        kept = tuple(f for f in features if f not in LOGPROB_FEATURES)
+        if kept and kept not in out:
+            out.append(kept)
+    return tuple(out)
 
 
 def round_cases(
@@ -252,21 +272,23 @@ def fit_answer_critic(
     if not fit:
         raise ConfigError("no drafts to fit the answer critic on: record train questions first")
     info = dict(fitted_on or {})
-    features, c, table = select_features(fit)
+    logprobs = has_logprobs(fit)
+    features, c, table = select_features(fit, CANDIDATE_FEATURES if logprobs else without_logprobs(CANDIDATE_FEATURES))
     gate = fit_linear(
         AnswerCalibrator, rows_of(fit, False), [x["label"] for x in fit], features, c, {**info, "role": "gate"}
     )
     gate_fit_probs = cv_probabilities(fit, features, c, False) or [gate.probability(r) for r in rows_of(fit, False)]
     threshold = pick_threshold(gate_fit_probs, [x["label"] for x in fit])
     out: dict[str, Any] = {"gate": gate, "judge": None, "threshold": threshold}
-    rep: dict[str, Any] = {"selection": table, "fit": _counts(fit), "heldout": _counts(heldout)}
+    rep: dict[str, Any] = {"selection": table, "fit": _counts(fit), "heldout": _counts(heldout), "logprobs": logprobs}
     if heldout:
         held = [gate.probability(r) for r in rows_of(heldout, False)]
         rep["gate"] = report(held, heldout, threshold, seed)
         rep["gate_curves"] = curves(held, [x["label"] for x in heldout])
-        rep["generator_confidence"] = report(
-            [math.exp(x["features"]["lp_mean"]) for x in heldout], heldout, threshold, seed
-        )
+        if logprobs:  # the reader's own confidence, where it wrote any
+            rep["generator_confidence"] = report(
+                [math.exp(x["features"]["lp_mean"]) for x in heldout], heldout, threshold, seed
+            )
     critiqued = [x for x in fit if x["critic"] is not None]
     if len({x["label"] for x in critiqued}) == 2 and len(critiqued) >= 20:
         out["judge"] = _fit_judge(critiqued, heldout, features, c, info, gate, threshold, seed, rep)

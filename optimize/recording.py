@@ -302,11 +302,16 @@ def pending(
     program: SharpRAG,
     actions: Sequence[str] | None = None,
     focus_when: str = "rejected",
+    critique: bool | Callable[[Any], bool] = False,
 ) -> list[Any]:
     """The examples a recording at ``path`` still lacks, holds as failed, or holds without a round ``program``
-    would record for them."""
+    would record for them (critiqued, where ``critique`` says so of the example, as :func:`record` takes it)."""
     done = _read(Path(path)) if path else {}
-    return [ex for ex in examples if not complete(done.get(ex.id), program, actions, focus_when=focus_when)]
+
+    def crit(ex: Any) -> bool:
+        return bool(critique(ex)) if callable(critique) else bool(critique)
+
+    return [ex for ex in examples if not complete(done.get(ex.id), program, actions, crit(ex), focus_when)]
 
 
 def record(
@@ -319,6 +324,7 @@ def record(
     actions: Sequence[str] | None = None,
     passages: PassageLookup = titles_only,
     focus_when: str = "rejected",
+    on_each: Callable[[dict, dict], None] | None = None,
 ) -> dict[str, dict]:
     """Record every example (resuming from ``path``); return id -> record. ``critique``: whether the critic
     reads every round (or a function of the example saying so); ``actions``: the repairs to record (None:
@@ -327,7 +333,12 @@ def record(
 
     A question that raised (a failure of the LM service among others: program/tracing.py) is kept as a record
     with ``error`` set, scored as a failed row, and recorded again by a resumed run; ``max_failed_in_a_row``
-    failures one after another stop the recording (RunAbortedError)."""
+    failures one after another stop the recording (RunAbortedError).
+
+    ``on_each(record, calls)``, where given, hears of every question recorded (in the calling thread, in the
+    order they finish), ``calls`` the question's LM calls summed (program.lm.accounting.summarize: calls,
+    tokens, seconds, cached calls); what it raises stops the recording (the questions already written
+    stay, and a rerun resumes after them)."""
     if not isinstance(program, SharpRAG):
         raise ConfigError(f"replay records SHARP trajectories; {type(program).__name__} has no repair loop")
     path = Path(path) if path else None
@@ -345,24 +356,31 @@ def record(
             tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in _read(path).values()))
             tmp.replace(path)  # atomic: another worker reading or appending never sees half a file
 
-    def one(ex: Any) -> dict:
+    def one(ex: Any) -> tuple[dict, dict]:
         t0 = time.perf_counter()
-        try:
-            rec = record_question(program, ex.question, crit(ex), done.get(ex.id), actions, passages, focus_when)
-        except Exception as exc:
-            log.warning("recording question %s failed: %s", ex.id, exc)
-            rec = {"format": FORMAT, "error": failure_text(exc)}
+        with recording() as calls:
+            try:
+                rec = record_question(program, ex.question, crit(ex), done.get(ex.id), actions, passages, focus_when)
+            except Exception as exc:
+                log.warning("recording question %s failed: %s", ex.id, exc)
+                rec = {"format": FORMAT, "error": failure_text(exc)}
         rec["id"] = ex.id
         rec["seconds"] = round(time.perf_counter() - t0, 3)
         if path:
             with lock, path.open("a") as fh:
                 fh.write(json.dumps(rec, default=str) + "\n")
-        return rec
+        return rec, calls.summary()
 
     streak = FailureStreak(max_failed_in_a_row, f"the records so far (in {path})" if path else "the records so far")
-    for n, rec in enumerate(run_each(one, todo, threads), 1):
-        done[rec["id"]] = rec
-        streak.see(bool(rec.get("error")), rec.get("error"))
-        if n == 1 or n % 10 == 0 or n == len(todo):
-            log.info("recorded %d/%d questions (%.1f s the last)", n, len(todo), rec.get("seconds", 0.0))
+    results = run_each(one, todo, threads)
+    try:
+        for n, (rec, spent) in enumerate(results, 1):
+            done[rec["id"]] = rec
+            if on_each is not None:
+                on_each(rec, spent)
+            streak.see(bool(rec.get("error")), rec.get("error"))
+            if n == 1 or n % 10 == 0 or n == len(todo):
+                log.info("recorded %d/%d questions (%.1f s the last)", n, len(todo), rec.get("seconds", 0.0))
+    finally:
+        results.close()  # a stopped recording cancels the questions queued on the pool
     return done

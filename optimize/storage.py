@@ -7,6 +7,8 @@
   processes on one machine, no database.
 * ``sqlite:///PATH``: one worker (SQLite locks the whole file; parallel workers fail with "database is
   locked").
+* ``memory:``: a study of this process alone, gone when it ends (`sharp build` runs each search anew from its
+  start, so it keeps none).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from program.errors import ConfigError, StoreError
 
 JOURNAL = "journal:"
+MEMORY = "memory:"
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^:/@]*):(?P<password>[^@/]*)@")
 # engine options of a quick reachability check, per SQLAlchemy dialect
 _CONNECT_ARGS = {"postgresql": {"connect_timeout": 5}, "mysql": {"connect_timeout": 5}}
@@ -116,6 +119,8 @@ def open_storage(url: str, heartbeat_s: int = 60, stale_trial_callback: Any = No
     from optuna.storages import RDBStorage
 
     url = str(url)
+    if url == MEMORY:
+        return optuna.storages.InMemoryStorage()
     if url.startswith(JOURNAL):
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
