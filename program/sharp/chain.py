@@ -7,9 +7,10 @@
    passages) together with a title lookup of the previous hop's answer (or of the entity a rule plan starts
    from): the entity's own passage, where the retriever can look titles up (the evidence ranker's pool can).
    The generator reads the hop alone. Its answer must be a span of the hop's passages (written as the
-   passage writes it, the closest span where the reader reworded it): a hop that finds nothing, answers
-   nothing, the wrong kind of thing for its question (a date for "where"), off its passages, or with the entity
-   it asks about stops the chain (traced).
+   passage writes it, the closest span where the reader reworded it). A place hop answered with a date is asked
+   once more for the kind of place ("In which city was X born?": the 1.5B reader reads the date first in a
+   person's passage). A hop that finds nothing, answers nothing, the wrong kind of thing for its question, off
+   its passages, or with the entity it asks about stops the chain (traced).
 3. **Answer.** The last hop's answer; or, where the policy says ``chain_answer: union``, one read of the whole
    question over the union of the hops' passages (the IRCoT way), made by :func:`union_read` on demand, as the
    composer is for a comparison.
@@ -24,7 +25,7 @@ from typing import Any, Protocol
 from program.reading.parsing import items
 from program.sharp.answer_types import asked_type, mismatch
 from program.sharp.critic import output_fields
-from program.sharp.plans import Plan, check_plan, loops_back, rule_plan, substitute
+from program.sharp.plans import Plan, check_plan, loops_back, reworded, rule_plan, substitute
 from program.sharp.rounds import Read, Round, Run
 from program.sharp.spans import closest_span, is_span
 from program.tracing import Tracer
@@ -109,8 +110,13 @@ def chain_round(reader: ChainReader, run: Run, tr: Tracer, round_no: int) -> Rou
             break
         read = reader._read(query, passages, tr, round_no)
         tr.steps[-1]["hop"] = i
-        rnd.hops.append(read)
         answer, problem = hop_answer(read, query, names[0] if names else None)
+        again = reworded(query) if answer is None and mismatch(query, read.answer) else None
+        if again is not None:  # a date for "where": asked once more, for the kind of place
+            read = reader._read(again, passages, tr, round_no)
+            tr.steps[-1].update(hop=i, reworded=True)
+            answer, problem = hop_answer(read, query, names[0] if names else None)
+        rnd.hops.append(read)
         if answer is None:
             rnd.fallback = f"hop {i}: {problem}: the draft stands"
             break

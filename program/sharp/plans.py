@@ -107,6 +107,23 @@ def loops_back(answer: str, hop_question: str, entity: str | None = None) -> boo
 _PERSON_HOP = re.compile(r"^(?:who|whom|whose)\b", re.I)
 
 
+_REWORD = (
+    (re.compile(r"^where was (.+) born\?$", re.I), "In which city was {} born?"),
+    (re.compile(r"^where did (.+) die\?$", re.I), "In which city did {} die?"),
+    (re.compile(r"^where was (.+) buried\?$", re.I), "In which place was {} buried?"),
+)
+
+
+def reworded(hop_question: str) -> str | None:
+    """A place hop asked for the kind of place it wants ("Where was X born?" -> "In which city was X born?"),
+    for a reader that answered it with a date; None for other hops."""
+    for pattern, template in _REWORD:
+        m = pattern.match(hop_question.strip())
+        if m:
+            return template.format(m.group(1))
+    return None
+
+
 # ---- plans by rule ---------------------------------------------------------------------------------------
 # a relation from a person or a work to a person: the hop question (E: the entity, or #n), by the word the
 # question uses for the kind of work ("film", "song") where it names one

@@ -83,7 +83,14 @@ def test_the_policies_reach_every_stop_reason_and_both_choices_of_the_answer(wor
             pick = next(s for s in row["trace"] if s["role"] == "select")
             last = [s for s in row["trace"] if s["role"] == "judgement"][-1]
             chosen.add("last" if pick["round"] == last["round"] else "earlier")
-    assert reasons == {"confident", "no_repair_left", "max_repairs", "budget_lm_calls", "budget_tokens"}
+    assert reasons == {
+        "confident",
+        "no_repair_left",
+        "no_repair_for_form",
+        "max_repairs",
+        "budget_lm_calls",
+        "budget_tokens",
+    }
     assert chosen == {"last", "earlier"}
 
 
@@ -186,7 +193,7 @@ def test_an_earlier_code_version_gives_the_stamp_a_migration_replaces_without_to
     before, now = stamps(prog)
     assert now == recording.reading(prog, "compare") == recording.reading(prog, "compare", code_version=3)
     assert before == recording.reading(prog, "compare", code_version=2) != now
-    assert recording.CODE_VERSIONS == {"compare": 3, "chain": 2}  # asking for version 2 changed nothing
+    assert recording.CODE_VERSIONS == {"compare": 3, "chain": 3}  # asking for version 2 changed nothing
     # the draft's reading has no code version: giving one is what marks an action's code as versioned
     assert recording.reading(prog, "draft", code_version=1) != recording.reading(prog, "draft")
 

@@ -7,7 +7,7 @@ import pytest
 from doubles import FieldLM, GarbageLM, KeywordRetriever, assign
 
 from program.sharp.module import SharpRAG
-from program.sharp.plans import Plan, check_plan, loops_back, rule_plan, substitute
+from program.sharp.plans import Plan, check_plan, loops_back, reworded, rule_plan, substitute
 from program.sharp.policy import SharpConfig
 from program.types import Passage
 
@@ -324,3 +324,20 @@ def test_the_place_rule_keeps_a_place_s_first_part_for_a_where_question():
     when = Run("When was the director of film Timber Falls born?", "bridge")
     dated = Round("draft", read=Read(when.question, "March 27, 1963", [], [], None))
     assert settle(when, dated, SharpConfig(place_rule="first")).answer == "March 27, 1963"  # not a place question
+
+
+def test_a_place_hop_answered_with_a_date_is_asked_once_more_for_the_kind_of_place():
+    question = "Where was the director of Pulp Fiction born?"
+    answers = {
+        question: reply("Quentin Tarantino", UNSURE),
+        "Who directed Pulp Fiction?": reply("Quentin Tarantino"),
+        "Where was Quentin Tarantino born?": reply("March 27, 1963"),  # the date a person's passage gives first
+        "In which city was Quentin Tarantino born?": reply("Knoxville"),
+    }
+    corpus = [*CORPUS, Passage("p6", "Knoxville", "Quentin Tarantino was born in Knoxville, Tennessee.")]
+    prog, _ = program(answers, retriever=TitledRetriever(corpus))
+    pred = prog(question=question)
+    assert pred.answer == "Knoxville" and pred.cost["lm_calls"] == 4  # draft, hop 1, hop 2 and its rewording
+    (again,) = [s for s in steps(pred, "generator") if s.get("reworded")]
+    assert again["hop"] == 2
+    assert reworded("Where did Max Mack die?") == "In which city did Max Mack die?" and reworded(HOPS[0]) is None

@@ -28,6 +28,7 @@ from program.sharp.chain import hop_answer
 from program.sharp.forms import question_form
 from program.sharp.plans import Plan, substitute
 from program.sharp.spans import words
+from program.lm.accounting import Ledger
 from program.tracing import Budget, Tracer
 
 
@@ -128,7 +129,7 @@ def ceiling(program: Any, examples: list, records: dict, path: Path) -> list[dic
         plan = Plan.from_record(chain["plan"]) if chain.get("plan") else None
         if plan is None or len(plan.hops) < 2 or str(chain.get("fallback") or "").startswith("plan refused"):
             continue
-        tr = Tracer(Budget(max_lm_calls=None))
+        tr = Tracer(Budget(max_lm_calls=None), Ledger(), observer=None)
         query = substitute(plan.hops[1], [gold_hops[0][1]])
         passages = _hop_search(program, query, [gold_hops[0][1]], tr, 1, 2)
         read = program._read(query, passages, tr, 1)
