@@ -100,14 +100,20 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace, n: int) -> tuple:
-    """(runtime, program, saved, examples, records) for the first ``n`` seeded train questions; the recording
-    must read as the program does."""
+    """(runtime, program, saved, examples, records) for the first ``n`` seeded train questions, less the train
+    questions the program's hop planner has as demos; the recording must read as the program does."""
     from experiments.runtime import Runtime
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
     program, saved = rt.load_program(args.program)
     examples = rt.examples("train", limit=n, seed=args.seed)
+    demos = set(saved.meta.get("planner_demo_ids") or ())  # the hop planner's demos: not measured on
+    if demos & {ex.id for ex in examples}:
+        logging.getLogger(__name__).info(
+            "left out %d planner demo question(s)", len(demos & {ex.id for ex in examples})
+        )
+        examples = [ex for ex in examples if ex.id not in demos]
     records = read_records(args.recording, examples)
     check_reading(records.values(), program)
     return rt, program, saved, examples, records
