@@ -24,11 +24,11 @@ from typing import Any
 from experiments.lab.studies import show
 from experiments.lab.studies.lever_selection import load
 from optimize.metrics import exact_match
+from program.lm.accounting import Ledger
 from program.sharp.chain import hop_answer
 from program.sharp.forms import question_form
 from program.sharp.plans import Plan, substitute
 from program.sharp.spans import words
-from program.lm.accounting import Ledger
 from program.tracing import Budget, Tracer
 
 
