@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -17,8 +16,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import dspy
-import numpy as np
 from dspy.utils.dummies import DummyLM
+from hash_embedder import HashEmbedder, HashEmbedderFactory  # noqa: F401 (the embedding model's doubles)
 
 from program.lm.accounting import CallRecord, record
 from program.retrieval.base import check_query
@@ -302,44 +301,6 @@ class RankedRetriever:
 
     def _key(self, query: str) -> str:
         return next((key for key in sorted(self.ranked, key=len, reverse=True) if query.startswith(key)), "")
-
-
-# ---- an embedding model without a model ----------------------------------------------------------------
-class HashEmbedder:
-    """Bag of hashed lower-cased words (64-d): similar wording -> similar vectors. Counts calls."""
-
-    backend = "fake"
-    max_seq_length = 256
-
-    def __init__(self, dimension: int = 64) -> None:
-        self.dimension = dimension
-        self.encoded: list[str] = []
-
-    def encode(self, texts, batch_size=None, progress=None) -> np.ndarray:
-        texts = list(texts)
-        self.encoded += texts
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                h = int(hashlib.md5(word.encode()).hexdigest(), 16)
-                out[row, h % self.dimension] += 1.0
-        out += 1e-3
-        if progress:
-            progress(len(texts))
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-
-class HashEmbedderFactory:
-    """Stands in for program.retrieval.embedder.Embedder in data/indexing.py (and, by its ``from_config``, for
-    program.retrieval.factory.shared_embedder): HashEmbedder models, each one made kept in ``made``."""
-
-    made: list[HashEmbedder] = []
-
-    @classmethod
-    def from_config(cls, config=None) -> HashEmbedder:
-        emb = HashEmbedder()
-        cls.made.append(emb)
-        return emb
 
 
 # ---- a local model without a model ----------------------------------------------------------------

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from doubles import HashEmbedder
-from doubles import HashEmbedderFactory as _FakeEmbedderFactory  # tests/child_cli.py reads this name
+from hash_embedder import HashEmbedder, HashEmbedderFactory  # (numpy only: a child process imports this file)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -147,9 +146,9 @@ def fake_models(monkeypatch):
     from experiments.console import terminal
 
     made: list[HashEmbedder] = []
-    monkeypatch.setattr(_FakeEmbedderFactory, "made", made)
-    monkeypatch.setattr(data.indexing, "Embedder", _FakeEmbedderFactory)
-    monkeypatch.setattr(factory, "shared_embedder", lambda config: _FakeEmbedderFactory.from_config(config))
+    monkeypatch.setattr(HashEmbedderFactory, "made", made)
+    monkeypatch.setattr(data.indexing, "Embedder", HashEmbedderFactory)
+    monkeypatch.setattr(factory, "shared_embedder", lambda config: HashEmbedderFactory.from_config(config))
     # error messages on one line, so a suggested command can be read back whole
     monkeypatch.setattr(terminal, "err_console", Console(stderr=True, width=100_000))
     return made
