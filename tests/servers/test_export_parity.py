@@ -13,9 +13,7 @@ import sys
 import pytest
 from live_servers import child_env
 from toy_world import CASES
-from typer.testing import CliRunner
 
-from experiments.cli import app
 from experiments.export import load_for_serving, predict_rows, resolve_program_path
 from experiments.runtime import configure_cache
 
@@ -36,24 +34,11 @@ print("@@ROWS@@" + frame.to_json(orient="records"))
 """
 
 
-def invoke(*args: str) -> str:
-    out = CliRunner().invoke(app, list(args))
-    assert out.exit_code == 0, out.output
-    return out.stdout
-
-
 @pytest.fixture
-def exported(toy, rule_lm, tmp_path):
-    """The toy program compiled and registered as models:/toy-parity/1 in a sqlite store."""
-    ws = toy.new_workspace(tmp_path / "ws")
-    store = f"sqlite:///{tmp_path}/mlflow.db"
-    args = [*toy.args(ws, tmp_path / "cache"), "--tracking-uri", store]
-    out = invoke("compile", "--n-train", "4", "--n-val", "3", "--retriever-mode", "bm25", "--name", "toy", *args)
-    run_id = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("run:"))
-    assert "models:/toy-parity/1" in invoke(
-        "export", run_id, "--name", "toy-parity", "--workspace", str(ws), "--tracking-uri", store
-    )
-    return "models:/toy-parity/1", store, ws
+def exported(toy_program):
+    """The toy program compiled and registered once (conftest.py toy_program): (its model URI, the sqlite
+    store, the workspace)."""
+    return toy_program.model, toy_program.store, toy_program.workspace
 
 
 def rows_in_new_process(uri: str, store: str, questions: list[str], env: dict, cwd) -> list[dict]:

@@ -64,19 +64,14 @@ def runs_of(store: str) -> list:
     return client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=1000)
 
 
-def test_a_compile_killed_with_sigkill_resumes_to_the_same_program(toy, slow_lm, tmp_path):
-    compile_args = ["compile", "--n-train", "4", "--n-val", "3", "--retriever-mode", "bm25", "--name", "toy"]
-
+def test_a_compile_killed_with_sigkill_resumes_to_the_same_program(toy, toy_program, slow_lm, tmp_path):
     def args(name: str) -> list[str]:
         ws = toy.new_workspace(tmp_path / name)
         lm = ["--lm", "openai/rules", "--api-base", slow_lm.base, "--cache-dir", str(tmp_path / name / "cache")]
-        return [*compile_args, "--data-dir", str(toy.data), "--workspace", str(ws), *lm]
+        return [*toy_program.command, "--data-dir", str(toy.data), "--workspace", str(ws), *lm]
 
-    # the reference: one uninterrupted compile, and how many LM calls it makes
-    ref_store = f"sqlite:///{tmp_path}/ref.db"
-    out = CliRunner().invoke(app, [*args("ref"), "--tracking-uri", ref_store])
-    assert out.exit_code == 0, out.output
-    fresh_calls = slow_lm.requests
+    # the reference: the same compile uninterrupted (conftest.py toy_program), and how many LM calls it made
+    fresh_calls = toy_program.lm_calls
 
     store = f"sqlite:///{tmp_path}/mlflow.db"
     mark = slow_lm.requests
@@ -99,7 +94,7 @@ def test_a_compile_killed_with_sigkill_resumes_to_the_same_program(toy, slow_lm,
     assert resumed_calls <= fresh_calls - killed_calls + 1
 
     resumed = read_program(tmp_path / "ws" / "programs" / "toy.json")
-    reference = read_program(tmp_path / "ref" / "programs" / "toy.json")
+    reference = read_program(toy_program.program)
     assert resumed.state == reference.state and resumed.config == reference.config
     assert resumed.meta["after"] == reference.meta["after"] and resumed.meta["before"] == reference.meta["before"]
 

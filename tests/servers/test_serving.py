@@ -27,17 +27,10 @@ def invoke(*args: str) -> str:
 
 
 @pytest.fixture
-def served_model(toy, rule_lm, tmp_path):
-    """Compile and export the toy program into a sqlite store; serve it; yield (base URL, store, workspace)."""
-    ws = toy.new_workspace(tmp_path / "ws")
-    store = f"sqlite:///{tmp_path}/mlflow.db"
-    args = [*toy.args(ws, tmp_path / "cache"), "--tracking-uri", store]
-    out = invoke("compile", "--n-train", "4", "--n-val", "3", "--retriever-mode", "bm25", "--name", "toy", *args)
-    run_id = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("run:"))
-    assert "models:/toy-serve/1" in invoke(
-        "export", run_id, "--name", "toy-serve", "--workspace", str(ws), "--tracking-uri", store
-    )
-
+def served_model(toy_program, rule_lm, tmp_path):
+    """The toy program compiled and exported once (conftest.py toy_program) served; yield (base URL, store,
+    workspace)."""
+    store, ws = toy_program.store, toy_program.workspace
     port = free_port()
     log = tmp_path / "serve.log"
     env = child_env(
@@ -47,7 +40,7 @@ def served_model(toy, rule_lm, tmp_path):
         DSPY_CACHEDIR=str(tmp_path / "serve-cache"),
     )
     mlflow_bin = Path(sys.executable).parent / "mlflow"
-    cmd = [str(mlflow_bin), "models", "serve", "-m", "models:/toy-serve/1", "--env-manager", "local"]
+    cmd = [str(mlflow_bin), "models", "serve", "-m", toy_program.model, "--env-manager", "local"]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
             [*cmd, "--host", "127.0.0.1", "-p", str(port)],
@@ -67,7 +60,7 @@ def served_model(toy, rule_lm, tmp_path):
     stop_process(proc)
 
 
-def test_the_served_model_answers_like_sharp_ask(served_model, toy, rule_lm):
+def test_the_served_model_answers_like_sharp_ask(served_model, toy, toy_program, rule_lm):
     base, store, ws = served_model
     questions = [c.question for c in CASES]
     body = json.dumps({"dataframe_records": [{"question": q} for q in questions]}).encode()
@@ -83,7 +76,7 @@ def test_the_served_model_answers_like_sharp_ask(served_model, toy, rule_lm):
     for row in served:
         asked = json.loads(
             invoke(
-                "ask", row["question"], "--program", "models:/toy-serve/1", "--json", "--no-cache",
+                "ask", row["question"], "--program", toy_program.model, "--json", "--no-cache",
                 *toy.args(ws), "--tracking-uri", store,
             ).strip().splitlines()[-1]
         )  # fmt: skip
