@@ -29,6 +29,7 @@ from program.reading.parsing import items
 from program.sharp.forms import question_form
 from program.sharp.plans import REF, check_plan, rule_plan, substitute
 from program.sharp.spans import words
+from program.tracing import adapter_settings
 
 __all__ = [
     "PlannerStudent",
@@ -179,16 +180,21 @@ def _written(hop: str, answers: Sequence[str]) -> str:
 
 
 class PlannerStudent(dspy.Module):
-    """The hop planner alone (a copy of the program's), as a module DSPy's optimizers compile."""
+    """The hop planner alone (a copy of the program's), as a module DSPy's optimizers compile; it calls the
+    planner as the program does (its adapter and token cap: ``config``, the program's SharpConfig)."""
 
     ROLE_MAP = {"hop_planner": "planner"}
 
-    def __init__(self, hop_planner: dspy.Predict):
+    def __init__(self, hop_planner: dspy.Predict, config: Any = None):
         super().__init__()
         self.hop_planner = hop_planner.deepcopy()
+        self.adapter = getattr(config, "structured_adapter", "json")
+        self.max_tokens = getattr(config, "planner_max_tokens", 160)
 
     def forward(self, question: str) -> dspy.Prediction:
-        return dspy.Prediction(hops=items(getattr(self.hop_planner(question=question), "hops", None)))
+        with dspy.context(**adapter_settings(self.adapter)):
+            pred = self.hop_planner(question=question, config={"max_tokens": self.max_tokens})
+        return dspy.Prediction(hops=items(getattr(pred, "hops", None)))
 
 
 def install(program: Any, compiled: PlannerStudent) -> list[str]:

@@ -69,7 +69,7 @@ def compile_planner(
     selectset, valset = split_train_val(planner_examples(bridges), select=n_select, val=n_val)
     retriever = program.retriever
     metric = plan_metric(lambda q, k: retriever.retrieve(q, k))
-    student = PlannerStudent(program.hop_planner)
+    student = PlannerStudent(program.hop_planner, program.config)
     assign_lms(student, runtime.lm_config)
     name = name or f"sharp-{runtime.dataset}-planner-{optimizer}"
     params = {"dataset": runtime.dataset, "optimizer": optimizer, "demo_datasets": ",".join(demo_datasets),
