@@ -17,6 +17,10 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# serve_forever(**QUICK_SHUTDOWN) in every test server: shutdown() waits for the loop's next poll, 0.5 s by
+# default, at the end of each test that starts one (tens of tests: seconds of the suite)
+QUICK_SHUTDOWN = {"poll_interval": 0.05}
+
 STATUS = {"500": 500, "429": 429, "401": 401, "404": 404}
 
 
@@ -102,7 +106,7 @@ class FakeOpenAI:
         self.server.daemon_threads = True
         # a client that timed out closes its socket before the slow reply: expected, not an error
         self.server.handle_error = lambda request, client_address: None
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs=QUICK_SHUTDOWN, daemon=True)
         self.thread.start()
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 

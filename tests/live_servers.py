@@ -27,6 +27,7 @@ from glob import glob
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from fake_openai import QUICK_SHUTDOWN
 from toy_world import RULES, fields_of, render_reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -325,7 +326,7 @@ class RuleServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.handle_error = lambda request, client_address: None
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, kwargs=QUICK_SHUTDOWN, daemon=True).start()
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     @staticmethod

@@ -9,6 +9,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fake_openai import QUICK_SHUTDOWN
 
 WEB_RESULTS = {
     "results": [
@@ -52,7 +53,7 @@ def web_server():
         server.daemon_threads = True
         server.delay, server.requests = delay, []
         server.url = f"http://127.0.0.1:{server.server_address[1]}/search"
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs=QUICK_SHUTDOWN, daemon=True).start()
         servers.append(server)
         return server
 

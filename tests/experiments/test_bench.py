@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from doubles import TimedSession, field_reply, session_lm
+from fake_openai import QUICK_SHUTDOWN
 from live_servers import RuleServer
 from toy_world import write_dataset
 
@@ -75,7 +76,7 @@ class FakeBackend:
         self.reset()  # `sharp lm serve` is a new process: nothing cached
         self.slots.append(parallel)
         server = make_server([self.session()] * parallel, "127.0.0.1", 0)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread = threading.Thread(target=server.serve_forever, kwargs=QUICK_SHUTDOWN, daemon=True)
         thread.start()
         self.bases.append(f"http://127.0.0.1:{server.server_address[1]}/v1")
         try:

@@ -19,6 +19,7 @@ import dspy
 import pytest
 from doubles import TimedSession, session_lm
 from dspy.utils.exceptions import AdapterParseError
+from fake_openai import QUICK_SHUTDOWN
 
 from program.lm import SERVED_MODEL, LMSpec, build_lm
 from program.lm.server import make_server
@@ -100,7 +101,7 @@ def served_session():
     """One scripted session behind `sharp lm serve`'s HTTP layer on 127.0.0.1."""
     session = TimedSession()
     server = make_server(session, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs=QUICK_SHUTDOWN, daemon=True)
     thread.start()
     yield session, f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()

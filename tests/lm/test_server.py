@@ -9,6 +9,7 @@ import urllib.request
 import dspy
 import pytest
 from dspy.lm15 import ContextLengthError
+from fake_openai import QUICK_SHUTDOWN
 
 from program.errors import LMProviderError
 from program.lm import LMSpec, build_lm, recording
@@ -35,7 +36,7 @@ class FakeSession:
 def served():
     session = FakeSession()
     server = make_server(session, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs=QUICK_SHUTDOWN, daemon=True)
     thread.start()
     yield session, f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()
@@ -150,7 +151,7 @@ def test_slots_answer_side_by_side_and_one_slot_queues(slots):
     blocked, free = BlockingSession("first"), FakeSession("second")
     sessions = [blocked, free][:slots]
     server = make_server(sessions, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs=QUICK_SHUTDOWN, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         answers: list[str] = []

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import suggested
+from fake_openai import QUICK_SHUTDOWN
 from typer.testing import CliRunner
 
 from data.indexing import build_index, verify_index
@@ -162,7 +163,7 @@ def test_a_url_that_is_not_chroma(tmp_path, passages, fake_embedder, fake_models
             pass
 
     httpd = http.server.HTTPServer(("127.0.0.1", 0), NotChroma)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=httpd.serve_forever, kwargs=QUICK_SHUTDOWN, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}"
     try:
         with pytest.raises(IndexServerError, match=rf"{url} answers but is not a Chroma server.*HTTP 404"):
