@@ -24,7 +24,7 @@ app = typer.Typer(
 )
 
 # Modules under experiments/commands that define `register(app)`.
-COMMAND_MODULES = ["data", "lm", "program", "arena", "compile", "tune", "fitting", "report", "ui"]
+COMMAND_MODULES = ["data", "lm", "program", "arena", "compile", "tune", "build", "fitting", "report", "ui"]
 
 
 @app.callback()

@@ -15,8 +15,9 @@ from data.sources import DatasetSource, resolve_dataset
 from experiments import settings
 from experiments.keyvalue import merged
 from program.digest import digest
-from program.errors import ConfigError, ProgramFileError
+from program.errors import ConfigError, ProgramFileError, SharpError
 from program.lm import LMConfig, assign_lms
+from program.serving import builds
 from program.serving.defaults import DEFAULT_DATASET
 from program.serving.loading import model_mismatch
 from program.serving.registry import SYSTEMS, build_system, config_for
@@ -189,7 +190,7 @@ class Runtime:
         retriever = self.retriever(saved.retriever)
         module = load_into(saved, retriever)
         self.check_calibrator(module, saved.retriever)
-        mismatch = model_mismatch(saved, module.config, self.lm_config)
+        mismatch = model_mismatch(saved, module.config, self.lm_config, self.workspace)
         if mismatch:
             log.warning("%s", mismatch)
         assign_lms(module, self.lm_config)
@@ -207,6 +208,10 @@ class Runtime:
             models = {self.lm_config.resolve(role).model for role in ("planner", "critic", "generator")}
             lm = models.pop() if len(models) == 1 else None
             found = shipped.default_program(self.index_manifest().get("corpus_sha256"), lm) if lm else None
+            built = builds.built_program(self.workspace, self.source.name, lm) if lm and found is None else None
+            if built is not None:
+                log.info("using the program built here, %s; --program none runs the uncompiled SHARP", built)
+                return built
             if found is None:
                 if ref == shipped.DEFAULT:
                     raise ProgramFileError(
@@ -218,9 +223,10 @@ class Runtime:
                     self.ranked_read = True
                     log.warning(
                         "no shipped SHARP program for the %s corpus and %s: running the ranked plain read (the "
-                        "draft alone, no repair); --program none runs the uncompiled SHARP",
+                        "draft alone, no repair); --program none runs the uncompiled SHARP%s",
                         self.dataset,
                         lm or sorted(models),
+                        f"; {self.build_hint(lm)}" if lm else "",
                     )
                 else:
                     log.info("no shipped compiled program fits this index and model: the uncompiled %s", system)
@@ -230,6 +236,15 @@ class Runtime:
         from experiments.export import resolve_program_path
 
         return resolve_program_path(ref, self.workspace, tracking_uri=tracking_uri)
+
+    def build_hint(self, model: str) -> str:
+        """The `sharp build` command that builds a program for this corpus and ``model``, with its time where a
+        build measured that model's speed here (program/serving/builds.py)."""
+        try:
+            questions = len(self.examples("train", limit=1 << 30))
+        except SharpError:  # no train split here: the command is said all the same
+            questions = None
+        return builds.build_hint(self.dataset, model, self.workspace, questions, self.source.name)
 
     def check_calibrator(self, module: dspy.Module, overrides: Mapping[str, Any] | None = None) -> None:
         """A program's answer calibrators must have been fitted on this index's corpus with this ranker."""

@@ -252,9 +252,11 @@ def numeric(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 def run(
     name: str, params: Mapping[str, Any] | None = None, tags: Mapping[str, str] | None = None, nested: bool = False
 ) -> Iterator[Any]:
-    """An MLflow run that ends FAILED (not left running) when the block raises or is interrupted."""
+    """An MLflow run that ends FAILED (not left running) when the block raises or is interrupted. Opened while
+    another run is active (a step of `sharp build`), it is nested under that one."""
     import mlflow
 
+    nested = nested or mlflow.active_run() is not None
     active = mlflow.start_run(run_name=name, nested=nested, tags={**process_tags(), **dict(tags or {})})
     try:
         if params:

@@ -286,14 +286,16 @@ def role_of(system: str) -> str:
 
 
 class RuleServer:
-    """``openai/rules`` at ``self.base``: each chat completion is answered by RULES[role](input fields).
+    """``openai/rules`` at ``self.base``: each chat completion is answered by RULES[role](input fields) (``rules``:
+    another world's), without token log-probabilities.
 
     ``requests`` counts completions served; ``delay`` slows every reply and ``hold()`` holds every reply
     until ``release()`` (kill tests catch a run mid-way: waiting on the LM with a trial or a step open).
     """
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, rules: dict | None = None):
         self.delay = delay
+        self.rules = rules or RULES  # role -> (input fields -> reply fields): another world's rules
         self._open = threading.Event()
         self._open.set()
         self.requests = 0
@@ -343,7 +345,7 @@ class RuleServer:
             role = role_of(system)
         except ValueError as exc:
             return 400, {"error": {"message": str(exc), "type": "invalid_request_error"}}
-        reply = {k: v for k, v in RULES[role](fields_of(last)).items() if not k.startswith("_")}
+        reply = {k: v for k, v in self.rules[role](fields_of(last)).items() if not k.startswith("_")}
         text = render_reply(system, reply)
         with self._lock:
             self.requests += 1

@@ -181,7 +181,9 @@ def fit_ranker(
     if depth < 1 or link_from < 0:
         raise ConfigError(f"--depth must be >= 1 and --link-from >= 0 (got {depth}, {link_from})")
     rt = o.build_runtime(opts, lms=False, track=not no_tracking)
-    summary = _fit_ranker(rt, out, n_train, seed, c, {"depth": depth, "link_from": link_from}, not no_tracking)
+    summary = rankers.fit_from_runtime(
+        rt, out, n_train, seed, c, {"depth": depth, "link_from": link_from}, not no_tracking
+    )
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")
         return
@@ -190,72 +192,6 @@ def fit_ranker(
 
     console.print(ranker_table(summary))
     console.print(f"[green]ranker saved[/green] at {out}. Use it with --retriever-set ranker={name}")
-
-
-def _pooled_cases(rt: Runtime, examples: list, pool: dict) -> tuple[list[dict], dict]:
-    """Each question's candidate pool as a ranker case (the hybrid retriever, no second hop, no ranker),
-    and the pool settings used."""
-    from optimize.evidence_ranker import ranker_case
-    from program.errors import ConfigError
-    from program.retrieval.ranked import POOL_DEFAULTS, CandidatePools
-
-    settings = rt.retriever_settings({"second_hop": False, "ranker": None})
-    if settings.mode != "hybrid":
-        raise ConfigError(f"the evidence ranker reads dense and BM25 ranks: it needs mode=hybrid, not {settings.mode}")
-    hybrid = rt.retriever({"second_hop": False, "ranker": None})
-    pool_settings = {**POOL_DEFAULTS, "seed_chars": settings.hop_seed_chars, **pool}
-    pools = CandidatePools(hybrid, hybrid.bm25.passages, **pool_settings)
-    cases = []
-    for n, ex in enumerate(examples, 1):
-        cases.append(ranker_case(ex, pools.pools([ex.question])[0]))
-        if n % 100 == 0 or n == len(examples):
-            log.info("pooled %d / %d train questions", n, len(examples))
-    return cases, pool_settings
-
-
-def _fit_ranker(rt: Runtime, out: Path, n_train: int | None, seed: int, c: float, pool: dict, track: bool) -> dict:
-    """Pool every train question, fit on the first ``n_train``, score the rest, save to ``out`` and, with
-    ``track``, log the run to MLflow."""
-    from experiments.jobs import rankers
-    from experiments.runtime import config_hash
-    from optimize.evidence_ranker import fit_ranker as fit
-    from optimize.evidence_ranker import hybrid_order, pool_scores
-    from program.errors import ConfigError
-
-    examples = rt.examples("train", limit=1 << 30, seed=seed)
-    n_train = int(round(len(examples) * 0.8)) if n_train is None else n_train
-    if not 1 <= n_train <= len(examples):
-        raise ConfigError(f"--n-train must be between 1 and {len(examples)} (the train split), got {n_train}")
-    cases, pool_settings = _pooled_cases(rt, examples, pool)
-    train, held = cases[:n_train], cases[n_train:]
-    fitted_on = {
-        "dataset": str(rt.dataset),
-        "split": "train",
-        "corpus_sha256": rt.index_manifest().get("corpus_sha256"),
-        "question_ids_sha256": config_hash(sorted(case["id"] for case in train)),
-        "n_train": len(train),
-        "seed": seed,
-        "pool": pool_settings,
-    }
-    ranker = fit(train, c, fitted_on=fitted_on)
-    scores = {"train": pool_scores(train, ranker.probability)}
-    if held:
-        scores |= {
-            "held_out": pool_scores(held, ranker.probability),
-            "held_out_hybrid": pool_scores(held, hybrid_order),
-        }
-    ranker = ranker.with_info(scores=scores)
-    summary = {"name": out.stem, "file": str(out), "fitted_on": fitted_on, "scores": scores, "C": c}
-    if not track:
-        rankers.save_ranker(ranker, out)
-        return summary
-    from experiments import tracking
-
-    with tracking.run(f"fit-ranker-{out.stem}", {**fitted_on, "C": c}, tags={"kind": "fit-ranker"}):
-        tracking.log_metrics(scores)
-        tracking.log_json(ranker.model_dump(mode="json"), f"{out.stem}.json")
-        rankers.save_ranker(ranker, out)
-    return summary
 
 
 @o.shared(o.WHERE, o.RETRIEVER_SET)

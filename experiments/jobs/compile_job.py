@@ -32,7 +32,7 @@ from program.errors import ConfigError
 from program.lm.accounting import recording as ledger_of_calls
 from program.serving.saved import save_program
 from program.sharp.module import SharpRAG
-from program.sharp.rounds import titles_only
+from program.sharp.rounds import ACTIONS, titles_only
 from program.systems.modes import retriever_overrides as system_retriever
 
 if TYPE_CHECKING:
@@ -73,9 +73,10 @@ class CompileJob:
     def __post_init__(self) -> None:
         if self.metric not in ANSWER_METRICS:
             raise ConfigError(f"unknown metric {self.metric!r}; choose one of {', '.join(ANSWER_METRICS)}")
-        unknown = sorted(set(self.actions or ()) - {"retrieve", "compare", "focus"})
+        repairs = tuple(a for a in ACTIONS if a != "draft")
+        unknown = sorted(set(self.actions or ()) - set(repairs))
         if unknown:
-            raise ConfigError(f"--actions: unknown repair(s) {unknown}; choose from retrieve, compare, focus")
+            raise ConfigError(f"--actions: unknown repair(s) {unknown}; choose from {', '.join(repairs)}")
         if self.target not in ("program", "critic"):
             raise ConfigError(f"unknown target {self.target!r}; choose 'program' or 'critic'")
         if self.freeze and self.target != "program":

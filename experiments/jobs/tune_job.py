@@ -68,6 +68,7 @@ class TuneJob:
     threads: int = 1
     space: SearchSpace = field(default_factory=SearchSpace)
     verify: bool = False
+    trial_runs: bool = True  # one nested MLflow run per trial (`sharp build` keeps the trials in its report only)
 
     def __post_init__(self) -> None:
         get_objective(self.objective, self.cost)  # an unknown objective, or a call cost it would not use
@@ -191,7 +192,8 @@ def run_tune(
     run_params = _run_params(job, objective, base, examples, study_name, storage, record_path, params)
     tags = {"kind": "tune", "study": study_name, "objective": job.objective}
     with tracking.run(f"tune {study_name}", params=run_params, tags=tags) as active:
-        ran = run_study(study, Tuner(job.space, objective, scorer), job.n_trials, callbacks=[_trial_logger(job.space)])
+        callbacks = [_trial_logger(job.space)] if job.trial_runs else []
+        ran = run_study(study, Tuner(job.space, objective, scorer), job.n_trials, callbacks=callbacks)
         log.info("study %s: %d trials run now, %d finished in all", study_name, ran, finished_trials(study))
         best = best_trial(study, objective)
         report = _tune_report(job, study, study_name, storage, objective, scorer, ran, best)

@@ -29,7 +29,8 @@ from program.errors import ConfigError, IndexMismatchError, ProgramFileError, Sh
 from program.lm import ROLES, LMConfig, LMSpec, assign_lms
 from program.retrieval import RetrieverConfig, open_retriever
 from program.retrieval.factory import index_command, load_manifest
-from program.serving import defaults, shipped
+from program.retrieval.manifest import read_manifest
+from program.serving import builds, defaults, shipped
 from program.serving.batch import MAX_FAILED_IN_A_ROW, answer_all
 from program.serving.registry import config_for
 from program.serving.saved import SavedProgram, find_program, load_into, read_program
@@ -39,6 +40,8 @@ __all__ = ["LoadInfo", "LoadedProgram", "lm_settings", "load", "model_mismatch"]
 
 log = logging.getLogger(__name__)
 
+# what marks a folder as a dataset (data/corpus.py CORPUS_FILE): load(FOLDER) loads the program built for it
+CORPUS_FILE = "corpus.jsonl"
 MLFLOW_SCHEMES = ("models:/", "runs:/", "mlflow-artifacts:/")
 # the roles whose LMs answer a question (every system's predictors map to one of these)
 ANSWERING_ROLES = ("planner", "critic", "generator")
@@ -151,7 +154,7 @@ def load(
     """
     lm_config = lm_settings(lm, api_base, roles, cache)
     ws = defaults.workspace(workspace)
-    path, name, dataset = find(program, {lm_config.resolve(r).model for r in ANSWERING_ROLES})
+    path, name, dataset = find(program, {lm_config.resolve(r).model for r in ANSWERING_ROLES}, ws)
     saved = with_config(read_program(path), config)
     dataset = dataset or saved.meta.get("dataset")
     index_dir = Path(index).expanduser() if index else default_index(dataset, ws, name)
@@ -163,7 +166,7 @@ def load(
     retriever = open_retriever(index_dir, settings, dataset=dataset, rerankers_dir=defaults.rerankers_dir(ws))
     module = load_into(saved, retriever)
     check_calibrators(system_config, corpus, ranker_id(settings), dataset)
-    mismatch = model_mismatch(saved, system_config, lm_config)
+    mismatch = model_mismatch(saved, system_config, lm_config, ws)
     if mismatch:
         warnings.warn(mismatch, SharpWarning, stacklevel=2)
     assign_lms(module, lm_config)
@@ -214,7 +217,7 @@ def lm_settings(
     return LMConfig.from_mapping(data)
 
 
-def find(program: str | os.PathLike | None, models: set[str]) -> tuple[Path, str, str | None]:
+def find(program: str | os.PathLike | None, models: set[str], ws: Path | None = None) -> tuple[Path, str, str | None]:
     """(file, name, dataset or None) of :func:`load`'s ``program``; a ProgramFileError that says what it takes."""
     text = str(defaults.DEFAULT_DATASET if program is None else program)
     if text.startswith(MLFLOW_SCHEMES):
@@ -226,28 +229,62 @@ def find(program: str | os.PathLike | None, models: set[str]) -> tuple[Path, str
     path = Path(text).expanduser()
     if path.is_file():
         return path, path.stem, None
+    if path.is_dir() and (path / CORPUS_FILE).is_file():
+        return corpus_program(path, models, ws or defaults.workspace())
     if path.is_dir():
         return find_program(path), path.name, None
     if isinstance(program, os.PathLike) or any(c in text for c in "/\\") or text.endswith(".json"):
         raise ProgramFileError(f"no program at {text}: give a program JSON file or an exported model's folder")
-    return shipped_program(text, models)
+    return shipped_program(text, models, ws or defaults.workspace())
 
 
-def shipped_program(word: str, models: set[str]) -> tuple[Path, str, str | None]:
-    """The shipped program named ``word``, or compiled on the corpus ``word`` (the one for ``models`` first)."""
+def _one_model(models: set[str]) -> str:
+    return next(iter(models)) if len(models) == 1 else ", ".join(sorted(models))
+
+
+def corpus_program(folder: Path, models: set[str], ws: Path) -> tuple[Path, str, str]:
+    """The program built for the dataset folder ``folder`` (its corpus, as indexed in the workspace) and the
+    model: the one shipped, else the one `sharp build` left in the workspace; a ProgramFileError naming the
+    `sharp build` command where there is none."""
+    name = folder.resolve().name
+    manifest = read_manifest(defaults.index_dir(name, ws)) or {}  # no index yet: nothing was built for it
+    corpus = manifest.get("corpus_sha256")
+    found = builds.for_corpus(corpus, models)
+    if found is not None:
+        return found.path, found.name, name
+    for model in sorted(models):
+        built = builds.built_program(ws, name, model)
+        if built is not None:
+            return built, built.stem, name
+    raise ProgramFileError(
+        f"no program is built for the corpus in {folder} and {_one_model(models)}: "
+        f"{builds.build_hint(str(folder), _one_model(models), ws, name=name)}"
+    )
+
+
+def shipped_program(word: str, models: set[str], ws: Path | None = None) -> tuple[Path, str, str | None]:
+    """The shipped program named ``word``, or compiled on the corpus ``word``: the one for ``models``, else the
+    one `sharp build` left in the workspace for them, else the corpus's program for another model (which
+    :func:`load` then warns of, naming both models and the command that builds one for these)."""
     programs = shipped.shipped_programs()
     named = [s for s in programs if s.name == word]
     of_corpus = sorted(
         (s for s in programs if s.entry.get("dataset") == word.lower()), key=lambda s: s.lm not in models
     )
-    if not (named or of_corpus):
+    if named:
+        return named[0].path, named[0].name, named[0].entry.get("dataset")
+    mine = [s for s in of_corpus if s.lm in models]
+    built = [b for m in sorted(models) if ws and (b := builds.built_program(ws, word.lower(), m))]
+    if not mine and built:
+        return built[0], built[0].stem, word.lower()
+    if not of_corpus:
         listed = "; ".join(f"{s.name} (corpus {s.entry.get('dataset')})" for s in programs) or "none"
         raise ProgramFileError(
             f"no shipped program is named {word!r} or compiled on the corpus {word!r} (shipped: {listed}). Give "
             f"a compiled program's file (`sharp compile` writes one), or run the uncompiled SHARP with "
             f"`sharp ask --dataset {word} QUESTION`"
         )
-    found = (named or of_corpus)[0]
+    found = of_corpus[0]  # another model's: load() warns, naming both (model_mismatch)
     return found.path, found.name, found.entry.get("dataset")
 
 
@@ -296,10 +333,12 @@ def check_corpus(
         )
 
 
-def model_mismatch(saved: SavedProgram, config: Any, lm_config: LMConfig) -> str | None:
-    """What a fitted calibrator of the program would misjudge with these LMs: the gate reads the generator's
-    answer-token log-probabilities, the judge the critic's verdict's too, as the models the program was
-    compiled with (its saved LM config) wrote them. None when they are the same (or either is unknown)."""
+def model_mismatch(saved: SavedProgram, config: Any, lm_config: LMConfig, ws: Path | None = None) -> str | None:
+    """What the program would misjudge with these LMs, where they are not the model it was built for: its policy
+    (thresholds, repairs) was tuned on that model's reads, with the `sharp build` command that builds one for
+    these (its time where measured in ``ws``); a fitted calibrator reads the generator's answer-token
+    log-probabilities (the judge the critic's verdict's too) as that model wrote them. None when the models are
+    the same (or the program records none)."""
     if not saved.lm:
         return None
     try:
@@ -307,15 +346,28 @@ def model_mismatch(saved: SavedProgram, config: Any, lm_config: LMConfig) -> str
     except ConfigError:
         return None
     notes = []
+    was = {recorded.resolve(r).model for r in ANSWERING_ROLES}
+    now = {lm_config.resolve(r).model for r in ANSWERING_ROLES}
+    if was != now:
+        dataset = saved.meta.get("dataset")
+        hint = (
+            f"; {builds.build_hint(dataset, _one_model(now), ws or defaults.workspace())}"
+            if dataset and len(now) == 1
+            else ""
+        )
+        notes.append(
+            f"the program was built for {_one_model(was)} and now runs with {_one_model(now)}: its thresholds and "
+            f"repairs were tuned on the reads of {_one_model(was)}{hint}."
+        )
     for part, roles in CALIBRATOR_ROLES.items():
         if getattr(config, part, None) is None:
             continue
         for role in roles:
-            was, now = recorded.resolve(role).model, lm_config.resolve(role).model
-            if was != now:
+            was_role, now_role = recorded.resolve(role).model, lm_config.resolve(role).model
+            if was_role != now_role:
                 notes.append(
-                    f"the program's answer {part} was fitted on the log-probabilities {was} wrote as its {role}, "
-                    f"and its {role} is now {now}: its P(right), and the thresholds tuned on it, may not hold. "
+                    f"the program's answer {part} was fitted on the log-probabilities {was_role} wrote as its {role}, "
+                    f"and its {role} is now {now_role}: its P(right), and the thresholds tuned on it, may not hold. "
                     f"Refit it for this model with `sharp compile --target critic`, or run without it ({part}=null)"
                 )
     return " ".join(notes) or None

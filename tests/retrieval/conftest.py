@@ -173,9 +173,3 @@ def scripted_lms(monkeypatch):
         assign(module, lms)
 
     monkeypatch.setattr(runtime, "assign_lms", give)
-
-
-@pytest.fixture(scope="session")
-def tracking_uri(tmp_path_factory) -> str:
-    """One MLflow store for the session's `sharp eval` runs (creating a store takes seconds)."""
-    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'ml.db'}"
