@@ -238,7 +238,7 @@ def test_changed_settings_are_refused_with_a_hint(tmp_path):
         )
 
 
-def test_judge_columns_and_mlflow_parent_with_nested_runs(tmp_path):
+def test_judge_columns_and_mlflow_parent_with_nested_runs(tmp_path, new_store):
     import mlflow
 
     from experiments import tracking
@@ -249,7 +249,7 @@ def test_judge_columns_and_mlflow_parent_with_nested_runs(tmp_path):
         pred.lm = ScriptedLM(
             "judge", {"rating": {"rating": 4}, "claims": {"claims": ["x"]}, "supported": {"supported": True}}
         )
-    uri = tracking.configure(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path, experiment="arena-test")
+    uri = tracking.configure(new_store(tmp_path / "mlflow.db"), tmp_path, experiment="arena-test")
     spec = ArenaSpec(systems=("vanilla", "closed-book"), limit=2, judge=True)
     res = run_arena(FakeRuntime(tmp_path), spec, track=True, progress=False, judge=judge)
     assert res.folder.name == "arena-hotpotqa-dev-2-s0-judge"

@@ -126,14 +126,14 @@ def toy_recording():
 
 
 @pytest.fixture(scope="session")
-def mlflow_store(tmp_path_factory):
+def mlflow_store(tmp_path_factory, new_store):
     """One sqlite tracking store (with its artifact folder) for the whole session."""
     from types import SimpleNamespace
 
     from experiments import tracking
 
     ws = tmp_path_factory.mktemp("mlflow-ws")
-    uri = f"sqlite:///{ws}/mlflow.db"
+    uri = new_store(ws / "mlflow.db")
     tracking.configure(uri, ws, "compile-tests")
     return SimpleNamespace(uri=uri, ws=ws)
 

@@ -86,9 +86,10 @@ def metrics_of(output: str) -> dict:
 
 
 @pytest.mark.parametrize("mode", ["500", "empty"])
-def test_eval_against_a_failing_server_fails_its_questions_then_a_rerun_answers_them(world, mode):
+def test_eval_against_a_failing_server_fails_its_questions_then_a_rerun_answers_them(world, mode, new_store):
     tmp_path, server, _ = world
     server.mode = mode
+    new_store(tmp_path / "ml.db")  # the store eval_args names, made empty (its creation is not tested here)
     args = eval_args(tmp_path, server.base)
     failed = CliRunner().invoke(app, args)
     assert failed.exit_code == 1, failed.output

@@ -252,14 +252,14 @@ def test_a_chroma_server_that_is_down_is_named_with_how_to_start_it(toy, command
     assert not (ws / "indexes").exists()
 
 
-def test_a_database_url_never_shows_its_password(toy):
-    args, _ = toy
+def test_a_database_url_never_shows_its_password(toy, new_store):
+    args, ws = toy
     secret = "S3cret-pa55"
     store = f"postgresql://sharp:{secret}@127.0.0.1:{free_port()}/mlflow"
     res = runner.invoke(app, ["eval", *args, "--tracking-uri", store])
     assert res.exit_code == 2, res.output
     assert "sharp:***@127.0.0.1" in " ".join(res.output.split()) and secret not in res.output
     study = store.replace("/mlflow", "/optuna")
-    res = runner.invoke(app, ["tune", *args, "--storage", study, "--tracking-uri", f"sqlite:///{args[-1]}/ml.db"])
+    res = runner.invoke(app, ["tune", *args, "--storage", study, "--tracking-uri", new_store(ws.parent / "ml.db")])
     assert res.exit_code == 2, res.output
     assert "sharp:***@127.0.0.1" in " ".join(res.output.split()) and secret not in res.output

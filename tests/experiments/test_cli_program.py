@@ -76,9 +76,9 @@ def world(tmp_path, monkeypatch):
     return tmp_path, base, scripted
 
 
-def test_eval_json_mlflow_run_and_resume(world):
+def test_eval_json_mlflow_run_and_resume(world, new_store):
     tmp_path, base, scripted = world
-    uri = f"sqlite:///{tmp_path / 'ml.db'}"
+    uri = new_store(tmp_path / "ml.db")
     args = ["eval", "--system", "sharp", "--split", "dev", "--json", "--no-traces", "--tracking-uri", uri, *base]
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output

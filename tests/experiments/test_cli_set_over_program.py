@@ -121,8 +121,8 @@ def test_ask_refuses_a_bad_set_over_a_loaded_program(world, program, item, names
     ],
     ids=lambda c: c[0],
 )
-def test_eval_tune_and_compile_refuse_an_unknown_key_over_a_program(world, command):
-    uri = f"sqlite:///{world.tmp_path / 'ml.db'}"
+def test_eval_tune_and_compile_refuse_an_unknown_key_over_a_program(world, command, new_store):
+    uri = new_store(world.tmp_path / "ml.db")
     res = invoke(
         *command, "--program", str(world.program), "--set", "no_such_key=1", "--tracking-uri", uri, *world.base()
     )
@@ -140,8 +140,8 @@ def test_ask_applies_set_over_the_shipped_default(world):
     assert res.exit_code == 0 and world.modules[-1].config.accept_threshold == 0.7  # the program's own
 
 
-def test_eval_records_set_over_a_program_and_never_resumes_other_settings(world):
-    uri = f"sqlite:///{world.tmp_path / 'ml.db'}"
+def test_eval_records_set_over_a_program_and_never_resumes_other_settings(world, new_store):
+    uri = new_store(world.tmp_path / "ml.db")
     args = ["eval", "--system", "sharp", "--split", "dev", "--json", "--no-traces", "--tracking-uri", uri]
     first = invoke(*args, *world.base())  # the shipped default as it is
     assert first.exit_code == 0, first.output
@@ -163,8 +163,8 @@ def test_eval_records_set_over_a_program_and_never_resumes_other_settings(world)
     assert runs[0].data.params["config.accept_threshold"] == "0.5"
 
 
-def test_retriever_set_over_a_program_wins_over_what_the_program_recorded(world):
-    uri = f"sqlite:///{world.tmp_path / 'ml.db'}"
+def test_retriever_set_over_a_program_wins_over_what_the_program_recorded(world, new_store):
+    uri = new_store(world.tmp_path / "ml.db")
     args = ["eval", "--program", str(world.program), "--split", "dev", "--json", "--no-traces", "--tracking-uri", uri]
     res = invoke(*args, "--retriever-set", "second_hop=false", *world.base())
     assert res.exit_code == 0, res.output
@@ -186,7 +186,7 @@ def test_arena_applies_set_to_a_program_entrant_by_its_name(world):
     assert bad.exit_code == 2 and "unknown key 'no_such_key'" in said(bad), bad.output
 
 
-def test_tune_applies_set_over_a_program(world, monkeypatch):
+def test_tune_applies_set_over_a_program(world, monkeypatch, new_store):
     from experiments.jobs import tune_job as tune
     from program.errors import ConfigError
 
@@ -197,7 +197,7 @@ def test_tune_applies_set_over_a_program(world, monkeypatch):
         raise ConfigError("stopped by the test")
 
     monkeypatch.setattr(tune, "run_tune", run_tune)
-    uri = f"sqlite:///{world.tmp_path / 'ml.db'}"
+    uri = new_store(world.tmp_path / "ml.db")
     res = invoke(
         "tune", "--program", str(world.program), "--split", "dev", "--n", "1", "--trials", "1",
         "--set", "accept_threshold=0.5", "--tracking-uri", uri, *world.base(),
@@ -206,7 +206,7 @@ def test_tune_applies_set_over_a_program(world, monkeypatch):
     assert seen[-1].accept_threshold == 0.5
 
 
-def test_tune_applies_the_users_call_cost(world, monkeypatch):
+def test_tune_applies_the_users_call_cost(world, monkeypatch, new_store):
     from experiments.jobs import tune_job as tune
     from program.errors import ConfigError
 
@@ -217,7 +217,7 @@ def test_tune_applies_the_users_call_cost(world, monkeypatch):
         raise ConfigError("stopped by the test")
 
     monkeypatch.setattr(tune, "run_tune", run_tune)
-    uri = f"sqlite:///{world.tmp_path / 'ml.db'}"
+    uri = new_store(world.tmp_path / "ml.db")
     args = ("tune", "--program", str(world.program), "--split", "dev", "--n", "1", "--tracking-uri", uri)
     res = invoke(*args, "--max-calls", "3", *world.base())
     assert "stopped by the test" in said(res), res.output

@@ -71,8 +71,8 @@ def give(module, lm_config):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'ml.db'}"
+def store(tmp_path_factory, new_store):
+    return new_store(tmp_path_factory.mktemp("mlflow") / "ml.db")
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ def rules():
     server.close()
 
 
-def test_the_three_paths_give_the_same_answer_and_trace(tmp_path, monkeypatch, rules):
+def test_the_three_paths_give_the_same_answer_and_trace(tmp_path, monkeypatch, rules, new_store):
     monkeypatch.setattr(dspy, "cache", dspy.cache)  # the study turns DSPy's cache off: on again after
     use_hash_embedder(monkeypatch)
     ws = tmp_path / "ws"
@@ -31,7 +31,7 @@ def test_the_three_paths_give_the_same_answer_and_trace(tmp_path, monkeypatch, r
     monkeypatch.setattr(shipped, "COMPILED_DIR", tmp_path / "compiled")
     out_file = tmp_path / "entry-points.json"
     argv = ["--workspace", str(ws), "--lm", RULES_MODEL, "--api-base", rules.base, "--out", str(out_file)]
-    out = entry_points.main([*argv, "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    out = entry_points.main([*argv, "--tracking-uri", new_store(tmp_path / "mlflow.db")])
 
     assert json.loads(out_file.read_text()) == json.loads(json.dumps(out))
     assert out["same_answer"] and out["same_trace"] and out["differences"] == []

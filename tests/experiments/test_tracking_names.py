@@ -7,8 +7,8 @@ import mlflow
 from experiments import tracking
 
 
-def test_params_and_metrics_with_at_signs_are_logged(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_params_and_metrics_with_at_signs_are_logged(tmp_path, new_store):
+    uri = new_store(tmp_path / "mlflow.db")
     tracking.configure(uri, tmp_path, "names")  # the store's own experiment, not one an earlier test left active
     params = {"retriever": {"ranker": {"fitted_on": {"scores": {"held_out": {"all_gold@3": 0.8}}}}}}
     with tracking.run("names", params) as active:

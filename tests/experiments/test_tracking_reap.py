@@ -13,8 +13,8 @@ from mlflow.tracking import MlflowClient
 from experiments import tracking
 
 
-def test_runs_of_dead_processes_are_marked_killed_on_the_next_start(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_runs_of_dead_processes_are_marked_killed_on_the_next_start(tmp_path, new_store):
+    uri = new_store(tmp_path / "mlflow.db")
     tracking.configure(uri, tmp_path, "reap")
     with tracking.run("mine") as active:
         mine = mlflow.get_run(active.info.run_id)

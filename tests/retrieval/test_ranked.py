@@ -222,7 +222,7 @@ def test_ranker_names_resolve_in_the_workspace_then_the_shipped_folder(tmp_path,
         rankers.load_ranker(str(path), tmp_path)
 
 
-def test_fit_ranker_command_saves_a_ranker_that_eval_retrieval_uses(tmp_path, tiny_dataset, fake_models):
+def test_fit_ranker_command_saves_a_ranker_that_eval_retrieval_uses(tmp_path, tiny_dataset, fake_models, new_store):
     data = tmp_path / "tiny"
     shutil.copytree(tiny_dataset, data)
     rows = json.loads((data / "dev.json").read_text())
@@ -231,7 +231,7 @@ def test_fit_ranker_command_saves_a_ranker_that_eval_retrieval_uses(tmp_path, ti
     runner = CliRunner()
     base = ["--dataset", str(data), "--workspace", str(ws)]
     assert runner.invoke(app, ["index", *base, "--no-progress"]).exit_code == 0
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_store(tmp_path / "mlflow.db")
     res = runner.invoke(app, ["fit-ranker", *base, "--n-train", "3", "--tracking-uri", uri, "--json"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout.strip().splitlines()[-1])

@@ -184,12 +184,12 @@ class ToyProgram:
 
 
 @pytest.fixture(scope="session")
-def toy_program(toy, rule_lm, tmp_path_factory) -> ToyProgram:
+def toy_program(toy, rule_lm, tmp_path_factory, new_store) -> ToyProgram:
     """Compiled and exported once for the tests that serve it, load it or compare a resumed compile with it;
     they read it and never change it (a test that writes runs writes them to a store of its own)."""
     root = tmp_path_factory.mktemp("toy-program")
     ws = toy.new_workspace(root / "ws")
-    store = f"sqlite:///{root}/mlflow.db"
+    store = new_store(root / "mlflow.db")
     before = rule_lm.requests
     out = invoke(*COMPILE, *toy.args(ws, root / "cache"), "--tracking-uri", store)
     lm_calls = rule_lm.requests - before

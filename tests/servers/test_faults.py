@@ -64,7 +64,7 @@ def runs_of(store: str) -> list:
     return client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=1000)
 
 
-def test_a_compile_killed_with_sigkill_resumes_to_the_same_program(toy, toy_program, slow_lm, tmp_path):
+def test_a_compile_killed_with_sigkill_resumes_to_the_same_program(toy, toy_program, slow_lm, tmp_path, new_store):
     def args(name: str) -> list[str]:
         ws = toy.new_workspace(tmp_path / name)
         lm = ["--lm", "openai/rules", "--api-base", slow_lm.base, "--cache-dir", str(tmp_path / name / "cache")]
@@ -73,7 +73,7 @@ def test_a_compile_killed_with_sigkill_resumes_to_the_same_program(toy, toy_prog
     # the reference: the same compile uninterrupted (conftest.py toy_program), and how many LM calls it made
     fresh_calls = toy_program.lm_calls
 
-    store = f"sqlite:///{tmp_path}/mlflow.db"
+    store = new_store(tmp_path / "mlflow.db")
     mark = slow_lm.requests
     proc = start(sharp_cmd(*args("ws"), "--tracking-uri", store), tmp_path / "killed.log")
     wait_for(lambda: slow_lm.requests - mark >= fresh_calls // 2, 120, "half the compile's LM calls", [proc])

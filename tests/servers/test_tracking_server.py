@@ -89,7 +89,7 @@ def test_every_command_runs_against_a_tracking_server_on_postgresql(
     assert {r.info.run_id for r in runs} <= stored
 
 
-def test_a_wrong_database_password_is_a_clear_error_that_never_shows_it(toy, postgres, rule_lm, tmp_path):
+def test_a_wrong_database_password_is_a_clear_error_that_never_shows_it(toy, postgres, rule_lm, tmp_path, new_store):
     secret = "Wr0ng-" + postgres.password[::-1]
     bad_store = postgres.url("mlflow", password=secret)
     before = rule_lm.requests
@@ -104,7 +104,7 @@ def test_a_wrong_database_password_is_a_clear_error_that_never_shows_it(toy, pos
 
     code, out = sharp(
         "tune", "--trials", "1", "--n", "2", "--storage", postgres.url("optuna", password=secret),
-        *toy.args(toy.new_workspace(tmp_path / "ws")), "--tracking-uri", f"sqlite:///{tmp_path}/ml.db",
+        *toy.args(toy.new_workspace(tmp_path / "ws")), "--tracking-uri", new_store(tmp_path / "ml.db"),
     )  # fmt: skip
     assert code == 2 and "password authentication failed" in out
     assert secret not in out and postgres.password not in out
