@@ -86,30 +86,38 @@ def make_examples(cases=CASES) -> list[dspy.Example]:
 SMALL = SharpConfig(k_schedule=(1, 3), evidence_cap=3, sub_k=1, ask_critic="band")
 
 
+class World:
+    """Factories for the toy world: program(config) with rule LMs, examples, retriever, lms."""
+
+    corpus = CORPUS
+    cases = CASES
+    small = SMALL
+
+    @staticmethod
+    def retriever() -> KeywordRetriever:
+        return KeywordRetriever(CORPUS)
+
+    @staticmethod
+    def program(config: SharpConfig | None = None, retriever=None) -> SharpRAG:
+        prog = SharpRAG(retriever or KeywordRetriever(CORPUS), config or SMALL)
+        assign_rules(prog)
+        return prog
+
+    examples = staticmethod(make_examples)
+    assign = staticmethod(assign_rules)
+    lms = staticmethod(make_lms)
+    rule_lm = RuleLM
+
+
 @pytest.fixture
 def world():
     """Factories for the toy world: program(config) with rule LMs, examples, retriever, lms."""
+    return World()
 
-    class World:
-        corpus = CORPUS
-        cases = CASES
-        small = SMALL
 
-        @staticmethod
-        def retriever() -> KeywordRetriever:
-            return KeywordRetriever(CORPUS)
-
-        @staticmethod
-        def program(config: SharpConfig | None = None, retriever=None) -> SharpRAG:
-            prog = SharpRAG(retriever or KeywordRetriever(CORPUS), config or SMALL)
-            assign_rules(prog)
-            return prog
-
-        examples = staticmethod(make_examples)
-        assign = staticmethod(assign_rules)
-        lms = staticmethod(make_lms)
-        rule_lm = RuleLM
-
+@pytest.fixture(scope="module")
+def module_world():
+    """The toy world's factories for a module-scoped fixture (one compile read by a module's tests)."""
     return World()
 
 

@@ -17,10 +17,21 @@ from program.sharp.rounds import titles_only
 from tests.compile.test_critic import compile_critic, splits
 
 
-@pytest.fixture
-def compiled(world, tmp_path, tracked):
-    out, _, _ = compile_critic(world, tmp_path, CompileJob(target="critic", name="toy-critic"))
-    _, held = splits(world)
+@pytest.fixture(scope="module")
+def compiled(module_world, tmp_path_factory, mlflow_store):
+    """The toy critic compiled once for the module's tests, which read it (the program, its recording, the
+    held-out questions) and never change it; its run in an experiment of the module's own."""
+    import mlflow
+
+    from experiments import tracking
+
+    tracking.configure(mlflow_store.uri, mlflow_store.ws, "test_heldout_study")
+    out, _, _ = compile_critic(
+        module_world, tmp_path_factory.mktemp("compiled"), CompileJob(target="critic", name="toy-critic")
+    )
+    while mlflow.active_run() is not None:  # (as the tracked fixture leaves it)
+        mlflow.end_run()
+    _, held = splits(module_world)
     path = Path(out.critic["recording"])
     return out.module, path, held
 
