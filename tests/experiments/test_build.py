@@ -182,6 +182,26 @@ def test_a_build_killed_mid_recording_resumes_to_the_same_program(place, server,
     assert (compiled / f"{NAME}.json").read_bytes() == (place.tmp / "compiled" / f"{NAME}.json").read_bytes()
 
 
+def test_the_manifest_command_rebuilds_the_shipped_program_from_its_recording_alone(place, server, built, monkeypatch):
+    """What program/compiled/MANIFEST.json records is a product command that rebuilds the program, byte for byte,
+    from the recording: in a fresh workspace holding only the index and the recording, no LM call."""
+    import shlex
+
+    entry = json.loads((place.tmp / "compiled" / "MANIFEST.json").read_text())["programs"][NAME]
+    ws = place.tmp / "ws-rebuilt"
+    shutil.copytree(built.ws / "indexes", ws / "indexes")
+    shutil.copytree(built.ws / "recordings", ws / "recordings")
+    monkeypatch.setattr(shipped, "COMPILED_DIR", place.tmp / "compiled-rebuilt")
+    args = shlex.split(entry["commands"][0])
+    assert args[:2] == ["sharp", "build"]
+    before = server.requests
+    res = runner.invoke(app, [*args[1:], "--workspace", str(ws), "--api-base", server.base, "--tracking-uri",
+                              place.uri, "--experiment", "build-tests"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert server.requests == before  # replayed, every round
+    assert shipped.file_sha256(place.tmp / "compiled-rebuilt" / f"{NAME}.json") == entry["sha256"]
+
+
 # ---- what a build refuses, or stops for -------------------------------------------------------------------------
 def test_a_model_that_does_not_answer_is_reported_before_anything_is_recorded(place, server, built, fake_openai):
     shutil.copytree(built.ws / "indexes", place.tmp / "ws-down" / "indexes")
