@@ -398,6 +398,7 @@ class Build:
             threads=self.job.threads,
             space=space,
             trial_runs=False,  # the trials are in the step's tune report
+            plots=False,  # `sharp tune` draws Optuna's plots; the build's picture is the gate's and the held-out check
         )
         out = tune_from_runtime(
             self.rt,

@@ -11,9 +11,13 @@ is kept, and the same command resumes after it.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from experiments.console.terminal import duration
@@ -55,18 +59,36 @@ class Price:
         )
 
 
+# LiteLLM's cost map as its package ships it (what LiteLLM reads with LITELLM_LOCAL_MODEL_COST_MAP=True)
+COST_MAP = "model_prices_and_context_window_backup.json"
+
+
+@functools.cache
+def cost_map() -> dict[str, Any]:
+    """LiteLLM's cost map, read from its package without importing LiteLLM (seconds a process); {} where absent."""
+    spec = importlib.util.find_spec("litellm")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    for folder in folders:
+        path = Path(folder) / COST_MAP
+        if path.is_file():
+            return json.loads(path.read_text())
+    return {}
+
+
 def price_of(model: str) -> Price:
-    """The price of ``model`` (a LiteLLM model string, or ``local/NAME``) from LiteLLM's cost map."""
+    """The price of ``model`` (a LiteLLM model string, or ``local/NAME``) in LiteLLM's cost map: its entry under
+    the whole string, else under the name of a model of that provider (``openai/gpt-4o-mini``: ``gpt-4o-mini``)."""
     if model.startswith("local/"):
         return Price(model, local=True)
-    import litellm
-
-    litellm.suppress_debug_info = True  # its "Provider List" banner on a model it does not know
-    try:
-        prompt, completion = litellm.cost_per_token(model=model, prompt_tokens=1_000_000, completion_tokens=1_000_000)
-    except Exception:  # litellm raises its own errors (not mapped, no provider): the model is not priced
+    provider, _, name = model.partition("/")
+    entries = cost_map()
+    found = entries.get(model)
+    if found is None and (entries.get(name) or {}).get("litellm_provider") == provider:
+        found = entries[name]
+    prompt, completion = (found or {}).get("input_cost_per_token"), (found or {}).get("output_cost_per_token")
+    if prompt is None or completion is None:
         return Price(model, known=False)
-    return Price(model, prompt / 1e6, completion / 1e6)
+    return Price(model, float(prompt), float(completion))
 
 
 def check_max_cost(max_cost: float | None, price: Price) -> None:

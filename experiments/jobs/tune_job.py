@@ -69,6 +69,7 @@ class TuneJob:
     space: SearchSpace = field(default_factory=SearchSpace)
     verify: bool = False
     trial_runs: bool = True  # one nested MLflow run per trial (`sharp build` keeps the trials in its report only)
+    plots: bool = True  # Optuna's plots of the study as artifacts (`sharp build`'s searches: their report alone)
 
     def __post_init__(self) -> None:
         get_objective(self.objective, self.cost)  # an unknown objective, or a call cost it would not use
@@ -315,7 +316,7 @@ def _log_findings(
     )
     if baseline:
         mlflow.log_metrics(tracking.numeric(baseline["metrics"], "default."))
-    plots = _log_plots(study, objective)
+    plots = _log_plots(study, objective) if job.plots else []
     verify = _verify(scorer, best_params, best_metrics, job.threads) if job.verify else {}
     if verify:
         mlflow.log_metrics(tracking.numeric(verify, "verify."))

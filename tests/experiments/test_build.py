@@ -148,7 +148,8 @@ app({args!r}, prog_name="sharp")
 
 def test_a_build_killed_mid_recording_resumes_to_the_same_program(place, server, built, monkeypatch):
     ws = place.tmp / "ws-killed"
-    shutil.copytree(built.ws / "indexes", ws / "indexes")  # the same index (its manifest is in the program)
+    for part in ("indexes", "rankers"):  # the same index (its manifest is in the program), its ranker fitted
+        shutil.copytree(built.ws / part, ws / part)
     compiled = place.tmp / "compiled-killed"
     monkeypatch.setattr(shipped, "COMPILED_DIR", compiled)
     args = ["build", "--dataset", str(place.folder), "--workspace", str(ws), "--lm", MODEL, "--api-base",
@@ -177,7 +178,7 @@ def test_a_build_killed_mid_recording_resumes_to_the_same_program(place, server,
     before = server.requests
     code, out = sharp(place, server, "build", *SIZES, ws="ws-killed")
     assert code == 0, out
-    assert "ranker: up to date" in out and "index: up to date" in out, out
+    assert "ranker: up to date" in out and "index: up to date" in out and "probe:" in out, out
     assert server.requests - before < built.requests  # what the killed run recorded is not asked again
     assert (compiled / f"{NAME}.json").read_bytes() == (place.tmp / "compiled" / f"{NAME}.json").read_bytes()
 
@@ -189,8 +190,8 @@ def test_the_manifest_command_rebuilds_the_shipped_program_from_its_recording_al
 
     entry = json.loads((place.tmp / "compiled" / "MANIFEST.json").read_text())["programs"][NAME]
     ws = place.tmp / "ws-rebuilt"
-    shutil.copytree(built.ws / "indexes", ws / "indexes")
-    shutil.copytree(built.ws / "recordings", ws / "recordings")
+    for part in ("indexes", "rankers", "recordings"):
+        shutil.copytree(built.ws / part, ws / part)
     monkeypatch.setattr(shipped, "COMPILED_DIR", place.tmp / "compiled-rebuilt")
     args = shlex.split(entry["commands"][0])
     assert args[:2] == ["sharp", "build"]
