@@ -1,0 +1,38 @@
+"""The lab studies of issue 39, on small inputs: a recording with its log-probabilities removed (the build of a
+model that writes none, measured from the 1.5B's recordings) and the table of what each build chose."""
+
+from __future__ import annotations
+
+import json
+
+from experiments.lab.studies.compiled_choices import choices, markdown
+from experiments.lab.studies.gate_without_logprobs import strip_logprobs
+from program.serving import shipped
+
+
+def test_a_recording_without_log_probabilities_keeps_every_read_but_its_confidences():
+    read = {"question": "q", "answer": "a", "confidence": {"mean": -0.1}, "top": [["a", -0.1]], "cited_ids": ["1"]}
+    record = {"id": "x", "rounds": [{"action": "draft", "read": read, "reading": "r1"},
+                                    {"action": "compare", "read": None, "values": [read, read], "reading": "r2"},
+                                    {"action": "chain", "read": read, "hops": [read], "reading": "r3"}]}  # fmt: skip
+    bare = strip_logprobs(record)
+    reads = [
+        bare["rounds"][0]["read"],
+        *bare["rounds"][1]["values"],
+        bare["rounds"][2]["read"],
+        *bare["rounds"][2]["hops"],
+    ]
+    assert all(r["confidence"] is None and r["top"] is None for r in reads)
+    assert all(r["answer"] == "a" and r["cited_ids"] == ["1"] for r in reads)
+    assert [r["reading"] for r in bare["rounds"]] == ["r1", "r2", "r3"]  # still replayable by the same program
+    assert record["rounds"][0]["read"]["confidence"] == {"mean": -0.1}  # the original untouched
+
+
+def test_the_choices_table_reads_each_program_and_its_manifest_figures():
+    path = shipped.COMPILED_DIR / "sharp-2wikimultihopqa.json"
+    row = choices(path)
+    assert row["model"] == "local/qwen2.5-coder-1.5b" and row["repair_comparison"] == ["compare"]
+    assert row["gate_auroc_heldout"] == json.loads((shipped.COMPILED_DIR / "MANIFEST.json").read_text())["programs"][
+        "sharp-2wikimultihopqa"]["figures"]["gate_auroc_heldout"]  # fmt: skip
+    text = markdown({"1.5B": row, "again": row})
+    assert text.splitlines()[0] == "| choice | 1.5B | again |" and "| repair_comparison | compare | compare |" in text
