@@ -223,11 +223,12 @@ class Runtime:
                     self.ranked_read = True
                     log.warning(
                         "no shipped SHARP program for the %s corpus and %s: running the ranked plain read (the "
-                        "draft alone, no repair); --program none runs the uncompiled SHARP%s",
+                        "draft alone, no repair); --program none runs the uncompiled SHARP",
                         self.dataset,
                         lm or sorted(models),
-                        f"; {self.build_hint(lm)}" if lm else "",
                     )
+                    if lm:  # a line of its own, so the console shows it whole
+                        log.warning("no program for %s here: %s", lm, self.build_hint(lm))
                 else:
                     log.info("no shipped compiled program fits this index and model: the uncompiled %s", system)
                 return None

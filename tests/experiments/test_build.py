@@ -203,6 +203,43 @@ def test_the_manifest_command_rebuilds_the_shipped_program_from_its_recording_al
     assert shipped.file_sha256(place.tmp / "compiled-rebuilt" / f"{NAME}.json") == entry["sha256"]
 
 
+def test_sharp_ask_picks_the_program_built_for_the_model_and_names_the_build_for_another(place, server, built):
+    code, out = sharp(place, server, "ask", question(1), "--json")
+    assert code == 0 and f'"answer": "{CITIES[1]}"' in out, out
+    code, out = sharp(place, server, "ask", question(1), "--json", lm="openai/gpt-4o")
+    assert code == 0, out
+    assert "running the ranked plain read" in out, out
+    assert f"build one for it with `sharp build --dataset {place.folder} --lm openai/gpt-4o` (24 train questions" in out
+
+
+def test_a_corpus_without_supporting_paragraphs_keeps_the_hybrid_order_and_says_so(tmp_path):
+    from experiments.jobs.build_job import Build, BuildJob
+    from experiments.runtime import Runtime
+
+    rt = Runtime(dataset=str(write_folder(tmp_path / "bare", labels=False)), workspace=tmp_path / "ws")
+    build = Build(rt, BuildJob(), say=lambda line: None)
+    note = build.ranker_fresh()
+    assert (
+        note == "no supporting-paragraph labels in the train questions: the evidence ranker is left at the hybrid order"
+    )
+    assert build.job.system_config["ranker"] is None  # every step then reads the hybrid order
+
+
+def test_the_build_s_questions_fit_and_hold_out_as_asked_or_say_how_many_are_needed():
+    from experiments.jobs.build_job import BuildJob
+    from program.errors import ConfigError
+
+    assert BuildJob().sizes(464) == (325, 139)  # 30% held out
+    assert BuildJob(heldout=130).sizes(464) == (334, 130)
+    assert BuildJob(limit=100, heldout=30).sizes(464) == (70, 30)
+    assert BuildJob(limit=20).sizes(464) == (14, 6)
+    assert BuildJob(limit=15).sizes(464) == (10, 5)  # at least 5 held out
+    with pytest.raises(
+        ConfigError, match=r"12 train questions .* with 5 held out: too few; a build fits on at least 10"
+    ):
+        BuildJob(limit=12).sizes(464)
+
+
 # ---- what a build refuses, or stops for -------------------------------------------------------------------------
 def test_a_model_that_does_not_answer_is_reported_before_anything_is_recorded(place, server, built, fake_openai):
     shutil.copytree(built.ws / "indexes", place.tmp / "ws-down" / "indexes")
