@@ -42,9 +42,9 @@ def closed_port_base() -> str:
 
 
 @pytest.fixture(scope="session")
-def tracking_uri(tmp_path_factory) -> str:
+def tracking_uri(tmp_path_factory, new_store) -> str:
     """One MLflow store for the session's runs (`sharp eval`, `sharp build`; creating a store takes seconds)."""
-    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'ml.db'}"
+    return new_store(tmp_path_factory.mktemp("mlflow") / "ml.db")
 
 
 @pytest.fixture(scope="session")
