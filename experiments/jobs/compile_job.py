@@ -78,7 +78,7 @@ class CompileJob:
         if unknown:
             raise ConfigError(f"--actions: unknown repair(s) {unknown}; choose from {', '.join(repairs)}")
         if self.target not in ("program", "critic"):
-            raise ConfigError(f"unknown target {self.target!r}; choose 'program' or 'critic'")
+            raise ConfigError(f"unknown target {self.target!r}; choose 'program', 'critic' or 'planner'")
         if self.freeze and self.target != "program":
             raise ConfigError(
                 "--freeze keeps some predictors of a whole-program compile as they are; "

@@ -26,7 +26,7 @@ def cli():
         (("compile", "--optimizer", "mipro", "--n-train", "3"), "needs at least 8 training examples, got 3"),
         (("compile", "--n-val", "0"), "--n-val must be at least 1"),
         (("compile", "--metric", "rouge"), "unknown metric 'rouge'"),
-        (("compile", "--target", "planner"), "unknown target 'planner'"),
+        (("compile", "--target", "plans"), "unknown target 'plans'"),
         (("tune", "--objective", "bleu"), "unknown objective 'bleu'"),
         (("tune", "--system", "vanilla"), "has none"),
         (("tune", "--fix", "treshold=0.5"), "unknown parameter"),
