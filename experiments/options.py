@@ -322,8 +322,7 @@ def runtime(opts: Options, lm_cfg: LMConfig) -> Runtime:
     """The Runtime of ``opts``. Checked here, before any work: the retriever settings, the dataset (one
     resolution of --dataset for every command) and the Chroma server, if any (--chroma-url, else
     $SHARP_CHROMA_URL)."""
-    from experiments import settings
-    from experiments.jobs import rankers
+    from experiments import rankers, settings
     from experiments.runtime import Runtime
     from program.retrieval import RetrieverConfig
     from program.retrieval.store import check_server

@@ -44,7 +44,7 @@ class Runtime:
     ranked_read: bool = False
 
     def __post_init__(self) -> None:
-        from experiments.jobs import rankers
+        from experiments import rankers
 
         configure_cache(self.cache, self.cache_dir)
         self.retriever_config = rankers.resolve(dict(self.retriever_config or {}), Path(self.workspace), self.dataset)
@@ -67,7 +67,7 @@ class Runtime:
 
     # ---- retrieval -------------------------------------------------------------------------
     def retriever_settings(self, overrides: Mapping[str, Any] | None = None) -> Any:
-        from experiments.jobs import rankers
+        from experiments import rankers
         from program.retrieval import RetrieverConfig
 
         overrides = dict(overrides or {})
@@ -83,7 +83,7 @@ class Runtime:
         fitted for this dataset, or the one found was fitted on another corpus than this index's, plain hybrid
         search, with a warning that says how to fit one. A ranker the user names (``--retriever-set
         ranker=NAME``) is never dropped: it fits or the command fails."""
-        from experiments.jobs import rankers
+        from experiments import rankers
         from program.retrieval.ranked import EvidenceRanker
 
         try:

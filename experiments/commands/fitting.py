@@ -170,8 +170,7 @@ def fit_ranker(
     Each question's pool is its hybrid hits, its second hop's hits and the passages its top hits name by
     title; the ranker learns which are gold. Its all-gold@k on the held-out train questions is reported next
     to the hybrid order's. Use it with `--retriever-set ranker=NAME` (any system)."""
-    from experiments import settings
-    from experiments.jobs import rankers
+    from experiments import rankers, settings
     from program.errors import ConfigError
 
     name = name or Path(opts.dataset).stem.lower()

@@ -216,14 +216,14 @@ class Build:
 
     # ---- 2. ranker -----------------------------------------------------------------------------
     def ranker_path(self) -> Path:
-        from experiments.jobs import rankers
+        from experiments import rankers
 
         return rankers.rankers_dir(self.ws) / f"{self.corpus}.json"
 
     def ranker_fresh(self) -> str | None:
         """Why the ranker step has nothing to do: a ranker fitted on this corpus is there (shipped, fitted by
         `sharp fit-ranker` or by an earlier build), or train has no supporting-paragraph labels."""
-        from experiments.jobs import rankers
+        from experiments import rankers
         from program.retrieval.ranked import EvidenceRanker
 
         corpus = self.rt.index_manifest().get("corpus_sha256")
@@ -254,7 +254,7 @@ class Build:
                 "seed": self.job.seed}  # fmt: skip
 
     def step_ranker(self) -> str:
-        from experiments.jobs import rankers
+        from experiments import rankers
 
         out = self.ranker_path()
         summary = rankers.fit_from_runtime(self.rt, out, None, self.job.seed, 1.0, {}, track=True)

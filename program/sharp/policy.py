@@ -107,7 +107,7 @@ class SharpConfig(StrictConfig):
     """Everything an optimizer may tune, validated."""
 
     # the evidence ranker the searches go through (its probabilities are features of the answer critic): a
-    # ranker's name, "dataset" for the dataset's own (experiments/jobs/rankers.py), or None for plain hybrid search
+    # ranker's name, "dataset" for the dataset's own (experiments/rankers.py), or None for plain hybrid search
     ranker: str | None = "dataset"
     # k of the draft's search, then of the retrieval repair's ("QUESTION DRAFT"): three ranked passages read
     # best for the 1.5B reader; the repair widens to five (experiments/RESULTS.md, 'Reading')

@@ -29,7 +29,7 @@ class HopRAGConfig(VanillaConfig):
     second_hop: bool = True
 
 
-# what ``ranker`` means by default: the evidence ranker named after the dataset (experiments/jobs/rankers.py)
+# what ``ranker`` means by default: the evidence ranker named after the dataset (experiments/rankers.py)
 DATASET_RANKER = "dataset"
 
 

@@ -30,7 +30,7 @@ def rebuild(entry: dict, dataset: str, tmp: Path, tracking_uri: str, monkeypatch
     """Run ``entry``'s command in a workspace holding its index (manifest and passages) and recording; the file
     it ships."""
     from data.corpus import load_corpus
-    from experiments.jobs import rankers
+    from experiments import rankers
     from experiments.runtime import Runtime
 
     program = json.loads((shipped.COMPILED_DIR / entry["file"]).read_text())

@@ -10,8 +10,8 @@ import pytest
 from doubles import ranked_passage as P
 from typer.testing import CliRunner
 
+from experiments import rankers
 from experiments.cli import app
-from experiments.jobs import rankers
 from optimize.evidence_ranker import fit_ranker, hybrid_order, pool_scores
 from program.errors import ConfigError
 from program.retrieval import RetrieverConfig, open_retriever

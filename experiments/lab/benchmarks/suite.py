@@ -208,8 +208,7 @@ class Bench:
         """The bench index's retriever with ``overrides``, settled by the runtime as every command settles them
         (a system's default ranker where none fits the corpus: plain hybrid search, with a warning); another
         ``index_dir`` (a freshly built one) takes the overrides as they are."""
-        from experiments import settings
-        from experiments.jobs import rankers
+        from experiments import rankers, settings
         from program.retrieval import RetrieverConfig, open_retriever
 
         if index_dir is None:
@@ -279,7 +278,7 @@ def retrieval_latency(b: Bench, s: Section) -> None:
         modes["hybrid + reranker"] = {"mode": "hybrid", "reranker": name}
     else:
         s.notes.append(f"no reranker at {reranker} (`sharp train-reranker` makes one): no reranker row")
-    from experiments.jobs import rankers
+    from experiments import rankers
 
     ranker = rankers.rankers_dir(b.workspace) / f"{name}.json"
     if ranker.is_file():

@@ -55,7 +55,11 @@ def question_row(ex: Any, rec: dict) -> dict[str, Any] | None:
     hops, answers = chain.get("hops") or [], chain.get("hop_answers") or []
     done = not chain.get("fallback") and len(answers) == len(hops) and bool(hops)
     gold_hops = list(getattr(ex, "gold_hops", None) or [])
-    titled = [s.get("titled_ids") or [] for s in chain.get("steps") or [] if s.get("role") == "retriever" and s.get("hop") == 2]
+    titled = [
+        s.get("titled_ids") or []
+        for s in chain.get("steps") or []
+        if s.get("role") == "retriever" and s.get("hop") == 2
+    ]
     hop2_titles = {p["title"] for p in hops[1]["evidence"]} if len(hops) > 1 else set()
     gold_titles = list(ex.gold_titles)
     union = {p["title"] for h in hops for p in h["evidence"]}
@@ -77,7 +81,9 @@ def question_row(ex: Any, rec: dict) -> dict[str, Any] | None:
         "union_em": float(done and chain.get("read") is not None and exact_match(chain["read"]["answer"], gold)),
         "draft_em": float(exact_match(draft["read"]["answer"], gold)),
         "gold_complete_draft": _complete(draft_titles, gold_titles),
-        "gold_complete_chain": _complete(union | draft_titles, gold_titles) if done else _complete(draft_titles, gold_titles),
+        "gold_complete_chain": _complete(union | draft_titles, gold_titles)
+        if done
+        else _complete(draft_titles, gold_titles),
         "gold_complete_hops": _complete(union, gold_titles),
         "passages_draft": len(draft_titles),
         "passages_chain": len(union | draft_titles),
@@ -103,7 +109,7 @@ def summary(rows: list[dict]) -> dict[str, Any]:
     out["chain right, draft wrong (chains done)"] = sum(r["chain_em"] > r["draft_em"] for r in done)
     stops: dict[str, int] = {}
     for r in rows:
-        reason = (r["stopped"] or r["refused"] or "")
+        reason = r["stopped"] or r["refused"] or ""
         if reason:
             key = reason.split(":")[0] if reason.startswith("hop") else reason.split(":")[1].strip()
             stops[key] = stops.get(key, 0) + 1
