@@ -31,7 +31,7 @@ from program.sharp.spans import closest_span, is_span
 from program.tracing import Tracer
 from program.types import Passage
 
-__all__ = ["chain_round", "hop_answer", "union_evidence", "union_read"]
+__all__ = ["chain_round", "hop_answer", "read_hop", "union_evidence", "union_read"]
 
 
 class ChainReader(Protocol):
@@ -91,6 +91,27 @@ def _hop_search(reader: ChainReader, query: str, names: list[str], tr: Tracer, r
     return passages
 
 
+def read_hop(
+    reader: ChainReader, query: str, names: list[str], tr: Tracer, round_no: int, hop: int
+) -> tuple[Read | None, str | None, str]:
+    """One hop: ``query`` searched with the titled passages of ``names`` (the entity it asks about) and read
+    alone; (the read, its answer as its passages write it or None, why none). A place hop answered with a date
+    is asked once more for the kind of place."""
+    passages = _hop_search(reader, query, names, tr, round_no, hop)
+    if not passages:
+        return None, None, "the search found nothing"
+    entity = names[0] if names else None
+    read = reader._read(query, passages, tr, round_no)
+    tr.steps[-1]["hop"] = hop
+    answer, problem = hop_answer(read, query, entity)
+    again = reworded(query) if answer is None and mismatch(query, read.answer) else None
+    if again is not None:  # a date for "where": asked once more, for the kind of place
+        read = reader._read(again, passages, tr, round_no)
+        tr.steps[-1].update(hop=hop, reworded=True)
+        answer, problem = hop_answer(read, query, entity)
+    return read, answer, problem
+
+
 def chain_round(reader: ChainReader, run: Run, tr: Tracer, round_no: int) -> Round:
     """The chain's round: its checked plan and one read a hop, as far as the hops hold (see the module)."""
     plan, step = plan_for(reader, run.question, tr, round_no)
@@ -103,20 +124,10 @@ def chain_round(reader: ChainReader, run: Run, tr: Tracer, round_no: int) -> Rou
     for i, hop in enumerate(plan.hops, 1):
         query = substitute(hop, rnd.hop_answers)
         names = [rnd.hop_answers[-1]] if rnd.hop_answers else [plan.entity] if plan.entity else []
-        passages = _hop_search(reader, query, names, tr, round_no, i)
         reader._note_query(run, query)
-        if not passages:
-            rnd.fallback = f"hop {i}: the search found nothing: the draft stands"
-            break
-        read = reader._read(query, passages, tr, round_no)
-        tr.steps[-1]["hop"] = i
-        answer, problem = hop_answer(read, query, names[0] if names else None)
-        again = reworded(query) if answer is None and mismatch(query, read.answer) else None
-        if again is not None:  # a date for "where": asked once more, for the kind of place
-            read = reader._read(again, passages, tr, round_no)
-            tr.steps[-1].update(hop=i, reworded=True)
-            answer, problem = hop_answer(read, query, names[0] if names else None)
-        rnd.hops.append(read)
+        read, answer, problem = read_hop(reader, query, names, tr, round_no, i)
+        if read is not None:
+            rnd.hops.append(read)
         if answer is None:
             rnd.fallback = f"hop {i}: {problem}: the draft stands"
             break

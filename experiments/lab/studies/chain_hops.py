@@ -25,7 +25,7 @@ from experiments.lab.studies import show
 from experiments.lab.studies.lever_selection import load
 from optimize.metrics import exact_match
 from program.lm.accounting import Ledger
-from program.sharp.chain import hop_answer
+from program.sharp.chain import read_hop
 from program.sharp.forms import question_form
 from program.sharp.plans import Plan, substitute
 from program.sharp.spans import words
@@ -120,8 +120,6 @@ def summary(rows: list[dict]) -> dict[str, Any]:
 def ceiling(program: Any, examples: list, records: dict, path: Path) -> list[dict]:
     """Hop 2 with the gold hop-1 answer written in, searched and read as the chain reads it; resumed from
     ``path`` (one JSON row a question)."""
-    from program.sharp.chain import _hop_search  # the chain's own search, title lookup included
-
     done = {}
     if path.exists():
         done = {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
@@ -137,13 +135,12 @@ def ceiling(program: Any, examples: list, records: dict, path: Path) -> list[dic
             continue
         tr = Tracer(Budget(max_lm_calls=None), Ledger(), observer=None)
         query = substitute(plan.hops[1], [gold_hops[0][1]])
-        passages = _hop_search(program, query, [gold_hops[0][1]], tr, 1, 2)
-        read = program._read(query, passages, tr, 1)
-        answer, why = hop_answer(read, query, gold_hops[0][1])
+        read, answer, why = read_hop(program, query, [gold_hops[0][1]], tr, 1, 2)  # as the chain reads a hop
         gold2 = gold_hops[1][1] if len(plan.hops) > 2 else ex.answer
         aliases = [gold2] if len(plan.hops) > 2 else [ex.answer, *ex.answer_aliases]
-        row = {"id": ex.id, "query": query, "answer": read.answer, "hop_answer": answer, "stopped": why or None,
-               "gold": gold2, "em": float(exact_match(answer or read.answer, aliases))}  # fmt: skip
+        said = read.answer if read is not None else ""
+        row = {"id": ex.id, "query": query, "answer": said, "hop_answer": answer, "stopped": why or None,
+               "gold": gold2, "em": float(exact_match(answer or said, aliases))}  # fmt: skip
         with path.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
         done[ex.id] = row
