@@ -314,6 +314,16 @@ def pending(
     return [ex for ex in examples if not complete(done.get(ex.id), program, actions, crit(ex), focus_when)]
 
 
+def _mend(path: Path) -> None:
+    """Ready ``path`` for appends: its folder made, and a last line cut by a kill dropped (rewritten atomically:
+    another worker reading or appending never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if _torn(path):
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in _read(path).values()))
+        tmp.replace(path)
+
+
 def record(
     program: SharpRAG,
     examples: Sequence[Any],
@@ -350,11 +360,7 @@ def record(
     todo = [ex for ex in examples if not complete(done.get(ex.id), program, actions, crit(ex), focus_when)]
     lock = threading.Lock()
     if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if _torn(path):  # rewrite without a line cut by a kill, so appends start on a fresh line
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in _read(path).values()))
-            tmp.replace(path)  # atomic: another worker reading or appending never sees half a file
+        _mend(path)
 
     def one(ex: Any) -> tuple[dict, dict]:
         t0 = time.perf_counter()
@@ -372,15 +378,20 @@ def record(
         return rec, calls.summary()
 
     streak = FailureStreak(max_failed_in_a_row, f"the records so far (in {path})" if path else "the records so far")
-    results = run_each(one, todo, threads)
+    _collect(run_each(one, todo, threads), done, streak, on_each, len(todo))
+    return done
+
+
+def _collect(results: Any, done: dict, streak: FailureStreak, on_each: Any, total: int) -> None:
+    """The records as they finish, into ``done``: told to ``on_each``, their failures counted in ``streak``,
+    every tenth logged; a stopped recording cancels the questions queued on the pool."""
     try:
         for n, (rec, spent) in enumerate(results, 1):
             done[rec["id"]] = rec
             if on_each is not None:
                 on_each(rec, spent)
             streak.see(bool(rec.get("error")), rec.get("error"))
-            if n == 1 or n % 10 == 0 or n == len(todo):
-                log.info("recorded %d/%d questions (%.1f s the last)", n, len(todo), rec.get("seconds", 0.0))
+            if n == 1 or n % 10 == 0 or n == total:
+                log.info("recorded %d/%d questions (%.1f s the last)", n, total, rec.get("seconds", 0.0))
     finally:
-        results.close()  # a stopped recording cancels the questions queued on the pool
-    return done
+        results.close()

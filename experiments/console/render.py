@@ -270,6 +270,15 @@ def _critic_line(step: Mapping[str, Any], rnd: str) -> str:
     return text
 
 
+def _chain_plan_line(step: Mapping[str, Any], rnd: str) -> str:
+    hops = step.get("hops") or []
+    by = "by rule" if step.get("by_rule") else "by the planner"
+    text = f"[bold]chain[/bold]{rnd} ({by}): " + (" -> ".join(escape(h) for h in hops) or "(no hop)")
+    if step.get("refused"):
+        text += f" [yellow](refused: {escape(str(step['refused']))}: the draft stands)[/yellow]"
+    return text
+
+
 def step_line(step: Mapping[str, Any]) -> str:
     """One line (Rich markup) saying what a step did: the planner's sub-questions, a retrieval's k and how
     many passages were new, an answer, the critic's verdict and P(supported), the judgement of a round
@@ -277,11 +286,7 @@ def step_line(step: Mapping[str, Any]) -> str:
     role = str(step.get("role", "?"))
     rnd = f", round {step['round']}" if step.get("round") is not None else ""
     if role == "planner" and "hops" in step:  # a chain's plan, by rule or by the planner LM
-        hops = step.get("hops") or []
-        by = "by rule" if step.get("by_rule") else "by the planner"
-        text = f"[bold]chain[/bold]{rnd} ({by}): " + (" -> ".join(escape(h) for h in hops) or "(no hop)")
-        if step.get("refused"):
-            text += f" [yellow](refused: {escape(str(step['refused']))}: the draft stands)[/yellow]"
+        text = _chain_plan_line(step, rnd)
     elif role == "planner":
         subs = step.get("sub_questions") or []
         text = f"[bold]compare[/bold]{rnd}: " + (

@@ -62,11 +62,7 @@ def compile_planner(
     if n_val < 1:
         raise ConfigError("--n-val must be at least 1: the planner is reported before and after on it")
     program = runtime.load_program(program_path)[0] if program_path else runtime.system("sharp", {})
-    demos = _demos(runtime, demo_datasets, seed)
-    if not demos:
-        raise ConfigError(f"no train question of {demo_datasets} has a gold or rule plan to learn from")
-    bridges = plannable(runtime.examples("train", seed=seed)[train_offset:])
-    selectset, valset = split_train_val(planner_examples(bridges), select=n_select, val=n_val)
+    demos, selectset, valset = _sets(runtime, demo_datasets, n_select, n_val, train_offset, seed)
     retriever = program.retriever
     metric = plan_metric(lambda q, k: retriever.retrieve(q, k))
     student = PlannerStudent(program.hop_planner, program.config)
@@ -97,6 +93,19 @@ def compile_planner(
     return PlannerOutcome(
         path, active.info.run_id, before, after, len(program.hop_planner.demos), demo_ids, result.cost
     )
+
+
+def _sets(
+    runtime: Runtime, datasets: list[str], n_select: int, n_val: int, offset: int, seed: int
+) -> tuple[list, list, list]:
+    """The demo pool (``datasets``' gold and rule plans), and the plannable train bridges after ``offset``: the
+    ones candidates are selected on, then the held-out ones the planner is reported on."""
+    demos = _demos(runtime, datasets, seed)
+    if not demos:
+        raise ConfigError(f"no train question of {datasets} has a gold or rule plan to learn from")
+    bridges = plannable(runtime.examples("train", seed=seed)[offset:])
+    selectset, valset = split_train_val(planner_examples(bridges), select=n_select, val=n_val)
+    return demos, selectset, valset
 
 
 def _demos(runtime: Runtime, datasets: list[str], seed: int) -> list[Any]:
