@@ -89,7 +89,8 @@ READS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 AFTER_DRAFT = ("retrieve", "focus")
 # what code decides of an action's reads, versioned: a change to it (the comparisons planned by rule) makes the
 # action's recorded rounds stale as a prompt change would
-CODE_VERSIONS = {"compare": 3, "chain": 3}
+# (chain 4: a hop reads the entity's own passage alone first)
+CODE_VERSIONS = {"compare": 3, "chain": 4}
 
 
 def reading(program: SharpRAG, action: str = "draft", code_version: int | None = None) -> str:

@@ -209,9 +209,28 @@ def test_a_refused_plan_reads_no_hop_the_draft_stands_and_the_trace_says_why(hop
 def test_a_hop_without_a_usable_answer_stops_the_chain_and_the_draft_stands(hop1, why):
     prog, lms = program({**CHAINED, "Who directed Pulp Fiction?": hop1})
     pred = prog(question=BRIDGE)
-    assert pred.answer == "Quentin Tarantino" and pred.cost["lm_calls"] == 2  # the draft and hop 1
+    # the draft, hop 1 over the film's own passage, then over the hop's passages together
+    assert pred.answer == "Quentin Tarantino" and pred.cost["lm_calls"] == 3
+    hop1 = [s for s in steps(pred, "generator") if s.get("hop") == 1]
+    assert [s.get("own", False) for s in hop1] == [True, False]
     (stop,) = steps(pred, "chain")
     assert why in stop["stopped"]
+
+
+def test_a_hop_reads_the_entity_s_own_passage_alone_first_then_its_passages_together():
+    """The 1.5B reader, given three passages, answers from a neighbour's a quarter of the time: the entity's own
+    passage is read alone first; the hop's passages together only where that read finds no answer."""
+    nationality = "What nationality was Quentin Tarantino?"
+    own_first = {**CHAINED, nationality: [reply("unknown"), reply("American")]}
+    prog, _ = program(own_first)
+    pred = prog(question=BRIDGE)
+    reads = [s for s in steps(pred, "generator") if s.get("hop")]
+    assert [(s["hop"], s.get("own", False)) for s in reads] == [(1, True), (2, True), (2, False)]
+    assert pred.answer == "American" and pred.cost["lm_calls"] == 4  # the draft, hop 1, hop 2 twice
+    prog, _ = program(CHAINED)  # its own passage answers: one read a hop
+    pred = prog(question=BRIDGE)
+    assert pred.answer == "American" and pred.cost["lm_calls"] == 3
+    assert [s["evidence_ids"] for s in steps(pred, "generator") if s.get("hop")] == [["p1"], ["p2"]]
 
 
 def test_a_hop_whose_search_finds_nothing_stops_the_chain():
@@ -334,10 +353,17 @@ def test_a_place_hop_answered_with_a_date_is_asked_once_more_for_the_kind_of_pla
         "Where was Quentin Tarantino born?": reply("March 27, 1963"),  # the date a person's passage gives first
         "In which city was Quentin Tarantino born?": reply("Knoxville"),
     }
-    corpus = [*CORPUS, Passage("p6", "Knoxville", "Quentin Tarantino was born in Knoxville, Tennessee.")]
+    born = Passage("p2", "Quentin Tarantino", "Quentin Tarantino (born March 27, 1963 in Knoxville) is a director.")
+    corpus = [born if p.id == "p2" else p for p in CORPUS]
     prog, _ = program(answers, retriever=TitledRetriever(corpus))
     pred = prog(question=question)
     assert pred.answer == "Knoxville" and pred.cost["lm_calls"] == 4  # draft, hop 1, hop 2 and its rewording
     (again,) = [s for s in steps(pred, "generator") if s.get("reworded")]
-    assert again["hop"] == 2
+    assert again["hop"] == 2 and again["own"] and again["evidence_ids"] == ["p2"]  # the director's own passage
+    # where his own passage does not say it: read again over the hop's passages, reworded there too
+    corpus = [*CORPUS, Passage("p6", "Knoxville", "Quentin Tarantino was born in Knoxville, Tennessee.")]
+    prog, _ = program(answers, retriever=TitledRetriever(corpus))
+    pred = prog(question=question)
+    assert pred.answer == "Knoxville" and pred.cost["lm_calls"] == 6
+    assert [s.get("own", False) for s in steps(pred, "generator") if s.get("reworded")] == [True, False]
     assert reworded("Where did Max Mack die?") == "In which city did Max Mack die?" and reworded(HOPS[0]) is None
