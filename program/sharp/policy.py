@@ -129,7 +129,11 @@ class SharpConfig(StrictConfig):
         Literal["off", "band", "always"], Lever(("off", "band", "always"), explore="always", neutral="off")
     ] = "off"
     critic_floor: Annotated[float, Lever("floor", explore=0.0, neutral=KEEP)] = Field(0.0, ge=0.0, le=1.0)
-    max_repairs: Annotated[int, Lever((0, 1, 2), explore=2, neutral=1)] = Field(2, ge=0, le=2)
+    # (a recording runs every repair of the form, however many: the cap is a replay's choice; with two, a flagged
+    # bridge's focused read and retrieval left its chain unrecorded)
+    max_repairs: Annotated[int, Lever((0, 1, 2), explore=max(map(len, REPAIRS_FOR.values())), neutral=1)] = Field(
+        2, ge=0, le=2
+    )
     # the repairs a rejected round gets, in order, by the question's form (program/sharp/forms.py)
     repair_bridge: Annotated[
         tuple[Repair, ...],
