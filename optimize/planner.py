@@ -81,14 +81,24 @@ _RELATION_QUESTIONS = {
 }
 
 
+def _relation_of(step: str) -> str | None:
+    """The known relation an evidence triple's hop starts with ("place of birth of #1": data/formats.py
+    evidence_hops, a dataset folder's ``evidences``), the longest that fits; None where none does."""
+    cuts = [m.start() for m in re.finditer(" of ", step)]
+    return next((step[:i] for i in reversed(cuts) if step[:i].lower() in _RELATION_QUESTIONS), None)
+
+
 def natural_hop(step: str) -> str:
-    """A MuSiQue decomposition step as a natural question ("Brand >> author" -> "Who wrote Brand?"); a step
+    """A MuSiQue decomposition step as a natural question ("Brand >> author" -> "Who wrote Brand?"), as is an
+    evidence triple's ("place of birth of #1" -> "Where was #1 born?") where its relation is a known one; a step
     already written as a question is kept, its spacing mended ("#1 ?" -> "#1?")."""
     step = " ".join(step.split())
     if ">>" in step:
         subject, relation = (part.strip() for part in step.split(">>", 1))
         template = _RELATION_QUESTIONS.get(relation.lower(), "What is the " + relation + " of {x}?")
         step = template.format(x=subject)
+    elif (relation := _relation_of(step)) is not None:
+        step = _RELATION_QUESTIONS[relation.lower()].format(x=step[len(relation) + 4 :])
     step = re.sub(r"\s+\?", "?", step)
     return step[0].upper() + step[1:] if step else step
 

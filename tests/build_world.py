@@ -6,7 +6,9 @@ was the author of BOOK born?"; the corpus holds each book's passage (its author)
 each city's. The reader (:data:`RULES`, served by tests/live_servers.py RuleServer without log-probabilities)
 answers the city where the author's passage is in its evidence, except for every third book, where it stops at
 the author (as it does wherever only the book's passage is there): right and wrong drafts, and a focused read of
-the author's passage (the question restated through the author) that mends the stopped ones.
+the author's passage (the question restated through the author) that mends the stopped ones, as does the chain
+(the hop planner's plan: "Who wrote BOOK?", then "In which city was #1 born?"; the train rows' ``evidences``
+are its gold plans, the planner's demos).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def rows(labels: bool = True) -> list[dict]:
         row = {"id": f"q{i}", "question": question(i), "answer": CITIES[i]}
         if labels:
             row["supporting_facts"] = [[BOOKS[i], 0], [AUTHORS[i], 0]]
+            row["evidences"] = [[BOOKS[i], "author", AUTHORS[i]], [AUTHORS[i], "place of birth", CITIES[i]]]
         out.append(row)
     return out
 
@@ -91,6 +94,12 @@ def reader(f: dict) -> dict:
     titles = _TITLE.findall(f.get("evidence", "") or f.get("passages", "") or "")
     if i is None:
         return {"answer": "unknown", "supporting_passages": []}
+    if f.get("question", "").startswith("Who wrote"):  # a chain's first hop
+        found = BOOKS[i] in titles
+        return {
+            "answer": AUTHORS[i] if found else "unknown",
+            "supporting_passages": [titles.index(BOOKS[i]) + 1] if found else [],
+        }
     if AUTHORS[i] in titles and not (of_book and i % 3 == 0):
         return {"answer": CITIES[i], "supporting_passages": [titles.index(AUTHORS[i]) + 1]}
     if BOOKS[i] in titles or AUTHORS[i] in titles:
@@ -98,11 +107,19 @@ def reader(f: dict) -> dict:
     return {"answer": "unknown", "supporting_passages": []}
 
 
+def plan(question: str) -> dict:
+    """The hop planner: the book's author, then where #1 was born."""
+    i, of_book = _index(question)
+    if i is None or not of_book:
+        return {"hops": []}
+    return {"hops": [f"Who wrote {BOOKS[i]}?", "In which city was #1 born?"]}
+
+
 RULES = {
     "generator": reader,
     "focuser": reader,
     "planner": lambda f: {"entities": [], "sub_questions": []},
-    "hop_planner": lambda f: {"hops": []},
+    "hop_planner": lambda f: plan(f.get("question", "")),
     "composer": lambda f: {"answer": "unknown"},
     "critic": lambda f: {"verdict": "supported", "confidence": 0.5},
 }

@@ -50,6 +50,13 @@ def build_cmd(
     seed: int = typer.Option(0, "--seed", help="Seeds the questions' order, the fits and the searches."),
     ship: bool = typer.Option(True, "--ship/--no-ship", help="Ship the built program into program/compiled/."),
     force: bool = typer.Option(False, "--force", help="Ship even below the program it replaces."),
+    planner_demos: str | None = typer.Option(
+        None,
+        "--planner-demos",
+        help="Where the search space reaches the chain: the datasets whose train plans are "
+        "the hop planner's demos (comma-separated; 'none': the planner stays uncompiled). Default: this corpus, "
+        "musique and 2wikimultihopqa, those the data folder holds.",
+    ),  # fmt: skip
     opts: o.Options = o.SHARED,
 ) -> None:
     """Build SHARP for a model and a corpus: the index if missing, the evidence ranker, the recording of the train
@@ -68,12 +75,16 @@ def build_cmd(
     check_threads(lm_cfg, threads)
     check_max_cost(max_cost, price_of(model))
     sizes = {"--limit": limit, "--heldout": heldout, "--offset": offset, "--trials": trials, "--max-calls": max_calls,
-             "--seed": seed}  # fmt: skip
+             "--seed": seed, "--planner-demos": planner_demos}  # fmt: skip
+    demos = None if planner_demos is None else tuple(d for d in planner_demos.split(",") if d and d != "none")
     command = build_command(opts.dataset, model, sizes, space, settings.workspace(opts.workspace))
     job = BuildJob(limit=limit, heldout=heldout, offset=offset, seed=seed, trials=trials, space_path=space,
                    max_calls=max_calls, threads=threads, max_cost=max_cost, ship=ship, force=force, command=command,
-                   system_config=opts.system_config())  # fmt: skip
-    check_buildable(dataset_source(opts.dataset, opts.data_dir), MIN_FIT, MIN_HELDOUT)  # before any work
+                   system_config=opts.system_config(), planner_demos=demos)  # fmt: skip
+    source = dataset_source(opts.dataset, opts.data_dir)
+    check_buildable(source, MIN_FIT, MIN_HELDOUT)  # before any work
+    for name in set(demos or ()) - {source.name}:
+        dataset_source(name, opts.data_dir).split_file("train")  # a demo dataset that is not there: said now
     rt = o.build_runtime(opts)
 
     def say(line: str) -> None:
@@ -90,7 +101,8 @@ def build_command(dataset: str, model: str, sizes: dict, space: Path | None, ws:
     from experiments import settings
     from program.serving.builds import build_command as base
 
-    defaults = {"--limit": None, "--heldout": None, "--offset": 0, "--trials": 300, "--max-calls": 2.5, "--seed": 0}
+    defaults = {"--limit": None, "--heldout": None, "--offset": 0, "--trials": 300, "--max-calls": 2.5, "--seed": 0,
+                "--planner-demos": None}  # fmt: skip
     text = base(str(settings.portable(dataset, ws)), model)
     for flag, value in sizes.items():
         if value != defaults[flag]:

@@ -6,8 +6,9 @@ a nested MLflow run of the build's run), in order:
 1. ``index``: the corpus's hybrid index, where it is missing (`sharp index`);
 2. ``ranker``: the evidence ranker, fitted on the train questions' supporting paragraphs (`sharp fit-ranker`);
    a ranker shipped or fitted on this corpus already is kept; without supporting-paragraph labels, the hybrid order;
-3. ``planner``: the place of the hop planner's compile (issue 38, optimize/planner.py): a program it makes is
-   the base every later step reads with (the recording's reading digests include the hop planner's demos);
+3. ``planner``: where the search space reaches the chain (a bridge's hop by hop repair), the hop planner's demos
+   drawn from train plans (`sharp compile --target planner --optimizer labeled`, no LM call); its program is the
+   base every later step reads with (the recording's reading digests include the hop planner's demos);
 4. ``record``: the LM-bound part, SHARP's rounds of the train questions, every repair the policy's search space
    can reach (experiments/jobs/recording_job.py: a probe and the estimate first, ``--max-cost`` its guard);
 5. ``rules``: the rules code applies to the reads, and a first policy (`sharp tune`, by replay);
@@ -55,6 +56,13 @@ HELDOUT_SHARE = 0.3  # of the build's questions, held out where --heldout is not
 # the rules a policy keeps once fitted (the gate was fitted on rounds settled by them)
 RULES = ("yes_threshold", "yes_threshold_sub", "option_form", "force_option", "span_rule", "compare_by")
 NO_LOGPROBS = {"yes_threshold": "off", "yes_threshold_sub": "off"}  # P(yes) is read from log-probabilities
+# ... and before a gate is fitted, every round's P(right) is the same coin flip (program.sharp.policy.UNCALIBRATED_P):
+# the rules' search then picks the last round a repair reads (the most confident is always the draft, a tie)
+NO_LOGPROBS_RULES = {"choose": "last"}
+# the hop planner's compile: PLANNER_K demos drawn from the train plans of the corpus (its evidences) and of the
+# bundled datasets the data folder holds
+PLANNER_K = 4
+PLANNER_DEMOS = ("musique", "2wikimultihopqa")
 
 
 @dataclass
@@ -73,6 +81,7 @@ class BuildJob:
     ship: bool = True
     force: bool = False
     command: str = ""  # the command line that runs this build (recorded with the shipped program)
+    planner_demos: tuple[str, ...] | None = None  # the planner's demo datasets (None: found; (): no compile)
     system_config: dict = field(default_factory=dict)
 
     def sizes(self, available: int) -> tuple[int, int]:
@@ -262,15 +271,69 @@ class Build:
         held = summary["scores"].get("held_out") or {}
         return f"fitted on {summary['fitted_on']['n_train']} questions ({out}); held-out all-gold@3 {held.get('all_gold@3')}"
 
-    # ---- 3. planner (issue 38) -----------------------------------------------------------------
-    def planner_skip(self) -> str | None:
-        """The hop planner's compile: wired by issue 38 (optimize/planner.py). Until then the hop planner stays
-        as the program has it. Its job, once written: compile the planner on train, save the program, set
-        ``self.base`` to it (every later step then reads with it), and stamp it like the steps below."""
-        return "not wired yet (issue 38: optimize/planner.py): the hop planner stays uncompiled"
+    # ---- 3. planner ----------------------------------------------------------------------------
+    def planner_demo_sets(self) -> list[str]:
+        """The datasets whose train plans are the planner's demos: as asked (--planner-demos), else this corpus
+        and the bundled MuSiQue and 2WikiMultihopQA, those of them the data folder holds."""
+        from data.errors import DatasetError
+        from experiments.runtime import dataset_source
 
-    def step_planner(self) -> str:  # pragma: no cover - reached once issue 38 wires it
-        raise NotImplementedError("the hop planner's compile is issue 38's (optimize/planner.py)")
+        own = str(self.rt.dataset)
+        asked = self.job.planner_demos
+        names = [own if n == self.corpus else n for n in (asked if asked is not None else (own, *PLANNER_DEMOS))]
+        found = []
+        for name in dict.fromkeys(names):
+            try:
+                dataset_source(name, self.rt.data_dir).split_file("train")
+            except DatasetError:
+                if asked is not None:
+                    raise
+                continue
+            found.append(name)
+        return found
+
+    def planner_inputs(self) -> dict:
+        return {"step": "planner", "code_version": version.__version__, "seed": self.job.seed,
+                "base": digest(self.job.system_config), "model": self.model, "demos": self.planner_demo_sets(),
+                "k": PLANNER_K, "offset": self.job.offset}  # fmt: skip
+
+    def planner_skip(self) -> str | None:
+        """Why the hop planner is not compiled (None: it is). Compiled, its program is the base every later
+        step reads with (the recording's reading digests include the planner's demos)."""
+        from experiments.jobs.planner_job import demo_pool
+        from optimize.planner import plannable
+
+        if "chain" not in self.space.actions:
+            return "the search space reaches no chain (repair_bridge): the hop planner is not used"
+        if self.job.planner_demos == ():
+            return "not asked (--planner-demos none): the hop planner stays uncompiled"
+        stamp = Stamp(self.program("planner"))
+        if stamp.current(self.planner_inputs()):
+            self.base = stamp.output
+            return f"up to date ({stamp.output})"
+        if not plannable(self.rt.examples("train", seed=self.job.seed)[self.job.offset :]):
+            return "no train bridge the rules cannot plan: the planner LM plans none, it stays uncompiled"
+        if not demo_pool(self.rt, self.planner_demo_sets(), self.job.seed):
+            return (f"no train question in {self.rt.data_dir} with a gold or rule plan to learn from (a dataset "
+                    "folder's evidences, MuSiQue's decompositions, 2Wiki's rule plans): the hop planner stays "
+                    "uncompiled")  # fmt: skip
+        return None
+
+    def step_planner(self) -> str:
+        """The hop planner's demos: PLANNER_K train plans of the demo datasets drawn by DSPy's LabeledFewShot (no
+        LM call: a rebuild from the recording alone makes the same program). How well it plans shows in the
+        held-out check's chain rounds; `sharp compile --target planner` scores plans on their own."""
+        from experiments.jobs.planner_job import compile_planner
+
+        inputs = self.planner_inputs()
+        out = compile_planner(
+            self.rt, optimizer="labeled", demo_datasets=inputs["demos"], n_select=0, n_val=0,
+            train_offset=self.job.offset, seed=self.job.seed, settings={"k": PLANNER_K}, name=f"{self.name}-planner",
+            system_config=self.job.system_config, report=False,
+        )  # fmt: skip
+        Stamp(out.path).write(inputs, run_id=out.run_id)
+        self.base = out.path
+        return f"{out.path}: {out.demos} demos from {', '.join(inputs['demos'])}"
 
     # ---- 4. record -----------------------------------------------------------------------------
     def base_program(self) -> Any:
@@ -329,7 +392,8 @@ class Build:
         return (
             f"{self.model} returns no token log-probabilities: the gate is fitted on the features that remain "
             "(agreement between reads, spans, the answer's type, the evidence ranker's scores), and the yes/no "
-            "threshold on P(yes) is left off"
+            "threshold on P(yes) is left off; the first search keeps the last round a repair reads (every P(right) a coin "
+            "flip until the gate is fitted)"
         )
 
     def _logprobs_known(self) -> None:
@@ -357,7 +421,7 @@ class Build:
         if name == "rules":
             base = file_sha256(self.base) if self.base else digest(self.job.system_config)
             return {**common, **tune, "base": base, "model": self.model, "questions": [e.id for e in self.tuning],
-                    "records": self.records_digest(self.tuning)}  # fmt: skip
+                    "records": self.records_digest(self.tuning), "pins": self.rules_pins()}  # fmt: skip
         if name == "gate":
             both = [*self.tuning, *self.held_out]
             return {**common, "rules": self._sha("rules"), "questions": [e.id for e in both],
@@ -413,8 +477,11 @@ class Build:
             "run_id": out.run_id
         }
 
+    def rules_pins(self) -> dict:
+        return NO_LOGPROBS_RULES if self.logprobs is False else {}
+
     def step_rules(self) -> tuple[str, dict]:
-        return self.tune("rules", None, {})
+        return self.tune("rules", None, self.rules_pins())
 
     def rules_fixed(self) -> dict:
         """The rules the rules step chose, pinned for the policy step (None: "off")."""

@@ -30,6 +30,7 @@ from optimize.planner import (
 )
 from program.errors import ConfigError
 from program.lm.roles import assign_lms
+from program.systems.modes import retriever_overrides
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +58,22 @@ def compile_planner(
     settings: dict | None = None,
     program_path: str | Path | None = None,
     name: str | None = None,
+    system_config: dict | None = None,
+    report: bool = True,
 ) -> PlannerOutcome:
-    """Compile ``runtime``'s SHARP program's hop planner (see the module); save it under ``name``."""
-    if n_val < 1:
+    """Compile ``runtime``'s SHARP program's hop planner (see the module); save it under ``name``. Without
+    ``report`` (`sharp build`'s step) it is not scored before and after, and an optimizer that draws its demos
+    (labeled) makes no LM call: the same program from the same inputs, rebuilt from a recording alone."""
+    if report and n_val < 1:
         raise ConfigError("--n-val must be at least 1: the planner is reported before and after on it")
-    program = runtime.load_program(program_path)[0] if program_path else runtime.system("sharp", {})
+    if program_path:
+        program, saved = runtime.load_program(program_path, system_config)
+        retriever = dict(saved.retriever)
+    else:
+        program = runtime.system("sharp", system_config or {})
+        retriever = retriever_overrides(program.config) or {}  # SHARP's default ranker=dataset, saved with it
     demos, selectset, valset = _sets(runtime, demo_datasets, n_select, n_val, train_offset, seed)
-    retriever = program.retriever
-    metric = plan_metric(lambda q, k: retriever.retrieve(q, k))
+    metric = plan_metric(lambda q, k: program.retriever.retrieve(q, k))
     student = PlannerStudent(program.hop_planner, program.config)
     assign_lms(student, runtime.lm_config)
     name = name or f"sharp-{runtime.dataset}-planner-{optimizer}"
@@ -73,23 +82,24 @@ def compile_planner(
               "seed": seed, "opt": dict(settings or {}), "start_program": str(program_path or ""),
               "lm": runtime.lm_config.summary()}  # fmt: skip
     with tracking.run(f"compile {name}", params=params, tags={"kind": "compile", "target": "planner"}) as active:
-        before = score_plans(student, valset, metric)
+        before = score_plans(student, valset, metric) if report else {}
         tracking.log_metrics(tracking.numeric(before, "before."))
         result = compile_program(
             student, optimizer, demos, selectset, metric=metric, proposer_lm=proposer_for(runtime, optimizer),
             overrides=settings, metric_threshold=0.75, seed=seed,
         )  # fmt: skip
-        after = score_plans(result.program, valset, metric)
+        after = score_plans(result.program, valset, metric) if report else {}
         tracking.log_metrics(tracking.numeric(after, "after."))
         demo_ids = install(program, result.program)
-        path = save_info(runtime).save(
+        path = save_info(runtime, retriever).save(
             runtime.workspace / "programs" / f"{name}.json", program, "sharp", run_id=active.info.run_id,
             target="planner", optimizer=optimizer, planner_demo_ids=demo_ids, planner_before=before,
             planner_after=after,
         )  # fmt: skip
         tracking.log_file(path, "program")
-    log.info("saved %s (plan metric %.3f -> %.3f on %d held-out bridges)", path, before["metric"],
-             after["metric"], len(valset))  # fmt: skip
+    if report:
+        log.info("saved %s (plan metric %.3f -> %.3f on %d held-out bridges)", path, before["metric"],
+                 after["metric"], len(valset))  # fmt: skip
     return PlannerOutcome(
         path, active.info.run_id, before, after, len(program.hop_planner.demos), demo_ids, result.cost
     )
@@ -99,21 +109,24 @@ def _sets(
     runtime: Runtime, datasets: list[str], n_select: int, n_val: int, offset: int, seed: int
 ) -> tuple[list, list, list]:
     """The demo pool (``datasets``' gold and rule plans), and the plannable train bridges after ``offset``: the
-    ones candidates are selected on, then the held-out ones the planner is reported on."""
-    demos = _demos(runtime, datasets, seed)
-    if not demos:
-        raise ConfigError(f"no train question of {datasets} has a gold or rule plan to learn from")
+    ones candidates are selected on, then the held-out ones the planner is reported on. A question scored is
+    never a demo (the pool may come from the same train split: MuSiQue's planner learns from MuSiQue)."""
     bridges = plannable(runtime.examples("train", seed=seed)[offset:])
     selectset, valset = split_train_val(planner_examples(bridges), select=n_select, val=n_val)
+    scored = {ex.id for ex in [*selectset, *valset]}
+    demos = [d for d in demo_pool(runtime, datasets, seed) if d.id not in scored]
+    if not demos:
+        raise ConfigError(f"no train question of {datasets} has a gold or rule plan to learn from")
     return demos, selectset, valset
 
 
-def _demos(runtime: Runtime, datasets: list[str], seed: int) -> list[Any]:
-    """Demo examples from the train splits of ``datasets`` (the runtime's data folder)."""
+def demo_pool(runtime: Runtime, datasets: list[str], seed: int) -> list[Any]:
+    """Demo examples from the train splits of ``datasets`` (the runtime's data folder): their questions with a
+    gold or rule plan."""
+    from data.loaders import load_examples
+    from experiments.runtime import dataset_source
+
     out = []
     for dataset in datasets:
-        from data.loaders import load_examples
-        from experiments.runtime import dataset_source
-
         out += demo_examples(load_examples(dataset_source(dataset, runtime.data_dir), "train", seed=seed))
     return out

@@ -31,6 +31,9 @@ runner = CliRunner()
 MODEL = "openai/gpt-4o-mini"
 NAME = "sharp-tinybooks-gpt-4o-mini"
 SIZES = ["--heldout", "8", "--trials", "8"]
+# the default search space with the chain among a bridge's repairs: the build compiles the hop planner and records
+# every bridge's chain (tests/build_world.py: its plan mends the drafts that stop at the author)
+CHAIN_SPACE = "repair_bridge: [focus, chain, 'focus,chain', none]\n"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,9 @@ def place(tmp_path_factory, tracking_uri):
         use_hash_embedder(mp)
         mp.setattr(shipped, "COMPILED_DIR", tmp / "compiled")
         mp.setattr(terminal, "err_console", Console(stderr=True, width=100_000))  # one line a message
-        yield SimpleNamespace(tmp=tmp, folder=write_folder(tmp / "tinybooks"), uri=tracking_uri)
+        (tmp / "chain.yaml").write_text(CHAIN_SPACE)
+        yield SimpleNamespace(tmp=tmp, folder=write_folder(tmp / "tinybooks"), uri=tracking_uri,
+                              sizes=[*SIZES, "--space", str(tmp / "chain.yaml"), "--planner-demos", "tinybooks"])  # fmt: skip
     dspy.cache = previous
 
 
@@ -69,7 +74,7 @@ def sharp(place, server, *args: str, ws: str = "ws", lm: str = MODEL, base: str 
 @pytest.fixture(scope="module")
 def built(place, server):
     """The build, once: its output, the LM requests it made, its workspace."""
-    code, out = sharp(place, server, "build", "--threads", "2", *SIZES)
+    code, out = sharp(place, server, "build", "--threads", "2", *place.sizes)
     assert code == 0, out
     return SimpleNamespace(out=out, requests=server.requests, ws=place.tmp / "ws")
 
@@ -81,11 +86,15 @@ def test_a_build_ships_a_checked_program_that_load_answers_with_and_a_rerun_skip
     assert "money: about $" in out and f"{MODEL}: $0.15 per million prompt tokens" in out, out
     assert f"{MODEL} returns no token log-probabilities: the gate is fitted on the features that remain" in out
     assert "recording tinybooks-gpt-4o-mini-train.jsonl: 24/24 questions" in out  # the progress line
-    assert "planner: not wired yet" in out
+    # the hop planner's demos: the corpus's own gold plans (its train rows' evidences), no LM call
+    assert "planner: " in out and "4 demos from" in out, out
     shipped_file = place.tmp / "compiled" / f"{NAME}.json"
     entry = json.loads((place.tmp / "compiled" / "MANIFEST.json").read_text())["programs"][NAME]
     assert entry["lm"] == MODEL and entry["file"] == shipped_file.name
-    assert entry["commands"] == [f"sharp build --dataset {place.folder} --lm {MODEL} --heldout 8 --trials 8"]
+    assert entry["commands"] == [
+        f"sharp build --dataset {place.folder} --lm {MODEL} --heldout 8 --trials 8 --planner-demos tinybooks "
+        f"--space {place.tmp / 'chain.yaml'}"
+    ]
     assert entry["figures"]["heldout_questions"] == 8 and entry["figures"]["train_questions"] == 24
     program = json.loads(shipped_file.read_text())
     gate = program["config"]["gate"]
@@ -102,7 +111,7 @@ def test_a_build_ships_a_checked_program_that_load_answers_with_and_a_rerun_skip
     assert qa.info.name == NAME
     assert qa(question=question(1)).answer == CITIES[1]
 
-    code, again = sharp(place, server, "build", "--threads", "2", *SIZES)
+    code, again = sharp(place, server, "build", "--threads", "2", *place.sizes)
     assert code == 0, again
     assert "steps run: none (every step was up to date)" in again, again
     assert server.requests == built.requests  # no LM call
@@ -153,7 +162,7 @@ def test_a_build_killed_mid_recording_resumes_to_the_same_program(place, server,
     compiled = place.tmp / "compiled-killed"
     monkeypatch.setattr(shipped, "COMPILED_DIR", compiled)
     args = ["build", "--dataset", str(place.folder), "--workspace", str(ws), "--lm", MODEL, "--api-base",
-            server.base, "--no-cache", "--tracking-uri", place.uri, "--experiment", "build-tests", *SIZES]  # fmt: skip
+            server.base, "--no-cache", "--tracking-uri", place.uri, "--experiment", "build-tests", *place.sizes]  # fmt: skip
     code = CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), compiled=str(compiled), args=args)
     recording = ws / "recordings" / "tinybooks-gpt-4o-mini-train.jsonl"
     start = server.requests
@@ -176,7 +185,7 @@ def test_a_build_killed_mid_recording_resumes_to_the_same_program(place, server,
     assert not (compiled / f"{NAME}.json").exists()
 
     before = server.requests
-    code, out = sharp(place, server, "build", *SIZES, ws="ws-killed")
+    code, out = sharp(place, server, "build", *place.sizes, ws="ws-killed")
     assert code == 0, out
     assert "ranker: up to date" in out and "index: up to date" in out and "probe:" in out, out
     assert server.requests - before < built.requests  # what the killed run recorded is not asked again
@@ -288,6 +297,12 @@ def test_max_cost_with_a_model_the_cost_map_does_not_price_is_refused_naming_it(
     assert "LiteLLM's cost map has no price for openai/rules" in out and "--limit" in out, out
 
 
+def test_a_planner_demo_dataset_that_is_not_there_is_refused_before_any_work(place, server, tmp_path):
+    code, out = sharp(place, server, "build", "--planner-demos", f"tinybooks,{tmp_path / 'nowhere'}", ws="ws-nodemos")
+    assert code != 0 and "nowhere" in out and "no such" in out.lower(), out
+    assert not (place.tmp / "ws-nodemos" / "indexes").exists()  # nothing built
+
+
 def test_threads_with_the_embedded_model_are_refused(place, server):
     res = runner.invoke(app, ["build", "--dataset", str(place.folder), "--threads", "2"])
     assert res.exit_code == 2, res.output
@@ -319,8 +334,9 @@ def test_load_of_a_folder_without_a_program_for_the_model_names_the_build_comman
 
 def test_sharp_record_writes_the_rounds_a_build_records(place, server, built):
     out = place.tmp / "record.jsonl"
-    code, text = sharp(place, server, "record", "--n", "5", "--offset", "2", "--actions", "focus,retrieve", "--out",
-                       str(out))  # fmt: skip
+    planner = built.ws / "programs" / f"{NAME}-planner.json"  # the program the build records with (its hop planner)
+    code, text = sharp(place, server, "record", "--n", "5", "--offset", "2", "--actions", "focus,retrieve,chain",
+                       "--program", str(planner), "--out", str(out))  # fmt: skip
     assert code == 0, text
     assert "5 questions, 5 recorded now" in text, text
     mine = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}

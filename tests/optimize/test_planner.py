@@ -56,6 +56,10 @@ def test_gold_decompositions_and_rule_plans_become_demos_in_natural_questions():
     assert natural_hop("Bubye River >> country") == "Which country is Bubye River in?"
     assert natural_hop("#1 >> shares border with") == "What is the shares border with of #1?"
     assert natural_hop("Who was the first president of #1 ?") == "Who was the first president of #1?"
+    # an evidence triple's hop (2Wiki's evidences, a dataset folder's), where its relation is a known one
+    assert natural_hop("place of birth of #1") == "Where was #1 born?"
+    assert natural_hop("author of The Pale King") == "Who wrote The Pale King?"
+    assert natural_hop("shares border with of #1") == "Shares border with of #1"  # unknown: kept as written
     demos = demo_examples([MUSIQUE, WIKI, example("Who directed Pulp Fiction?")])  # the last: one hop, no demo
     assert [d.hops for d in demos] == [
         ["Who published Journal of Psychotherapy Integration?", "Who was the first president of #1?"],
