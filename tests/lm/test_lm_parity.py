@@ -65,10 +65,10 @@ def _fields(call) -> dict:
         return {"error": type(exc).__name__}
 
 
-def chain(lm: dspy.BaseLM) -> list[dict]:
+def chain(lm: dspy.BaseLM, evidence_of: dict[str, str] = EVIDENCE) -> list[dict]:
     plan, critique, answer = dspy.Predict(Plan), dspy.Predict(Critique), dspy.Predict(Answer)
     rows = []
-    for question, evidence in EVIDENCE.items():
+    for question, evidence in evidence_of.items():
         row = {"plan": _fields(lambda q=question: plan(question=q, lm=lm))}
         with dspy.context(adapter=dspy.JSONAdapter()):
             row["critique"] = _fields(lambda q=question, e=evidence: critique(question=q, evidence=e, lm=lm))
@@ -160,15 +160,16 @@ def test_the_real_model_answers_the_same_in_process_and_through_sharp_lm_serve(l
     spec = {"cache": False, "max_tokens": 64, "n_ctx": n_ctx}  # a weak model rambles: keep its replies short
     lm = build_lm(LMSpec(model=PARITY_MODEL, **spec), "generator")
     lm.engine.session.clear_states()  # as freshly loaded: no cached prefix, no live one
-    local_rows = chain(lm)
+    one = dict(list(EVIDENCE.items())[:1])  # one question's three calls on each side (the real model is slow)
+    local_rows = chain(lm, one)
     local_raw = [h["outputs"] for h in lm.history]
     with lm_server(PARITY_MODEL, n_ctx=n_ctx) as base:
         served = build_lm(
             LMSpec(model=SERVED_MODEL, api_base=base, cache=False, max_tokens=64, timeout_s=600), "generator"
         )
-        served_rows = chain(served)
+        served_rows = chain(served, one)
         served_raw = [h["outputs"] for h in served.history]
     # (a reply DSPy cannot parse makes it ask again through JSON: the same extra calls on both sides)
-    assert len(local_raw) == len(served_raw) >= 3 * len(EVIDENCE)
+    assert len(local_raw) == len(served_raw) >= 3 * len(one)
     assert [_normalized(o) for o in local_raw] == [_normalized(o) for o in served_raw]
     assert local_rows == served_rows

@@ -117,10 +117,11 @@ def _claim(i: int) -> dspy.Example:
     ).with_inputs("context", "claim")
 
 
-def _predictors() -> tuple[dspy.Predict, dspy.Predict]:
+def _predictors(demos: int = 4) -> tuple[dspy.Predict, dspy.Predict]:
+    """The two predictors SHARP's roles stand for, each with ``demos`` demos (the shared prefix a reuse skips)."""
     qa, judge = dspy.Predict(AnswerFromContext), dspy.Predict(JudgeSupport)
-    qa.demos = [_qa(i) for i in range(100, 104)]
-    judge.demos = [_claim(i) for i in range(200, 204)]
+    qa.demos = [_qa(i) for i in range(100, 100 + demos)]
+    judge.demos = [_claim(i) for i in range(200, 200 + demos)]
     return qa, judge
 
 
