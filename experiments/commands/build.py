@@ -31,14 +31,30 @@ MaxCost = typer.Option(
 )
 
 
+CriticRange = typer.Option(None, "--critic-range", help="START:END seeded positions the critic LM reads (repeatable).")
+Actions = typer.Option(
+    None, "--actions", help="Comma-separated repairs to record (retrieve, compare, focus, chain; the draft always): "
+    "default every repair of each question's form.",
+)  # fmt: skip
+FocusWhen = typer.Option(
+    "flagged", "--focus-when",
+    help="Record a focused read after flagged drafts only (flagged), or after every bridge draft (rejected).",
+)  # fmt: skip
+Limit = typer.Option(None, "--limit", help="Build on the first N seeded train questions (default: all of them).")
+Heldout = typer.Option(
+    None, "--heldout", help="Of them, the last N are held out (default: 30%): the gate and the ship check's."
+)
+PlannerDemos = typer.Option(
+    None, "--planner-demos", help="Where the search space reaches the chain: the datasets whose train plans are the "
+    "hop planner's demos (comma-separated; 'none': the planner stays uncompiled). Default: this corpus, musique "
+    "and 2wikimultihopqa, those the data folder holds.",
+)  # fmt: skip
+
+
 @o.shared(o.WHERE, o.LMS, o.CACHE, o.SYSTEM_CONFIG, o.TRACKING_URI, o.EXPERIMENT)
 def build_cmd(
-    limit: int | None = typer.Option(
-        None, "--limit", help="Build on the first N seeded train questions (default: all of them)."
-    ),
-    heldout: int | None = typer.Option(
-        None, "--heldout", help="Of them, the last N are held out (default: 30%): the gate and the ship check's."
-    ),
+    limit: int | None = Limit,
+    heldout: int | None = Heldout,
     offset: int = typer.Option(0, "--offset", help="Skip the first N seeded train questions."),
     trials: int = typer.Option(300, "--trials", help="Optuna trials of each policy search (by replay, no LM call)."),
     space: Path | None = typer.Option(
@@ -50,25 +66,17 @@ def build_cmd(
     seed: int = typer.Option(0, "--seed", help="Seeds the questions' order, the fits and the searches."),
     ship: bool = typer.Option(True, "--ship/--no-ship", help="Ship the built program into program/compiled/."),
     force: bool = typer.Option(False, "--force", help="Ship even below the program it replaces."),
-    planner_demos: str | None = typer.Option(
-        None,
-        "--planner-demos",
-        help="Where the search space reaches the chain: the datasets whose train plans are "
-        "the hop planner's demos (comma-separated; 'none': the planner stays uncompiled). Default: this corpus, "
-        "musique and 2wikimultihopqa, those the data folder holds.",
-    ),  # fmt: skip
+    planner_demos: str | None = PlannerDemos,
     opts: o.Options = o.SHARED,
 ) -> None:
     """Build SHARP for a model and a corpus: the index if missing, the evidence ranker, the recording of the train
     rounds (the LM-bound part: its cost said first), the answer rules, the gate, the policy, the held-out check,
     then ship it. Each step is skipped when its output is up to date; a stopped build resumes."""
-    from data.buildable import check_buildable
     from experiments import settings
     from experiments.console.terminal import err_console
     from experiments.jobs.build_job import MIN_FIT, MIN_HELDOUT, Build, BuildJob
     from experiments.jobs.estimate import check_max_cost, price_of
     from experiments.jobs.recording_job import check_threads, model_of
-    from experiments.runtime import dataset_source
 
     lm_cfg = opts.lm_settings()
     model = model_of(lm_cfg)
@@ -81,10 +89,7 @@ def build_cmd(
     job = BuildJob(limit=limit, heldout=heldout, offset=offset, seed=seed, trials=trials, space_path=space,
                    max_calls=max_calls, threads=threads, max_cost=max_cost, ship=ship, force=force, command=command,
                    system_config=opts.system_config(), planner_demos=demos)  # fmt: skip
-    source = dataset_source(opts.dataset, opts.data_dir)
-    check_buildable(source, MIN_FIT, MIN_HELDOUT)  # before any work
-    for name in set(demos or ()) - {source.name}:
-        dataset_source(name, opts.data_dir).split_file("train")  # a demo dataset that is not there: said now
+    _check_folders(opts, demos, MIN_FIT, MIN_HELDOUT)
     rt = o.build_runtime(opts)
 
     def say(line: str) -> None:
@@ -93,6 +98,17 @@ def build_cmd(
 
     say(f"building {command}")
     _show_build(Build(rt, job, say).run())
+
+
+def _check_folders(opts: o.Options, demos: tuple[str, ...] | None, min_fit: int, min_heldout: int) -> None:
+    """Before any work: the corpus folder builds, and every planner demo dataset asked for is there."""
+    from data.buildable import check_buildable
+    from experiments.runtime import dataset_source
+
+    source = dataset_source(opts.dataset, opts.data_dir)
+    check_buildable(source, min_fit, min_heldout)
+    for name in set(demos or ()) - {source.name}:
+        dataset_source(name, opts.data_dir).split_file("train")
 
 
 def build_command(dataset: str, model: str, sizes: dict, space: Path | None, ws: Path) -> str:
@@ -138,21 +154,10 @@ def record_cmd(
     n: int = typer.Option(..., "--n", help="Questions to record (after --offset)."),
     seed: int = typer.Option(0, "--seed"),
     ranker: str | None = typer.Option(None, "--ranker", help="Evidence ranker name (default: the dataset's)."),
-    critic_range: list[str] | None = typer.Option(
-        None, "--critic-range", help="START:END seeded positions the critic LM reads (repeatable)."
-    ),
-    actions: str | None = typer.Option(
-        None,
-        "--actions",
-        help="Comma-separated repairs to record (retrieve, compare, focus, chain; the draft always): default every "
-        "repair of each question's form.",
-    ),
+    critic_range: list[str] | None = CriticRange,
+    actions: str | None = Actions,
     program: Path | None = typer.Option(None, "--program", help="A saved program (default: the uncompiled SHARP)."),
-    focus_when: str = typer.Option(
-        "flagged",
-        "--focus-when",
-        help="Record a focused read after flagged drafts only (flagged), or after every bridge draft (rejected).",
-    ),  # fmt: skip
+    focus_when: str = FocusWhen,
     out: Path = typer.Option(..., "--out", help="The recording (JSONL; resumed where it stopped)."),
     threads: int = Threads,
     max_cost: float | None = MaxCost,
@@ -165,15 +170,8 @@ def record_cmd(
 
     from experiments.jobs.estimate import price_of
     from experiments.jobs.recording_job import Recording, check_threads, model_of, record_rounds
-    from program.errors import ConfigError
-    from program.sharp.rounds import ACTIONS
 
-    wanted = None if actions is None else tuple(a for a in actions.split(",") if a and a != "draft")
-    unknown = sorted(set(wanted or ()) - set(ACTIONS))
-    if unknown:
-        raise ConfigError(f"--actions: unknown {unknown}; choose from {', '.join(ACTIONS)}")
-    if focus_when not in ("flagged", "rejected"):
-        raise ConfigError(f"--focus-when: 'flagged' or 'rejected', not {focus_when!r}")
+    wanted = _actions(actions, focus_when)
     ranges = [_range(r) for r in critic_range or []]
     lm_cfg = opts.lm_settings()
     check_threads(lm_cfg, threads)
@@ -202,6 +200,20 @@ def record_cmd(
         f"{out}: {done.questions} questions, {done.left} recorded now ({done.spent.lm_calls} LM calls, "
         f"{done.spent.prompt_tokens + done.spent.completion_tokens} tokens)"
     )
+
+
+def _actions(actions: str | None, focus_when: str) -> tuple[str, ...] | None:
+    """--actions as the repairs to record (None: every one), refused where it names another, as --focus-when is."""
+    from program.errors import ConfigError
+    from program.sharp.rounds import ACTIONS
+
+    wanted = None if actions is None else tuple(a for a in actions.split(",") if a and a != "draft")
+    unknown = sorted(set(wanted or ()) - set(ACTIONS))
+    if unknown:
+        raise ConfigError(f"--actions: unknown {unknown}; choose from {', '.join(ACTIONS)}")
+    if focus_when not in ("flagged", "rejected"):
+        raise ConfigError(f"--focus-when: 'flagged' or 'rejected', not {focus_when!r}")
+    return wanted
 
 
 def _range(text: str) -> tuple[int, int]:

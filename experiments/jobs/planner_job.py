@@ -66,12 +66,7 @@ def compile_planner(
     (labeled) makes no LM call: the same program from the same inputs, rebuilt from a recording alone."""
     if report and n_val < 1:
         raise ConfigError("--n-val must be at least 1: the planner is reported before and after on it")
-    if program_path:
-        program, saved = runtime.load_program(program_path, system_config)
-        retriever = dict(saved.retriever)
-    else:
-        program = runtime.system("sharp", system_config or {})
-        retriever = retriever_overrides(program.config) or {}  # SHARP's default ranker=dataset, saved with it
+    program, retriever = _start(runtime, program_path, system_config)
     demos, selectset, valset = _sets(runtime, demo_datasets, n_select, n_val, train_offset, seed)
     metric = plan_metric(lambda q, k: program.retriever.retrieve(q, k))
     student = PlannerStudent(program.hop_planner, program.config)
@@ -103,6 +98,15 @@ def compile_planner(
     return PlannerOutcome(
         path, active.info.run_id, before, after, len(program.hop_planner.demos), demo_ids, result.cost
     )
+
+
+def _start(runtime: Runtime, program_path: str | Path | None, system_config: dict | None) -> tuple[Any, dict]:
+    """The program whose planner is compiled, and the retriever settings it is saved with (it runs with them)."""
+    if program_path:
+        program, saved = runtime.load_program(program_path, system_config)
+        return program, dict(saved.retriever)
+    program = runtime.system("sharp", system_config or {})
+    return program, retriever_overrides(program.config) or {}  # SHARP's default ranker=dataset, saved with it
 
 
 def _sets(
