@@ -17,29 +17,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Threads = typer.Option(
-    1,
-    "--threads",
-    help="Questions recorded side by side, for a server (`sharp lm serve --parallel N`, vLLM) or a remote API; "
-    "the embedded local model answers one at a time (refused).",
-)
-MaxCost = typer.Option(
-    None,
-    "--max-cost",
-    help="Dollars the recording may spend in this run (LiteLLM's cost map prices the model; refused for a model "
-    "it does not price). What was recorded is kept; the same command goes on from there.",
-)
+# the options of both commands
+Threads = typer.Option(1, "--threads", help="Questions recorded side by side, for a server (`sharp lm serve "
+                       "--parallel N`, vLLM) or a remote API; the embedded local model answers one at a time (refused).")  # fmt: skip
+MaxCost = typer.Option(None, "--max-cost", help="Dollars the recording may spend in this run (LiteLLM's cost map "
+                       "prices the model; refused for a model it does not price). What was recorded is kept; the "
+                       "same command goes on from there.")  # fmt: skip
 
 
-CriticRange = typer.Option(None, "--critic-range", help="START:END seeded positions the critic LM reads (repeatable).")
-Actions = typer.Option(
-    None, "--actions", help="Comma-separated repairs to record (retrieve, compare, focus, chain; the draft always): "
-    "default every repair of each question's form.",
-)  # fmt: skip
-FocusWhen = typer.Option(
-    "flagged", "--focus-when",
-    help="Record a focused read after flagged drafts only (flagged), or after every bridge draft (rejected).",
-)  # fmt: skip
+# sharp build's own options
 Limit = typer.Option(None, "--limit", help="Build on the first N seeded train questions (default: all of them).")
 Heldout = typer.Option(
     None, "--heldout", help="Of them, the last N are held out (default: 30%): the gate and the ship check's."
@@ -147,6 +133,18 @@ def _show_build(out: BuildOutcome) -> None:
 
 
 # ---- `sharp record`: the recording alone ---------------------------------------------------------------------
+# sharp record's own options
+CriticRange = typer.Option(None, "--critic-range", help="START:END seeded positions the critic LM reads (repeatable).")
+Actions = typer.Option(
+    None, "--actions", help="Comma-separated repairs to record (retrieve, compare, focus, chain; the draft always): "
+    "default every repair of each question's form.",
+)  # fmt: skip
+FocusWhen = typer.Option(
+    "flagged", "--focus-when",
+    help="Record a focused read after flagged drafts only (flagged), or after every bridge draft (rejected).",
+)  # fmt: skip
+
+
 @o.shared(o.WHERE, o.LMS, o.CACHE)
 def record_cmd(
     split: str = typer.Option("train", "--split"),
