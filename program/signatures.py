@@ -46,6 +46,25 @@ class PlanHops(dspy.Signature):
     hops: list[str] = dspy.OutputField(desc="the simple questions in order; later ones name earlier answers as #1, #2")
 
 
+class FirstHop(dspy.Signature):
+    """Write the one simple question to answer first: a single fact about an entity the question names,
+    whose answer the question goes through ("Which country is the Bubye River in?" for "What is the waterfall
+    in the country where the Bubye River is found?"). Never the question itself."""
+
+    question: str = dspy.InputField()
+    hop: str = dspy.OutputField(desc="a short question about one entity the question names")
+
+
+class RewriteWithAnswer(dspy.Signature):
+    """Rewrite the question with the found answer written in place of what the first question described, so
+    that it asks one step less ("What is the waterfall in Zimbabwe?")."""
+
+    question: str = dspy.InputField()
+    hop: str = dspy.InputField(desc="the first question, answered")
+    answer: str = dspy.InputField(desc="its answer")
+    rewritten: str = dspy.OutputField(desc="the question with the answer in place")
+
+
 class ComposeAnswer(dspy.Signature):
     """Answer the question from the facts found for each of its parts.
 
