@@ -12,6 +12,7 @@ twice; an interrupted recording resumes where it stopped.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -222,9 +223,12 @@ def record_question(
 
 
 def _read(path: Path) -> dict[str, dict]:
+    """The records of the recording at ``path`` (a committed one may be gzipped: NAME.jsonl.gz), the last of
+    each question's."""
     done = {}
     if path.exists():
-        for line in path.read_text().splitlines():
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        for line in text.splitlines():
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:  # a line cut by a kill: re-recorded
@@ -353,6 +357,8 @@ def record(
     if not isinstance(program, SharpRAG):
         raise ConfigError(f"replay records SHARP trajectories; {type(program).__name__} has no repair loop")
     path = Path(path) if path else None
+    if path is not None and path.suffix == ".gz":
+        raise ConfigError(f"{path}: a gzipped recording is read only (a committed one); record into a .jsonl")
     done = {k: v for k, v in (_read(path) if path else {}).items() if usable(v)}
 
     def crit(ex: Any) -> bool:

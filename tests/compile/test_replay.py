@@ -8,7 +8,7 @@ import pytest
 from toy_world import CORPUS
 
 from optimize.evaluate import evaluate
-from optimize.recording import check_reading, reading, reading_key, record, record_question
+from optimize.recording import check_reading, read_records, reading, reading_key, record, record_question
 from optimize.replay import ReplayError, replay, score
 from program.errors import ConfigError
 from program.sharp.rounds import lookup_in
@@ -197,6 +197,19 @@ def test_an_earlier_code_version_gives_the_stamp_a_migration_replaces_without_to
     assert recording.CODE_VERSIONS == {"compare": 3, "chain": 4}  # asking for version 2 changed nothing
     # the draft's reading has no code version: giving one is what marks an action's code as versioned
     assert recording.reading(prog, "draft", code_version=1) != recording.reading(prog, "draft")
+
+
+def test_a_gzipped_recording_reads_as_its_plain_file_and_is_never_recorded_into(world, tmp_path, toy_recording):
+    import gzip
+
+    examples, _, _ = toy_recording
+    plain = tmp_path / "rec.jsonl"
+    record(world.program(), examples[:3], path=plain)
+    packed = tmp_path / "rec.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_records(packed, examples[:3]) == read_records(plain, examples[:3])
+    with pytest.raises(ConfigError, match="gzipped recording is read only"):
+        record(world.program(), examples[:3], path=packed)
 
 
 def test_recording_resumes_from_its_file(world, tmp_path, toy_recording):
