@@ -44,8 +44,11 @@ index: setup
 
 # every test, the real local-model and live-server ones included; the 10 slowest are listed at the end, so a
 # slow newcomer shows when it lands (keep the whole suite under 8 min on a quiet machine)
+# on parallel workers (pytest-xdist), a test file to a worker, so that a module's fixtures are made once;
+# TEST_WORKERS=0 runs them in this process, one after another
+TEST_WORKERS ?= auto
 test: setup
-	$(BIN)/python -m pytest -q --durations=10
+	$(BIN)/python -m pytest -q --durations=10 -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile
 
 # lint and format check (CI runs it before the tests)
 lint: setup

@@ -87,10 +87,12 @@ class _ShipRuntime:
         return lookup_in({p.id: p for p in self.world.corpus})
 
 
-def test_a_program_that_scores_below_the_shipped_one_on_held_out_questions_is_refused_by_how_much(world, tmp_path):
+def test_a_program_that_scores_below_the_shipped_one_on_held_out_questions_is_refused_by_how_much(
+    world, tmp_path, monkeypatch
+):
     """The shipped program answers with the retrieval repair; the candidate repairs nothing: on the same
     held-out questions (each replayed over a recording of its own reading) it scores lower, and is refused
-    unless forced."""
+    unless forced. The recording is named relative to the working directory (MANIFEST.json keeps it)."""
     from experiments.jobs.ship import ShipRefusedError, refuse_if_worse, ship_check
 
     def program_file(name, **config):
@@ -100,8 +102,10 @@ def test_a_program_that_scores_below_the_shipped_one_on_held_out_questions_is_re
     shipped_file = program_file("shipped", accept_threshold=0.99)
     worse = program_file("worse", max_repairs=0)
     rt = _ShipRuntime(world, tmp_path)
+    monkeypatch.chdir(tmp_path)
     check = ship_check(rt, worse, shipped_file, world.examples())
     assert check["questions"] == len(world.examples()) and check["delta_em"] < 0
+    assert check["new"]["recording"].startswith("recordings/ship-"), check["new"]["recording"]
     assert check["new"]["em"] < check["shipped"]["em"] and check["new"]["lm_calls_per_q"] == 1.0
     # the two read alike (their policies differ): one recording, named by what its rounds read, serves both
     assert check["new"]["recording"] == check["shipped"]["recording"]

@@ -50,7 +50,9 @@ def _start_mlflow_on(postgres: Future, env: dict[str, str]) -> tuple:
 
 def pytest_collection_finish(session):
     needed = set().union(*(_servers_of(item) for item in session.items))
-    if session.config.option.collectonly or not needed:
+    # on parallel workers (`make test`) a worker learns which test files it runs only as it gets them: a test's
+    # fixture starts the servers on the worker that runs it, while the others go on
+    if session.config.option.collectonly or not needed or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     pool = ThreadPoolExecutor(2, thread_name_prefix="servers")
     _early["postgres"] = pool.submit(start_postgres)
