@@ -39,6 +39,8 @@ EVIDENCE = ("in_evidence", "in_question", "score_1", "score_2", "score_3")
 # a span of a cited passage, how code settled it and agreement between reads
 MISTAKES = ("type_mismatch", "names_passage", "yes_margin", "in_cited", "by_code", "agrees_draft")
 ROUND = ("action_retrieve", "action_compare", "action_focus")
+# what a chain round knows of its hops (zeros for every other round)
+CHAIN = ("action_chain", "chain_by_rule", "hop_lp_min", "hop_mismatch", "hop_titled")
 CANDIDATE_FEATURES: tuple[tuple[str, ...], ...] = (
     CONFIDENCE,
     CONFIDENCE + FORM,

@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 
 from experiments.lab.studies.compiled_choices import choices, markdown
+from experiments.lab.studies.gate_hop_features import VARIANTS, WITH_HOPS
 from experiments.lab.studies.gate_without_logprobs import strip_logprobs
+from optimize import gate_fitting
 from program.serving import shipped
+from program.sharp.gate import GATE_FEATURES
 
 
 def test_a_recording_without_log_probabilities_keeps_every_read_but_its_confidences():
@@ -26,6 +29,14 @@ def test_a_recording_without_log_probabilities_keeps_every_read_but_its_confiden
     assert all(r["answer"] == "a" and r["cited_ids"] == ["1"] for r in reads)
     assert [r["reading"] for r in bare["rounds"]] == ["r1", "r2", "r3"]  # still replayable by the same program
     assert record["rounds"][0]["read"]["confidence"] == {"mean": -0.1}  # the original untouched
+
+
+def test_the_hop_feature_study_adds_one_candidate_that_holds_every_hop_feature_the_gate_computes():
+    hop_features = {f for f in GATE_FEATURES if f.startswith(("hop_", "chain_")) or f == "action_chain"}
+    assert set(gate_fitting.CHAIN) == hop_features and len(hop_features) == 5
+    built, with_hops = VARIANTS.values()
+    assert built == gate_fitting.CANDIDATE_FEATURES and with_hops[:-1] == built and with_hops[-1] == WITH_HOPS
+    assert set(WITH_HOPS) <= set(GATE_FEATURES) and not set(gate_fitting.CHAIN) & set().union(*built[:-1])
 
 
 def test_the_choices_table_reads_each_program_and_its_manifest_figures():

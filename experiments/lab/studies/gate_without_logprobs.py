@@ -50,14 +50,19 @@ def _lines(path: Path) -> list[str]:
         return [line for line in fh.read().splitlines() if line.strip()]
 
 
-def build(args: argparse.Namespace, variant: str) -> dict:
-    """One replayed build of ``variant``: its held-out figures, gate features and log-probability flag."""
+def build(
+    args: argparse.Namespace, variant: str, *, folder: str | None = None, strip: bool | None = None, extra: tuple = ()
+) -> dict:
+    """One replayed build of ``variant`` in ``args.out / folder``, its recording's log-probabilities removed where
+    ``strip`` (by default: the variants after the first), ``extra`` added to `sharp build`'s arguments: its
+    held-out figures, gate features and policy."""
     from typer.testing import CliRunner
 
     import optimize.recording
     from experiments.cli import app
 
-    ws = args.out / ("logprobs" if variant == VARIANTS[0] else "no-logprobs")
+    strip = variant != VARIANTS[0] if strip is None else strip
+    ws = args.out / (folder or ("logprobs" if variant == VARIANTS[0] else "no-logprobs"))
     index = ws / "indexes" / args.dataset
     if not index.exists():
         index.parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +70,7 @@ def build(args: argparse.Namespace, variant: str) -> dict:
     recording = ws / "recordings" / f"{args.dataset}-train.jsonl"
     recording.parent.mkdir(parents=True, exist_ok=True)
     lines = _lines(args.recording)
-    if variant != VARIANTS[0]:
+    if strip:
         lines = [json.dumps(strip_logprobs(json.loads(line))) for line in lines]
     recording.write_text("\n".join(lines) + "\n")
 
@@ -77,7 +82,7 @@ def build(args: argparse.Namespace, variant: str) -> dict:
                "--trials", str(args.trials), "--no-ship", "--tracking-uri", f"sqlite:///{ws / 'mlflow.db'}"]  # fmt: skip
     if args.space:
         command += ["--space", str(args.space)]
-    res = CliRunner().invoke(app, command)
+    res = CliRunner().invoke(app, [*command, *extra])
     if res.exit_code != 0:
         raise SystemExit(f"the {variant} build failed:\n{res.output[-3000:]}")
     folder = ws / "builds" / f"sharp-{args.dataset}"
