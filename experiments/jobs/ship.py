@@ -134,7 +134,7 @@ def ship_check(
         result = score_on(runtime, module, examples, Path(where))
         rows[label] = {r["id"]: float(r["em"]) for r in result.rows}
         out[label] = {"em": round(result.metrics["em"], 4), "lm_calls_per_q": round(result.metrics["lm_calls_per_q"], 3),
-                      "recording": _as_kept(Path(where))}  # fmt: skip
+                      "recording": kept_path(Path(where))}  # fmt: skip
     diff = paired_bootstrap(rows["new"], rows["shipped"], seed=seed)
     out["delta_em"] = round(diff["diff"], 4) if diff else out["new"]["em"] - out["shipped"]["em"]
     out["ci"] = [round(diff["ci"][0], 4), round(diff["ci"][1], 4)] if diff else None
@@ -152,7 +152,7 @@ def ship_check(
     return out
 
 
-def _as_kept(path: Path) -> str:
+def kept_path(path: Path) -> str:
     """A path as a committed file keeps it: relative to the working directory where it lies below it, so that
     MANIFEST.json names no machine's folders."""
     try:

@@ -25,34 +25,26 @@ def main() -> None:
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--new", type=Path, required=True, help="the program `sharp ship` was asked to ship")
     ap.add_argument("--recording", type=Path, required=True, help="the new program's recording")
+    ap.add_argument("--current", type=Path, default=None, help="the program to compare with (default: the shipped one)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
 
-    from experiments.jobs.ship import ship_check
+    from experiments.jobs.ship import kept_path, ship_check
     from experiments.runtime import Runtime
     from optimize import recording
     from program.serving import shipped
 
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
     examples = rt.examples("train", limit=args.offset + args.n, seed=args.seed)[args.offset :]
-    current = shipped.COMPILED_DIR / f"sharp-{args.dataset}.json"
+    current = args.current or shipped.COMPILED_DIR / f"sharp-{args.dataset}.json"
     records = recording.read_records(args.recording, examples)
     forms = {ex.id: records[ex.id]["form"] for ex in examples}
     check = ship_check(rt, args.new, current, examples, args.recording, args.seed, groups=forms)
     for label, path in (("new", args.new), ("shipped", current)):
-        check[label]["program"] = _shown(path)
-        check[label]["recording"] = _shown(Path(check[label]["recording"]))
+        check[label]["program"] = kept_path(path)
     show({"positions": f"train {args.offset}:{args.offset + len(examples)} (seed {args.seed})", **check}, args.json)
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the working directory where it lies under it (no machine paths in results)."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 if __name__ == "__main__":
