@@ -46,6 +46,7 @@ from program import version
 from program.digest import digest
 from program.errors import ConfigError
 from program.serving import builds, shipped
+from program.sharp.forms import question_form
 
 log = logging.getLogger(__name__)
 
@@ -575,11 +576,16 @@ class Build:
         figs: dict[str, Any] = {**self.figures, "train_questions": self.tune_n + self.held_n}
         note = "first of its name"
         if current.is_file():
-            check = ship_check(self.rt, built, current, self.held_out, self.recording)
+            forms = {ex.id: question_form(ex.question) for ex in self.held_out}
+            check = ship_check(self.rt, built, current, self.held_out, self.recording, groups=forms)
             tracking.log_metrics({"ship.delta_em": check["delta_em"], "ship.new_em": check["new"]["em"],
                                   "ship.shipped_em": check["shipped"]["em"]})  # fmt: skip
             note = (f"held out: new {check['new']['em']:.3f} EM, shipped {check['shipped']['em']:.3f}, difference "
                     f"{check['delta_em']:+.3f} (95% CI {check['ci']})")  # fmt: skip
+            losing = [f"{form} {d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]" for form, g in check["by group"].items()
+                      if (d := g["delta_em"]) and d[0] < 0]  # fmt: skip
+            if losing:  # a gain overall may hide a form that loses: said, not refused (its CI decides nothing)
+                note += f"; forms that lose: {', '.join(losing)}"
             try:
                 refuse_if_worse(check, self.name, self.job.force)
             except Exception:

@@ -201,6 +201,8 @@ def test_the_manifest_command_rebuilds_the_shipped_program_from_its_recording_al
     ws = place.tmp / "ws-rebuilt"
     for part in ("indexes", "rankers", "recordings"):
         shutil.copytree(built.ws / part, ws / part)
+    # shipped over a copy of what it rebuilds: the ship check runs (a tie ships), per question form
+    shutil.copytree(place.tmp / "compiled", place.tmp / "compiled-rebuilt")
     monkeypatch.setattr(shipped, "COMPILED_DIR", place.tmp / "compiled-rebuilt")
     args = shlex.split(entry["commands"][0])
     assert args[:2] == ["sharp", "build"]
@@ -210,6 +212,11 @@ def test_the_manifest_command_rebuilds_the_shipped_program_from_its_recording_al
     assert res.exit_code == 0, res.output
     assert server.requests == before  # replayed, every round
     assert shipped.file_sha256(place.tmp / "compiled-rebuilt" / f"{NAME}.json") == entry["sha256"]
+    assert "held out: new" in res.output and "difference +0.000" in res.output, res.output
+    check = json.loads((place.tmp / "compiled-rebuilt" / "MANIFEST.json").read_text())["programs"][NAME]["figures"]
+    by_form = check["ship_check"]["by group"]
+    assert set(by_form) <= {"bridge", "comparison", "yesno"} and by_form
+    assert sum(g["questions"] for g in by_form.values()) == check["heldout_questions"]
 
 
 def test_sharp_ask_picks_the_program_built_for_the_model_and_names_the_build_for_another(place, server, built):
