@@ -16,12 +16,8 @@ held-out EM of the draft and of the built program. No LM is called (a round the 
 
 from __future__ import annotations
 
-import argparse
-import logging
-from pathlib import Path
-
 from experiments.lab.studies import show
-from experiments.lab.studies.gate_without_logprobs import build
+from experiments.lab.studies.gate_without_logprobs import build, study_arguments
 from optimize import gate_fitting as gf
 
 WITH_HOPS = gf.CONFIDENCE + gf.FORM + gf.EVIDENCE + gf.MISTAKES + gf.CHAIN
@@ -32,20 +28,8 @@ VARIANTS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", required=True)
-    ap.add_argument("--heldout", type=int, required=True)
-    ap.add_argument("--trials", type=int, default=300)
-    ap.add_argument("--space", type=Path, default=None)
-    ap.add_argument("--recording", type=Path, required=True, help="a committed recording (.jsonl or .jsonl.gz)")
-    ap.add_argument("--workspace", type=Path, default=Path("workspace"), help="where the dataset's index is")
-    ap.add_argument("--out", type=Path, default=Path("workspace/studies/gate-hop-features"))
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args.out = args.out / args.dataset
-    out = {"dataset": args.dataset, "heldout": args.heldout, "trials": args.trials, "space": str(args.space),
-           "recording": str(args.recording), "hop features": list(gf.CHAIN)}  # fmt: skip
+    args, out = study_arguments(__doc__, 300, "workspace/studies/gate-hop-features")
+    out["hop features"] = list(gf.CHAIN)
     for i, (variant, candidates) in enumerate(VARIANTS.items()):
         gf.CANDIDATE_FEATURES = candidates  # read when the build fits its gate
         out[variant] = build(args, variant, folder=f"variant-{i}", strip=False,

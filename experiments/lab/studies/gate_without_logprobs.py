@@ -104,21 +104,28 @@ def build(
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def study_arguments(doc: str, trials: int, out: str) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """The arguments of a study that builds one recording by replay in variants (this one, gate_hop_features),
+    logging set up, and the head of its report."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--heldout", type=int, required=True)
-    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--trials", type=int, default=trials)
     ap.add_argument("--space", type=Path, default=None)
     ap.add_argument("--recording", type=Path, required=True, help="a committed recording (.jsonl or .jsonl.gz)")
     ap.add_argument("--workspace", type=Path, default=Path("workspace"), help="where the dataset's index is")
-    ap.add_argument("--out", type=Path, default=Path("workspace/studies/gate-without-logprobs"))
+    ap.add_argument("--out", type=Path, default=Path(out))
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args.out = args.out / args.dataset
-    out = {"dataset": args.dataset, "heldout": args.heldout, "trials": args.trials, "space": str(args.space),
-           "recording": str(args.recording)}  # fmt: skip
+    head = {"dataset": args.dataset, "heldout": args.heldout, "trials": args.trials, "space": str(args.space),
+            "recording": str(args.recording)}  # fmt: skip
+    return args, head
+
+
+def main() -> None:
+    args, out = study_arguments(__doc__, 200, "workspace/studies/gate-without-logprobs")
     out.update({variant: build(args, variant) for variant in VARIANTS})
     show(out, args.json)
 
