@@ -240,19 +240,44 @@ def baseline_trial(study: Any) -> Any | None:
 
 
 # ---- objectives ----------------------------------------------------------------------------------
+FORM_EM = "em.form."  # the metric key prefix of a question form's EM (ReplayScorer: em.form.comparison)
+
+
 class CallCost(StrictConfig):
     """What the ``em-cost`` objective charges a policy for its LM calls (`sharp tune --cost-weight
     --max-calls`): ``weight`` EM points for each call a question beyond the one a single pass makes, and a
-    penalty of 1 when the calls a question exceed ``max_calls`` on average (None: no cap)."""
+    penalty of 1 when the calls a question exceed ``max_calls`` on average (None: no cap).
+
+    ``floors`` (question form -> EM; `sharp build --form-floors`) charges the same penalty of 1 to a policy under
+    which a form scores below its floor on the questions scored (a form without questions there loses nothing):
+    a search that may not buy one form's gain with another's loss."""
 
     weight: float = Field(0.02, ge=0.0)
     max_calls: float | None = Field(2.0, ge=1.0)  # every question spends one call on its draft
+    floors: dict[str, float] = {}
+
+    @model_validator(mode="after")
+    def _check_floors(self) -> CallCost:
+        bad = {form: em for form, em in self.floors.items() if not 0.0 <= em <= 1.0}
+        if bad:
+            raise ValueError(f"floors: a form's floor is an EM in [0, 1], not {bad}")
+        return self
+
+    def below_floor(self, metrics: Mapping[str, Any]) -> list[str]:
+        """The forms whose EM in ``metrics`` lies below their floor."""
+        out = []
+        for form, floor in sorted(self.floors.items()):
+            em = metrics.get(FORM_EM + form)
+            if em is not None and float(em) < floor - 1e-9:
+                out.append(form)
+        return out
 
     def em_cost(self, metrics: Mapping[str, Any]) -> float:
-        """EM less what the calls cost."""
+        """EM less what the calls cost (and a penalty of 1 over the cap, another under a form's floor)."""
         calls = float(metrics.get("lm_calls_per_q") or 0.0)
         over = self.max_calls is not None and calls > self.max_calls
-        return float(metrics.get("em") or 0.0) - self.weight * max(0.0, calls - 1.0) - (1.0 if over else 0.0)
+        penalty = (1.0 if over else 0.0) + (1.0 if self.below_floor(metrics) else 0.0)
+        return float(metrics.get("em") or 0.0) - self.weight * max(0.0, calls - 1.0) - penalty
 
 
 @dataclass(frozen=True)
@@ -633,7 +658,7 @@ class ReplayScorer:
         live = result.metrics["live_seconds_per_q"] * len(self.examples)
         self.live_estimate += live
         metrics = {k: v for k, v in result.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        metrics.update(replay_seconds=seconds, live_seconds_estimate=live)
+        metrics.update(form_em(result.rows, recs), replay_seconds=seconds, live_seconds_estimate=live)
         return metrics, recorded
 
     def speedup(self) -> dict:
@@ -646,3 +671,14 @@ class ReplayScorer:
             "speedup_total": self.live_estimate / spent if spent > 0 else None,
             "speedup_replay_only": self.live_estimate / self.replay_seconds if self.replay_seconds > 0 else None,
         }
+
+
+def form_em(rows: Sequence[dict], records: Mapping[str, dict]) -> dict[str, float]:
+    """Each question form's EM over ``rows`` (the form the program gave the question when it was recorded), as
+    metrics: ``em.form.bridge``, ``em.form.comparison``, ``em.form.yesno``."""
+    groups: dict[str, list[float]] = {}
+    for row in rows:
+        form = (records.get(row["id"]) or {}).get("form")
+        if form:
+            groups.setdefault(form, []).append(float(row["em"]))
+    return {FORM_EM + form: sum(ems) / len(ems) for form, ems in sorted(groups.items())}

@@ -35,6 +35,11 @@ PlannerDemos = typer.Option(
     "hop planner's demos (comma-separated; 'none': the planner stays uncompiled). Default: this corpus, musique "
     "and 2wikimultihopqa, those the data folder holds.",
 )  # fmt: skip
+FormFloors = typer.Option(
+    None, "--form-floors", help="A program (JSON) each question form keeps at least the EM of, on the tuning "
+    "questions (replayed over the build's recording: it must read as the build does). A policy that buys one form's "
+    "gain with another's loss is refused by every search (a penalty like --max-calls'). Default: no floors.",
+)  # fmt: skip
 
 
 @o.shared(o.WHERE, o.LMS, o.CACHE, o.SYSTEM_CONFIG, o.TRACKING_URI, o.EXPERIMENT)
@@ -53,6 +58,7 @@ def build_cmd(
     ship: bool = typer.Option(True, "--ship/--no-ship", help="Ship the built program into program/compiled/."),
     force: bool = typer.Option(False, "--force", help="Ship even below the program it replaces."),
     planner_demos: str | None = PlannerDemos,
+    form_floors: Path | None = FormFloors,
     opts: o.Options = o.SHARED,
 ) -> None:
     """Build SHARP for a model and a corpus: the index if missing, the evidence ranker, the recording of the train
@@ -63,6 +69,7 @@ def build_cmd(
     from experiments.jobs.build_job import MIN_FIT, MIN_HELDOUT, Build, BuildJob
     from experiments.jobs.estimate import check_max_cost, price_of
     from experiments.jobs.recording_job import check_threads, model_of
+    from program.errors import ConfigError
 
     lm_cfg = opts.lm_settings()
     model = model_of(lm_cfg)
@@ -71,10 +78,12 @@ def build_cmd(
     sizes = {"--limit": limit, "--heldout": heldout, "--offset": offset, "--trials": trials, "--max-calls": max_calls,
              "--seed": seed, "--planner-demos": planner_demos}  # fmt: skip
     demos = None if planner_demos is None else tuple(d for d in planner_demos.split(",") if d and d != "none")
-    command = build_command(opts.dataset, model, sizes, space, settings.workspace(opts.workspace))
+    if form_floors is not None and not form_floors.is_file():
+        raise ConfigError(f"--form-floors: no program at {form_floors}")
+    command = build_command(opts.dataset, model, sizes, space, settings.workspace(opts.workspace), form_floors)
     job = BuildJob(limit=limit, heldout=heldout, offset=offset, seed=seed, trials=trials, space_path=space,
                    max_calls=max_calls, threads=threads, max_cost=max_cost, ship=ship, force=force, command=command,
-                   system_config=opts.system_config(), planner_demos=demos)  # fmt: skip
+                   system_config=opts.system_config(), planner_demos=demos, form_floors=form_floors)  # fmt: skip
     _check_folders(opts, demos, MIN_FIT, MIN_HELDOUT)
     rt = o.build_runtime(opts)
 
@@ -97,7 +106,9 @@ def _check_folders(opts: o.Options, demos: tuple[str, ...] | None, min_fit: int,
         dataset_source(name, opts.data_dir).split_file("train")
 
 
-def build_command(dataset: str, model: str, sizes: dict, space: Path | None, ws: Path) -> str:
+def build_command(
+    dataset: str, model: str, sizes: dict, space: Path | None, ws: Path, form_floors: Path | None = None
+) -> str:
     """The product command that rebuilds this program (recorded in the shipped program's manifest): the
     corpus, the model and what decides the program; not where things run (--api-base, --threads, --workspace)."""
     from experiments import settings
@@ -111,6 +122,8 @@ def build_command(dataset: str, model: str, sizes: dict, space: Path | None, ws:
             text += f" {flag} {value:g}" if isinstance(value, float) else f" {flag} {value}"
     if space is not None:
         text += f" --space {shlex.quote(str(settings.portable(Path(space).resolve())))}"
+    if form_floors is not None:
+        text += f" --form-floors {shlex.quote(str(settings.portable(Path(form_floors).resolve())))}"
     return text
 
 

@@ -40,7 +40,7 @@ from experiments.jobs.estimate import Estimate, logprobs_in, price_of
 from experiments.jobs.recording_job import Recording, model_of, record_rounds
 from optimize import recording
 from optimize.heldout import critic_report, figures, policy_report
-from optimize.policy_search import SearchSpace
+from optimize.policy_search import FORM_EM, CallCost, SearchSpace, form_em
 from optimize.storage import MEMORY
 from program import version
 from program.digest import digest
@@ -83,6 +83,7 @@ class BuildJob:
     force: bool = False
     command: str = ""  # the command line that runs this build (recorded with the shipped program)
     planner_demos: tuple[str, ...] | None = None  # the planner's demo datasets (None: found; (): no compile)
+    form_floors: Path | None = None  # a program whose EM per question form on the tuning questions each search keeps
     system_config: dict = field(default_factory=dict)
 
     def sizes(self, available: int) -> tuple[int, int]:
@@ -130,6 +131,7 @@ class Build:
         self.figures: dict = {}
         self.shipped: Path | None = None
         self.tune_n = self.held_n = 0
+        self._floors: dict[str, float] | None = None
 
     # ---- the questions ------------------------------------------------------------------------
     def questions(self, start: int, n: int) -> list:
@@ -201,6 +203,7 @@ class Build:
             "max_cost": self.job.max_cost,
             "recording": str(self.recording),
             "command": self.job.command,
+            "form_floors": str(self.job.form_floors) if self.job.form_floors else None,
         }
 
     def summary(self, steps: Steps) -> dict:
@@ -419,6 +422,8 @@ class Build:
     def inputs(self, name: str) -> dict:
         common = {"step": name, "code_version": version.__version__, "seed": self.job.seed}
         tune = {"space": self.space.model_dump(mode="json"), "trials": self.job.trials, "max_calls": self.job.max_calls}
+        if name in ("rules", "policy") and self.job.form_floors is not None:
+            tune["floors"] = self.floors()
         if name == "rules":
             base = file_sha256(self.base) if self.base else digest(self.job.system_config)
             return {**common, **tune, "base": base, "model": self.model, "questions": [e.id for e in self.tuning],
@@ -449,13 +454,12 @@ class Build:
 
     def tune(self, name: str, program: Path | None, fixed: dict) -> tuple[str, dict]:
         from experiments.jobs.tune_job import TuneJob, tune_from_runtime
-        from optimize.policy_search import CallCost
 
         space = self.space.model_copy(update={"fixed": {**self.space.fixed, **fixed}})
         job = TuneJob(
             objective="em-cost",
             n_trials=self.job.trials,
-            cost=CallCost(max_calls=self.job.max_calls),
+            cost=CallCost(max_calls=self.job.max_calls, floors=self.floors()),
             recording=self.recording,
             storage=MEMORY,  # each search runs from its start (a killed build's half is not resumed): same program
             study=f"{self.name}-{name}",
@@ -474,9 +478,27 @@ class Build:
             offset=self.job.offset,
         )
         m = out.best_metrics
-        return f"{out.path}: train EM {m.get('em', 0):.3f}, {m.get('lm_calls_per_q', 0):.2f} LM calls a question", {
-            "run_id": out.run_id
-        }
+        note = f"{out.path}: train EM {m.get('em', 0):.3f}, {m.get('lm_calls_per_q', 0):.2f} LM calls a question"
+        if self.floors():
+            kept = ", ".join(f"{f} {m.get(FORM_EM + f, 0):.3f} (floor {v:.3f})" for f, v in self.floors().items())
+            low = CallCost(floors=self.floors()).below_floor(m)
+            note += f"; forms {kept}" + (
+                f"; below the floor: {', '.join(low)} (no policy kept every form)" if low else ""
+            )
+        return note, {"run_id": out.run_id}
+
+    def floors(self) -> dict[str, float]:
+        """Each question form's EM on the tuning questions under the program ``--form-floors`` names, replayed over
+        the build's recording (no LM call): the floor each policy search keeps. Empty without ``--form-floors``."""
+        if self.job.form_floors is None:
+            return {}
+        if self._floors is None:
+            self._floors = form_floors(self.rt, Path(self.job.form_floors), self.tuning, self.recording)
+            self.say(
+                f"form floors from {self.job.form_floors} on the {len(self.tuning)} tuning questions: "
+                + ", ".join(f"{form} {em:.3f}" for form, em in self._floors.items())
+            )
+        return self._floors
 
     def rules_pins(self) -> dict:
         return NO_LOGPROBS_RULES if self.logprobs is False else {}
@@ -597,3 +619,24 @@ class Build:
         self.ship_stamp().write(self.ship_inputs())
         tracking.log_params({"ship.decision": "shipped"})
         return f"shipped {self.shipped} ({note}); commit it with program/compiled/MANIFEST.json"
+
+
+def form_floors(rt: Any, path: Path, examples: Sequence[Any], recorded: Path) -> dict[str, float]:
+    """The EM per question form of the program at ``path`` on ``examples``, replayed over the recording at
+    ``recorded``: it must read every round it reaches as that recording's rounds were read (no LM call is made;
+    a program that reads otherwise is refused, naming what it would need)."""
+    from optimize import replay
+
+    if not path.is_file():
+        raise ConfigError(f"--form-floors: no program at {path}")
+    module, _ = rt.load_program(path)
+    records = recording.read_records(recorded, examples)
+    try:
+        recording.check_reading(records.values(), module, ("draft", *module.config.reachable_repairs()))
+        result = replay.score(records, examples, module.config, passages=rt.passages(), intervals=False)
+    except (ConfigError, replay.ReplayError) as exc:
+        raise ConfigError(
+            f"--form-floors {path}: its floors are replayed from the build's recording {recorded}, and this program "
+            f"cannot be ({exc}); name a program that reads as the build's does"
+        ) from None
+    return {key.removeprefix(FORM_EM): em for key, em in form_em(result.rows, records).items()}

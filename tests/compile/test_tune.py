@@ -190,6 +190,25 @@ def test_em_cost_charges_every_call_beyond_one_and_a_penalty_over_the_cap():
     assert "em_cost" not in get_objective("f1").scored(metrics)
 
 
+def test_a_form_below_its_floor_costs_the_policy_the_cap_s_penalty():
+    cost = CallCost(max_calls=None, floors={"comparison": 0.8, "yesno": 0.5})
+    kept = {"em": 0.6, "lm_calls_per_q": 1.0, "em.form.comparison": 0.8, "em.form.yesno": 0.6}
+    assert cost.below_floor(kept) == [] and cost.em_cost(kept) == pytest.approx(0.6)
+    lost = {**kept, "em": 0.7, "em.form.comparison": 0.75}  # more EM overall, bought with comparisons
+    assert cost.below_floor(lost) == ["comparison"] and cost.em_cost(lost) == pytest.approx(0.7 - 1.0)
+    assert cost.em_cost({"em": 0.6, "lm_calls_per_q": 1.0}) == pytest.approx(0.6)  # no question of the form: no loss
+    with pytest.raises(ValueError, match="a form's floor is an EM in"):
+        CallCost(floors={"bridge": 1.5})
+
+
+def test_the_replay_scorer_reports_each_form_s_em_by_the_form_recorded():
+    from optimize.policy_search import form_em
+
+    rows = [{"id": "a", "em": 1.0}, {"id": "b", "em": 0.0}, {"id": "c", "em": 1.0}, {"id": "d", "em": 1.0}]
+    records = {"a": {"form": "bridge"}, "b": {"form": "bridge"}, "c": {"form": "yesno"}, "d": {"error": "x"}}
+    assert form_em(rows, records) == {"em.form.bridge": 0.5, "em.form.yesno": 1.0}
+
+
 @pytest.mark.parametrize("name", ["f1", "em", "f1-cost"])
 def test_a_call_cost_is_refused_by_an_objective_that_prices_no_call(name):
     with pytest.raises(ConfigError, match=f"the {name} objective prices no LM call"):
@@ -396,6 +415,8 @@ def test_a_space_that_asks_the_critic_grows_a_recording_without_critiques_readin
     off = ReplayScorer(world.program(), examples, path, needs_critic=False)
     metrics, recorded = off(params_of(world.small.replace(ask_critic="off")))
     assert recorded and metrics["n"] == 3
+    forms = {k: v for k, v in metrics.items() if k.startswith("em.form.")}
+    assert forms and all(0.0 <= v <= 1.0 for v in forms.values())  # each recorded form's EM, for --form-floors
     lms = world.lms()
     prog = world.program()
     world.assign(prog, lms)

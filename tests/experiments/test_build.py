@@ -219,6 +219,42 @@ def test_the_manifest_command_rebuilds_the_shipped_program_from_its_recording_al
     assert sum(g["questions"] for g in by_form.values()) == check["heldout_questions"]
 
 
+def entry_of(place) -> dict:
+    return json.loads((place.tmp / "compiled" / "MANIFEST.json").read_text())["programs"][NAME]
+
+
+def test_form_floors_keep_each_form_of_the_named_program_in_every_search_by_replay(place, server, built):
+    """--form-floors: each question form's EM under the named program, on the tuning questions, replayed from the
+    build's recording, is a floor every search keeps; the floors are in the steps' inputs and the command."""
+    floor_program = place.tmp / "compiled" / f"{NAME}.json"
+    ws = place.tmp / "ws-floors"
+    for part in ("indexes", "rankers", "recordings"):
+        shutil.copytree(built.ws / part, ws / part)
+    before = server.requests
+    code, out = sharp(
+        place, server, "build", *place.sizes, "--form-floors", str(floor_program), "--no-ship", ws="ws-floors"
+    )
+    assert code == 0, out
+    assert server.requests == before  # the floors and the searches replay: no LM call
+    assert f"form floors from {floor_program} on the 16 tuning questions: " in out, out
+    assert "(floor " in out and "below the floor" not in out, out  # the shipped program itself meets its floors
+    stamp = json.loads((ws / "programs" / f"{NAME}-policy.inputs.json").read_text())
+    floors = stamp["inputs"]["floors"]
+    assert set(floors) <= {"bridge", "comparison", "yesno"} and floors
+    assert all(0.0 <= v <= 1.0 for v in floors.values())
+    rules = json.loads((ws / "programs" / f"{NAME}-rules.inputs.json").read_text())
+    assert rules["inputs"]["floors"] == floors  # every search of the build keeps them
+    assert "--form-floors" not in json.dumps(entry_of(place))  # --no-ship: the manifest keeps the first command
+
+
+def test_form_floors_from_a_program_that_is_not_there_are_refused_before_any_work(place, server):
+    code, out = sharp(
+        place, server, "build", *place.sizes, "--form-floors", str(place.tmp / "nowhere.json"), ws="ws-nofloors"
+    )
+    assert code != 0 and "--form-floors: no program at" in out and "nowhere.json" in out, out
+    assert not (place.tmp / "ws-nofloors" / "recordings").exists()
+
+
 def test_sharp_ask_picks_the_program_built_for_the_model_and_names_the_build_for_another(place, server, built):
     code, out = sharp(place, server, "ask", question(1), "--json")
     assert code == 0 and f'"answer": "{CITIES[1]}"' in out, out
