@@ -290,6 +290,7 @@ COMPACT_FIELDS = (
     "recall",
     "precision",
     "all_gold",
+    "n_passages",
     "retries",
     "stop_reason",
     "lm_calls",

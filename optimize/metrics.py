@@ -191,6 +191,7 @@ def question_row(example: Any, prediction: Any) -> dict:
         "cost_by_role": cost.get("by_role", {}),
         "critic_points": critic_points(example, prediction),
         "passage_ids": [p.id for p in getattr(prediction, "passages", []) or []],
+        "n_passages": len(getattr(prediction, "passages", []) or []),
         "trace": getattr(prediction, "trace", []),
         "error": None,
     }

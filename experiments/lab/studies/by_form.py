@@ -7,7 +7,10 @@ for several systems' result files on the questions they all answered.
 
 The form is read from the question (program/sharp/forms.py), so compact result files of any run serve (they keep
 the question id, EM and all-gold). Each cell is computed on the questions every file holds, so the columns
-compare the same questions; paired differences against the first file come with a bootstrap 95% CI.
+compare the same questions; paired differences against the first file come with a bootstrap 95% CI. Each cell also
+holds the share of its questions whose answer's evidence held every gold paragraph (for a chain: the union of its
+hops' passages), the passages that evidence held (``n_passages`` where the row keeps it, else derived from recall
+and precision over the gold titles), LM calls and seconds a question; ``ids`` lists the questions of each form.
 """
 
 from __future__ import annotations
@@ -23,23 +26,55 @@ from optimize.stats import paired_bootstrap
 from program.sharp.forms import FORMS, question_form
 
 
-def table(files: dict[str, list[dict]], forms: dict[str, str]) -> dict:
+def table(files: dict[str, list[dict]], forms: dict[str, str], gold: dict[str, int] | None = None) -> dict:
     rows = {label: {r["id"]: r for r in rs if r.get("error") is None} for label, rs in files.items()}
     common = sorted(set.intersection(*(set(r) for r in rows.values())) & set(forms))
     base = next(iter(rows))
     out: dict = {"questions": len(common), "systems": {}}
     groups = {f: [i for i in common if forms[i] == f] for f in FORMS}
+    out["ids"] = {f: ids for f, ids in groups.items()}
     groups["all"] = common
     complete = [i for i in common if all(rows[label][i].get("all_gold") for label in rows)]
     for label, by_id in rows.items():
         cells: dict = {}
         for name, ids in groups.items():
-            cells[name] = _cell(by_id, rows[base], ids, label != base)
+            cells[name] = {**_cell(by_id, rows[base], ids, label != base), **_reads(by_id, ids, gold or {})}
+        base_s = _mean([float(rows[base][i].get("seconds") or 0.0) for i in common])
+        if base_s:
+            cells["seconds_ratio"] = round(_mean([float(by_id[i].get("seconds") or 0.0) for i in common]) / base_s, 2)
         own = [i for i in common if by_id[i].get("all_gold")]
         cells["all_gold_own"] = {"n": len(own), "em": _em(by_id, own)}
         cells["all_gold_for_all"] = _cell(by_id, rows[base], complete, label != base)
         out["systems"][label] = cells
     return out
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def passages_read(row: dict, n_gold: int) -> float | None:
+    """The passages a row's evidence held: its ``n_passages``, else the gold passages seen over the precision
+    (None where no gold passage was seen: precision 0 says nothing of the count)."""
+    if row.get("n_passages") is not None:
+        return float(row["n_passages"])
+    recall, precision = row.get("recall"), row.get("precision")
+    if not n_gold or not recall or not precision:
+        return None
+    return recall * n_gold / precision
+
+
+def _reads(by_id: dict, ids: list[str], gold: dict[str, int]) -> dict:
+    """Gold complete, passages, LM calls and seconds a question over ``ids``."""
+    if not ids:
+        return {}
+    counts = [c for i in ids if (c := passages_read(by_id[i], gold.get(i, 0))) is not None]
+    return {
+        "gold_complete": round(_mean([float(by_id[i].get("all_gold") or 0.0) for i in ids]), 3),
+        "passages": round(_mean(counts), 2) if counts else None,
+        "lm_calls": round(_mean([float(by_id[i].get("lm_calls") or 0.0) for i in ids]), 2),
+        "seconds": round(_mean([float(by_id[i].get("seconds") or 0.0) for i in ids]), 2),
+    }
 
 
 def _em(by_id: dict, ids: list[str]) -> float | None:
@@ -65,12 +100,14 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
-    forms = {ex.id: question_form(ex.question) for ex in rt.examples(args.split)}
+    examples = rt.examples(args.split)
+    forms = {ex.id: question_form(ex.question) for ex in examples}
+    gold = {ex.id: len(ex.gold_titles) for ex in examples}
     files = {}
     for spec in args.files:
         label, _, path = spec.partition("=")
         files[label] = read_results(Path(path))
-    out = table(files, forms)
+    out = table(files, forms, gold)
     show(out, args.json)
 
 
