@@ -248,9 +248,10 @@ class CallCost(StrictConfig):
     --max-calls`): ``weight`` EM points for each call a question beyond the one a single pass makes, and a
     penalty of 1 when the calls a question exceed ``max_calls`` on average (None: no cap).
 
-    ``floors`` (question form -> EM; `sharp build --form-floors`) charges the same penalty of 1 to a policy under
-    which a form scores below its floor on the questions scored (a form without questions there loses nothing):
-    a search that may not buy one form's gain with another's loss."""
+    ``floors`` (question form -> EM; `sharp build --form-floors`) charges a policy under which a form scores below
+    its floor on the questions scored the same penalty of 1, plus the EM it falls short by (summed over the forms
+    below): a search that may not buy one form's gain with another's loss, and where no policy of the space keeps
+    every floor, takes the one nearest to them. A form without questions there loses nothing."""
 
     weight: float = Field(0.02, ge=0.0)
     max_calls: float | None = Field(2.0, ge=1.0)  # every question spends one call on its draft
@@ -263,20 +264,25 @@ class CallCost(StrictConfig):
             raise ValueError(f"floors: a form's floor is an EM in [0, 1], not {bad}")
         return self
 
-    def below_floor(self, metrics: Mapping[str, Any]) -> list[str]:
-        """The forms whose EM in ``metrics`` lies below their floor."""
-        out = []
+    def shortfalls(self, metrics: Mapping[str, Any]) -> dict[str, float]:
+        """The forms whose EM in ``metrics`` lies below their floor, and by how much."""
+        out = {}
         for form, floor in sorted(self.floors.items()):
             em = metrics.get(FORM_EM + form)
             if em is not None and float(em) < floor - 1e-9:
-                out.append(form)
+                out[form] = floor - float(em)
         return out
+
+    def below_floor(self, metrics: Mapping[str, Any]) -> list[str]:
+        """The forms whose EM in ``metrics`` lies below their floor."""
+        return list(self.shortfalls(metrics))
 
     def em_cost(self, metrics: Mapping[str, Any]) -> float:
         """EM less what the calls cost (and a penalty of 1 over the cap, another under a form's floor)."""
         calls = float(metrics.get("lm_calls_per_q") or 0.0)
         over = self.max_calls is not None and calls > self.max_calls
-        penalty = (1.0 if over else 0.0) + (1.0 if self.below_floor(metrics) else 0.0)
+        short = self.shortfalls(metrics)
+        penalty = (1.0 if over else 0.0) + ((1.0 + sum(short.values())) if short else 0.0)
         return float(metrics.get("em") or 0.0) - self.weight * max(0.0, calls - 1.0) - penalty
 
 

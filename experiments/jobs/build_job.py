@@ -423,7 +423,7 @@ class Build:
         common = {"step": name, "code_version": version.__version__, "seed": self.job.seed}
         tune = {"space": self.space.model_dump(mode="json"), "trials": self.job.trials, "max_calls": self.job.max_calls}
         if name in ("rules", "policy") and self.job.form_floors is not None:
-            tune["floors"] = self.floors()
+            tune.update(floors=self.floors(), floor_penalty="1 + shortfall")  # optimize.policy_search.CallCost
         if name == "rules":
             base = file_sha256(self.base) if self.base else digest(self.job.system_config)
             return {**common, **tune, "base": base, "model": self.model, "questions": [e.id for e in self.tuning],

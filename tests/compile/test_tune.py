@@ -195,7 +195,9 @@ def test_a_form_below_its_floor_costs_the_policy_the_cap_s_penalty():
     kept = {"em": 0.6, "lm_calls_per_q": 1.0, "em.form.comparison": 0.8, "em.form.yesno": 0.6}
     assert cost.below_floor(kept) == [] and cost.em_cost(kept) == pytest.approx(0.6)
     lost = {**kept, "em": 0.7, "em.form.comparison": 0.75}  # more EM overall, bought with comparisons
-    assert cost.below_floor(lost) == ["comparison"] and cost.em_cost(lost) == pytest.approx(0.7 - 1.0)
+    assert cost.below_floor(lost) == ["comparison"] and cost.em_cost(lost) == pytest.approx(0.7 - 1.0 - 0.05)
+    nearer = {**lost, "em.form.comparison": 0.79}  # no policy keeps the floor: the nearest one scores best
+    assert cost.em_cost(nearer) > cost.em_cost(lost)
     assert cost.em_cost({"em": 0.6, "lm_calls_per_q": 1.0}) == pytest.approx(0.6)  # no question of the form: no loss
     with pytest.raises(ValueError, match="a form's floor is an EM in"):
         CallCost(floors={"bridge": 1.5})
