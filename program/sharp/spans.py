@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 from program.types import Passage
 
@@ -67,8 +68,12 @@ def _in_order(needle: list[str], hay: list[str]) -> bool:
 
 def is_span(answer: str, evidence: Sequence[Passage]) -> bool:
     """Whether ``answer``'s words occur together in one evidence passage (title or text)."""
-    a = " ".join(words(answer))
-    return bool(a) and any(f" {a} " in f" {' '.join(words(p.title + ' ' + p.text))} " for p in evidence)
+    return _within(words(answer), [(p.title, p.text) for p in evidence])
+
+
+def _within(target: list[str], evidence: Sequence[tuple[str, str]]) -> bool:
+    a = " ".join(target)
+    return bool(a) and any(f" {a} " in f" {' '.join(words(title + ' ' + text))} " for title, text in evidence)
 
 
 def _f1(pred: list[str], gold: list[str]) -> float:
@@ -82,18 +87,34 @@ def _f1(pred: list[str], gold: list[str]) -> float:
 def closest_span(answer: str, evidence: Sequence[Passage], min_f1: float = 0.5) -> str | None:
     """The evidence span (as the passage writes it) closest to ``answer`` by token F1, when ``answer`` is not
     a span already and the closest reaches ``min_f1``; else None. Spans run within a sentence, up to two words
-    longer than the answer; the shorter wins a tie."""
+    longer than the answer; the shorter wins a tie. (Memoized: a replayed policy search settles the same
+    recorded reads thousands of times.)"""
+    return _closest_span(answer, tuple((p.title, p.text) for p in evidence), min_f1)
+
+
+@lru_cache(maxsize=32768)
+def _closest_span(answer: str, evidence: tuple[tuple[str, str], ...], min_f1: float) -> str | None:
     target = words(answer)
-    if not target or is_span(answer, evidence) or len(target) > 12:
+    if not target or len(target) > 12:
         return None
+    if _within(target, evidence):
+        return None  # a span already
+    wanted = Counter(target)
     best: tuple[float, int, str] | None = None
-    for p in evidence:
-        for sentence in re.split(r"(?<=[.!?])\s+", f"{p.title}. {p.text}"):
+    for title, text in evidence:
+        for sentence in re.split(r"(?<=[.!?])\s+", f"{title}. {text}"):
             tokens = sentence.split()
+            # a span's words are its tokens' words, in order (words() drops punctuation and articles alike)
+            parts = [words(t) for t in tokens]
+            hits = [any(w in wanted for w in ws) for ws in parts]
             for n in range(1, len(target) + 3):
                 for i in range(0, max(0, len(tokens) - n) + 1):
-                    span = " ".join(tokens[i : i + n]).strip(" ,.;:()\"'")
-                    score = _f1(words(span), target)
-                    if score >= min_f1 and (best is None or (score, -len(span)) > (best[0], -best[1])):
-                        best = (score, len(span), span)
+                    if not any(hits[i : i + n]):
+                        continue  # no word in common: F1 0
+                    span_words = [w for ws in parts[i : i + n] for w in ws]
+                    score = _f1(span_words, target)
+                    if score >= min_f1:
+                        span = " ".join(tokens[i : i + n]).strip(" ,.;:()\"'")
+                        if best is None or (score, -len(span)) > (best[0], -best[1]):
+                            best = (score, len(span), span)
     return best[2] if best else None
