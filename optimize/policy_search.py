@@ -264,6 +264,14 @@ class CallCost(StrictConfig):
             raise ValueError(f"floors: a form's floor is an EM in [0, 1], not {bad}")
         return self
 
+    def record(self) -> dict[str, Any]:
+        """What a study keeps of this call cost (floors only where there are some: a study recorded before floors
+        existed resumes with the same cost)."""
+        out = self.model_dump()
+        if not out["floors"]:
+            del out["floors"]
+        return out
+
     def shortfalls(self, metrics: Mapping[str, Any]) -> dict[str, float]:
         """The forms whose EM in ``metrics`` lies below their floor, and by how much."""
         out = {}
@@ -414,7 +422,7 @@ COST_ATTR = "call_cost"
 def _check_call_cost(study: Any, objective: Objective) -> None:
     """A study keeps the call cost its trials were scored with: resuming it with another is refused (its
     trials' values would mix two objectives). A study from before this record takes the one given now."""
-    mine = objective.cost.model_dump() if objective.cost is not None else None
+    mine = objective.cost.record() if objective.cost is not None else None
     if COST_ATTR not in study.user_attrs:
         if mine is not None and study.get_trials(deepcopy=False):
             log.warning("study %s does not record the call cost of its trials; taken as %s", study.study_name, mine)

@@ -257,7 +257,7 @@ def _tune_report(
         "study": study_name,
         "storage": redact_url(storage),
         "objective": job.objective,
-        **({"call_cost": objective.cost.model_dump()} if objective.cost else {}),
+        **({"call_cost": objective.cost.record()} if objective.cost else {}),
         **_study_report(study, objective, job.space, ran, best),
     }
     found = report["best"]

@@ -76,7 +76,7 @@ def _within(target: list[str], evidence: Sequence[tuple[str, str]]) -> bool:
     return bool(a) and any(f" {a} " in f" {' '.join(words(title + ' ' + text))} " for title, text in evidence)
 
 
-def _f1(pred: list[str], gold: list[str]) -> float:
+def token_f1(pred: list[str], gold: list[str]) -> float:
     common = sum((Counter(pred) & Counter(gold)).values())
     if not common:
         return 0.0
@@ -112,7 +112,7 @@ def _closest_span(answer: str, evidence: tuple[tuple[str, str], ...], min_f1: fl
                     if not any(hits[i : i + n]):
                         continue  # no word in common: F1 0
                     span_words = [w for ws in parts[i : i + n] for w in ws]
-                    score = _f1(span_words, target)
+                    score = token_f1(span_words, target)
                     if score >= min_f1:
                         span = " ".join(tokens[i : i + n]).strip(" ,.;:()\"'")
                         if best is None or (score, -len(span)) > (best[0], -best[1]):

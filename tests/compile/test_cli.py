@@ -60,5 +60,6 @@ def test_the_call_cost_of_the_command_line():
     from experiments.commands.tune import call_cost
 
     assert call_cost(None, None) is None  # neither given: the objective's own
-    assert call_cost(0.1, None).model_dump() == {"weight": 0.1, "max_calls": 2.0}  # the other keeps its default
-    assert call_cost(None, 3.0).model_dump() == {"weight": 0.02, "max_calls": 3.0}
+    assert call_cost(0.1, None).record() == {"weight": 0.1, "max_calls": 2.0}  # the other keeps its default
+    assert call_cost(None, 3.0).record() == {"weight": 0.02, "max_calls": 3.0}
+    assert call_cost(None, 3.0).model_copy(update={"floors": {"yesno": 0.5}}).record()["floors"] == {"yesno": 0.5}

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from experiments.lab.studies import show
-from program.sharp.spans import _f1, closest_span, is_span, words
+from program.sharp.spans import closest_span, is_span, token_f1, words
 from program.types import Passage
 
 
@@ -34,7 +34,7 @@ def reference(answer: str, evidence: Sequence[Passage], min_f1: float = 0.5) -> 
             for n in range(1, len(target) + 3):
                 for i in range(0, max(0, len(tokens) - n) + 1):
                     span = " ".join(tokens[i : i + n]).strip(" ,.;:()\"'")
-                    score = _f1(words(span), target)
+                    score = token_f1(words(span), target)
                     if score >= min_f1 and (best is None or (score, -len(span)) > (best[0], -best[1])):
                         best = (score, len(span), span)
     return best[2] if best else None
