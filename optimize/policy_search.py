@@ -241,6 +241,7 @@ def baseline_trial(study: Any) -> Any | None:
 
 # ---- objectives ----------------------------------------------------------------------------------
 FORM_EM = "em.form."  # the metric key prefix of a question form's EM (ReplayScorer: em.form.comparison)
+FLOOR_PENALTY = "1 + shortfall"  # what CallCost charges a form below its floor (a build's steps stamp it)
 
 
 class CallCost(StrictConfig):
@@ -286,7 +287,7 @@ class CallCost(StrictConfig):
         return list(self.shortfalls(metrics))
 
     def em_cost(self, metrics: Mapping[str, Any]) -> float:
-        """EM less what the calls cost (and a penalty of 1 over the cap, another under a form's floor)."""
+        """EM less what the calls cost, a penalty of 1 over the cap, and 1 plus the shortfall under a form's floor."""
         calls = float(metrics.get("lm_calls_per_q") or 0.0)
         over = self.max_calls is not None and calls > self.max_calls
         short = self.shortfalls(metrics)

@@ -37,8 +37,8 @@ PlannerDemos = typer.Option(
 )  # fmt: skip
 FormFloors = typer.Option(
     None, "--form-floors", help="A program (JSON) each question form keeps at least the EM of, on the tuning "
-    "questions (replayed over the build's recording: it must read as the build does). A policy that buys one form's "
-    "gain with another's loss is refused by every search (a penalty like --max-calls'). Default: no floors.",
+    "questions (replayed over the build's recording: it must read as the build does). Every search charges a policy "
+    "under a floor 1 plus the shortfall, so it takes one that keeps every floor, else the nearest. Default: none.",
 )  # fmt: skip
 
 

@@ -40,7 +40,7 @@ from experiments.jobs.estimate import Estimate, logprobs_in, price_of
 from experiments.jobs.recording_job import Recording, model_of, record_rounds
 from optimize import recording
 from optimize.heldout import critic_report, figures, policy_report
-from optimize.policy_search import FORM_EM, CallCost, SearchSpace, form_em
+from optimize.policy_search import FLOOR_PENALTY, FORM_EM, CallCost, SearchSpace, form_em
 from optimize.storage import MEMORY
 from program import version
 from program.digest import digest
@@ -423,7 +423,7 @@ class Build:
         common = {"step": name, "code_version": version.__version__, "seed": self.job.seed}
         tune = {"space": self.space.model_dump(mode="json"), "trials": self.job.trials, "max_calls": self.job.max_calls}
         if name in ("rules", "policy") and self.job.form_floors is not None:
-            tune.update(floors=self.floors(), floor_penalty="1 + shortfall")  # optimize.policy_search.CallCost
+            tune.update(floors=self.floors(), floor_penalty=FLOOR_PENALTY)
         if name == "rules":
             base = file_sha256(self.base) if self.base else digest(self.job.system_config)
             return {**common, **tune, "base": base, "model": self.model, "questions": [e.id for e in self.tuning],

@@ -237,6 +237,7 @@ def test_form_floors_keep_each_form_of_the_named_program_in_every_search_by_repl
     assert code == 0, out
     assert server.requests == before  # the floors and the searches replay: no LM call
     assert f"form floors from {floor_program} on the 16 tuning questions: " in out, out
+    assert f"--form-floors {floor_program}" in out.split("[1/10]")[0]  # in the command the build records
     assert "(floor " in out and "below the floor" not in out, out  # the shipped program itself meets its floors
     stamp = json.loads((ws / "programs" / f"{NAME}-policy.inputs.json").read_text())
     floors = stamp["inputs"]["floors"]

@@ -50,24 +50,19 @@ def test_the_choices_table_reads_each_program_and_its_manifest_figures():
 
 
 def test_the_by_form_table_lists_each_form_s_ids_gold_complete_passages_calls_and_the_seconds_ratio():
-    from experiments.lab.studies.by_form import passages_read, table
+    from experiments.lab.studies.by_form import table
 
     forms = {"a": "bridge", "b": "bridge", "c": "comparison"}
-    gold = {"a": 2, "b": 2, "c": 2}
-    ranked = [
-        {"id": i, "em": 0.0, "all_gold": 0.0, "recall": 0.5, "precision": 1 / 3, "lm_calls": 1, "seconds": 2.0}
-        for i in "abc"
-    ]
+    ranked = [{"id": i, "em": 0.0, "all_gold": 0.0, "lm_calls": 1, "seconds": 2.0} for i in "abc"]  # no n_passages
     chain = [
         {"id": "a", "em": 1.0, "all_gold": 1.0, "n_passages": 5, "lm_calls": 3, "seconds": 6.0},
-        {"id": "b", "em": 0.0, "all_gold": 0.0, "recall": 0.0, "precision": 0.0, "lm_calls": 3, "seconds": 6.0},
-        {"id": "c", "em": 1.0, "all_gold": 1.0, "recall": 1.0, "precision": 0.5, "lm_calls": 2, "seconds": 6.0},
+        {"id": "b", "em": 0.0, "all_gold": 0.0, "n_passages": 3, "lm_calls": 3, "seconds": 6.0},
+        {"id": "c", "em": 1.0, "all_gold": 1.0, "n_passages": 4, "lm_calls": 2, "seconds": 6.0},
     ]
-    out = table({"ranked": ranked, "chain": chain}, forms, gold)
+    out = table({"ranked": ranked, "chain": chain}, forms)
     assert out["ids"] == {"bridge": ["a", "b"], "comparison": ["c"], "yesno": []}
     bridge = out["systems"]["chain"]["bridge"]
     assert (bridge["n"], bridge["em"], bridge["gold_complete"], bridge["lm_calls"]) == (2, 0.5, 0.5, 3.0)
-    assert bridge["passages"] == 5.0  # b saw no gold passage: its count is unknown, left out
-    assert out["systems"]["ranked"]["all"]["passages"] == 3.0  # 1 gold of 2 seen, a third of what was read
+    assert bridge["passages"] == 4.0 and out["systems"]["chain"]["all"]["passages"] == 4.0
+    assert out["systems"]["ranked"]["all"]["passages"] is None  # rows written before they kept the count
     assert out["systems"]["chain"]["seconds_ratio"] == 3.0 and "delta_em" in bridge
-    assert passages_read({"recall": 1.0, "precision": 0.5}, 0) is None

@@ -9,8 +9,8 @@ The form is read from the question (program/sharp/forms.py), so compact result f
 the question id, EM and all-gold). Each cell is computed on the questions every file holds, so the columns
 compare the same questions; paired differences against the first file come with a bootstrap 95% CI. Each cell also
 holds the share of its questions whose answer's evidence held every gold paragraph (for a chain: the union of its
-hops' passages), the passages that evidence held (``n_passages`` where the row keeps it, else derived from recall
-and precision over the gold titles), LM calls and seconds a question; ``ids`` lists the questions of each form.
+hops' passages), the passages that evidence held (rows written since they keep ``n_passages``; None before), LM
+calls and seconds a question; ``ids`` lists the questions of each form.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from optimize.stats import paired_bootstrap
 from program.sharp.forms import FORMS, question_form
 
 
-def table(files: dict[str, list[dict]], forms: dict[str, str], gold: dict[str, int] | None = None) -> dict:
+def table(files: dict[str, list[dict]], forms: dict[str, str]) -> dict:
     rows = {label: {r["id"]: r for r in rs if r.get("error") is None} for label, rs in files.items()}
     common = sorted(set.intersection(*(set(r) for r in rows.values())) & set(forms))
     base = next(iter(rows))
@@ -38,7 +38,7 @@ def table(files: dict[str, list[dict]], forms: dict[str, str], gold: dict[str, i
     for label, by_id in rows.items():
         cells: dict = {}
         for name, ids in groups.items():
-            cells[name] = {**_cell(by_id, rows[base], ids, label != base), **_reads(by_id, ids, gold or {})}
+            cells[name] = {**_cell(by_id, rows[base], ids, label != base), **_reads(by_id, ids)}
         base_s = _mean([float(rows[base][i].get("seconds") or 0.0) for i in common])
         if base_s:
             cells["seconds_ratio"] = round(_mean([float(by_id[i].get("seconds") or 0.0) for i in common]) / base_s, 2)
@@ -53,22 +53,16 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def passages_read(row: dict, n_gold: int) -> float | None:
-    """The passages a row's evidence held: its ``n_passages``, else the gold passages seen over the precision
-    (None where no gold passage was seen: precision 0 says nothing of the count)."""
-    if row.get("n_passages") is not None:
-        return float(row["n_passages"])
-    recall, precision = row.get("recall"), row.get("precision")
-    if not n_gold or not recall or not precision:
-        return None
-    return recall * n_gold / precision
+def passages_read(row: dict) -> float | None:
+    """The passages a row's evidence held (None for a row written before rows kept ``n_passages``)."""
+    return float(row["n_passages"]) if row.get("n_passages") is not None else None
 
 
-def _reads(by_id: dict, ids: list[str], gold: dict[str, int]) -> dict:
+def _reads(by_id: dict, ids: list[str]) -> dict:
     """Gold complete, passages, LM calls and seconds a question over ``ids``."""
     if not ids:
         return {}
-    counts = [c for i in ids if (c := passages_read(by_id[i], gold.get(i, 0))) is not None]
+    counts = [c for i in ids if (c := passages_read(by_id[i])) is not None]
     return {
         "gold_complete": round(_mean([float(by_id[i].get("all_gold") or 0.0) for i in ids]), 3),
         "passages": round(_mean(counts), 2) if counts else None,
@@ -100,14 +94,12 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     rt = Runtime(dataset=args.dataset, workspace=args.workspace)
-    examples = rt.examples(args.split)
-    forms = {ex.id: question_form(ex.question) for ex in examples}
-    gold = {ex.id: len(ex.gold_titles) for ex in examples}
+    forms = {ex.id: question_form(ex.question) for ex in rt.examples(args.split)}
     files = {}
     for spec in args.files:
         label, _, path = spec.partition("=")
         files[label] = read_results(Path(path))
-    out = table(files, forms, gold)
+    out = table(files, forms)
     show(out, args.json)
 
 

@@ -44,7 +44,11 @@ def main() -> None:
     check = ship_check(rt, args.new, current, examples, args.recording, args.seed, groups=forms)
     for label, path in (("new", args.new), ("shipped", current)):
         check[label]["program"] = kept_path(path)
-    show({"positions": f"train {args.offset}:{args.offset + len(examples)} (seed {args.seed})", **check}, args.json)
+    command = (f"python -m experiments.lab.studies.ship_check_by_form --dataset {args.dataset} --offset {args.offset} "
+               f"--n {args.n} --new {kept_path(args.new)} --current {kept_path(current)} --recording "
+               f"{kept_path(args.recording)}" + (f" --json {kept_path(args.json)}" if args.json else ""))  # fmt: skip
+    positions = f"train {args.offset}:{args.offset + len(examples)} (seed {args.seed})"
+    show({"command": command, "positions": positions, **check}, args.json)
 
 
 if __name__ == "__main__":
