@@ -11,14 +11,21 @@ import string
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 _SPECIAL = {"yes", "no", "noanswer"}
+_PUNCTUATION = frozenset(string.punctuation)
 
 
 def normalize_answer(s: str) -> str:
-    s = str(s).lower()
-    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    return _normalized(str(s))
+
+
+@lru_cache(maxsize=65536)  # a replayed search scores the same answers under every policy
+def _normalized(s: str) -> str:
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCTUATION)
     s = re.sub(r"\b(a|an|the)\b", " ", s)
     return " ".join(s.split())
 

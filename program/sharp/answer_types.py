@@ -9,6 +9,7 @@ they disagree: a feature of the answer critic and the trigger of the focused rea
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Literal
 
 from program.reading.answers import is_yes_no_question
@@ -50,6 +51,7 @@ def answer_type(answer: str) -> str:
     return "name" if first.isupper() else "phrase"
 
 
+@lru_cache(maxsize=65536)
 def mismatch(question: str, answer: str) -> bool:
     """Whether the answer is plainly not the kind of thing the question asks for (a name for "what year", a
     date for "who", a yes/no for anything but a yes/no question)."""

@@ -14,6 +14,7 @@ of its options is wrong whatever the model's confidence).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Literal
 
 from program.reading.answers import is_yes_no_question
@@ -45,23 +46,28 @@ _WAS_OR = re.compile(r"^(?:was|is|were|are|did|does)\s+(.+?)\s+or\s+(.+?)\s+(?:b
 
 def options(question: str) -> list[str]:
     """The two named options of a choice question ("Who was born first, A or B?" -> [A, B]), or []."""
+    return list(_options(question))
+
+
+@lru_cache(maxsize=65536)  # replay asks it of the same questions under every policy a search tries
+def _options(question: str) -> tuple[str, ...]:
     q = re.sub(r"^q:\s*", "", " ".join(question.split()), flags=re.I).rstrip(" ?.!")
     for pattern in (_BETWEEN, _WAS_OR):
         m = pattern.match(q)
         if m:
-            return _pair(m.group(1), m.group(2))
+            return tuple(_pair(m.group(1), m.group(2)))
     if not _CHOICE_LEAD.match(q):
-        return []
+        return ()
     m = _OUT_OF.search(q)
     if m:
-        return _pair(m.group(1), m.group(2))
+        return tuple(_pair(m.group(1), m.group(2)))
     if is_yes_no_question(q):
-        return []
+        return ()
     parts = list(_OR.finditer(q))
     if not parts and _COMPARE_WORDS.search(q):  # "Which genus has more species, A and B?"
         parts = [m for m in _AND.finditer(q) if "," in q[: m.start()]][-1:]
     if not parts:
-        return []
+        return ()
     cut = parts[-1]
     before, after = q[: cut.start()].rstrip(" ,"), q[cut.end() :].strip(" ,")
     # "Which director, A or B, was born in Poland?": B ends at the comma the sentence goes on after (a
@@ -75,9 +81,9 @@ def options(question: str) -> list[str]:
     else:
         m = _LEAD_IN.match(before)
         if not m:
-            return []
+            return ()
         first = before[m.end() :]
-    return _pair(first, after)
+    return tuple(_pair(first, after))
 
 
 def _pair(first: str, second: str) -> list[str]:

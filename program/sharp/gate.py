@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from program.linear import LinearModel, LinearModelError
@@ -72,6 +73,7 @@ CRITIC_FEATURES = (
 FEATURES = GATE_FEATURES + CRITIC_FEATURES
 
 
+@lru_cache(maxsize=65536)
 def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", str(text).lower()).split())
 

@@ -26,7 +26,26 @@ _CLEAN = re.compile(r"^[\w .'\-]+$")
 
 def words(text: str) -> list[str]:
     """Lowercase words, punctuation and articles aside (the words exact match compares)."""
-    return [w for w in re.sub(r"[^\w\s]", " ", str(text).lower()).split() if w not in ("a", "an", "the")]
+    return list(_words(str(text)))
+
+
+# replay reads the same answers, titles and passages under every policy a search tries: pure functions of
+# strings, memoized (bounded: an LRU of the recent ones)
+@lru_cache(maxsize=65536)
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(w for w in re.sub(r"[^\w\s]", " ", text.lower()).split() if w not in ("a", "an", "the"))
+
+
+@lru_cache(maxsize=65536)
+def _title_words(title: str) -> tuple[str, ...]:
+    """A title's words, its parenthesised qualifier aside."""
+    return _words(re.sub(r"\(.*?\)", "", title))
+
+
+@lru_cache(maxsize=65536)
+def _padded(title: str, text: str) -> str:
+    """A passage's words (title and text), joined and padded with spaces: what a span is looked up in."""
+    return f" {' '.join(_words(title + ' ' + text))} "
 
 
 def lead_name(passage: Passage) -> str | None:
@@ -38,15 +57,15 @@ def lead_name(passage: Passage) -> str | None:
     name = m.group(1).strip()
     if not _CLEAN.match(name) or len(name.split()) > 8:
         return None
-    if not set(words(name)) & set(words(re.sub(r"\(.*?\)", "", passage.title))):
+    if not set(_words(name)) & set(_title_words(passage.title)):
         return None
     return name
 
 
 def names_title(answer: str, passage: Passage) -> bool:
     """Whether ``answer`` names ``passage``'s subject: its title, a parenthesised qualifier aside."""
-    a, t = words(answer), words(re.sub(r"\(.*?\)", "", passage.title))
-    return bool(a) and a == t
+    a = _words(str(answer))
+    return bool(a) and a == _title_words(passage.title)
 
 
 def passage_name(answer: str, evidence: Sequence[Passage]) -> str | None:
@@ -73,7 +92,7 @@ def is_span(answer: str, evidence: Sequence[Passage]) -> bool:
 
 def _within(target: list[str], evidence: Sequence[tuple[str, str]]) -> bool:
     a = " ".join(target)
-    return bool(a) and any(f" {a} " in f" {' '.join(words(title + ' ' + text))} " for title, text in evidence)
+    return bool(a) and any(f" {a} " in _padded(title, text) for title, text in evidence)
 
 
 def token_f1(pred: list[str], gold: list[str]) -> float:
