@@ -47,6 +47,9 @@ def test_the_choices_table_reads_each_program_and_its_manifest_figures():
         "sharp-2wikimultihopqa"]["figures"]["gate_auroc_heldout"]  # fmt: skip
     text = markdown({"1.5B": row, "again": row})
     assert text.splitlines()[0] == "| choice | 1.5B | again |" and "| repair_comparison | compare | compare |" in text
+    unshipped = {**row, "gate_auroc_heldout": None, "yes_threshold_sub": None}  # no manifest entry; a choice off
+    text = markdown({"unshipped": unshipped})
+    assert "| gate_auroc_heldout | n/a |" in text and "| yes_threshold_sub | off |" in text
 
 
 def test_the_by_form_table_lists_each_form_s_ids_gold_complete_passages_calls_and_the_seconds_ratio():

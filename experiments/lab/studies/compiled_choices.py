@@ -42,12 +42,13 @@ FIGURES = (
 )
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, missing: str = "off") -> str:
+    """A choice left None is off (no sub-question threshold); a figure left None was not recorded ("n/a")."""
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) or "none"
-    return "off" if value is None else str(value)
+    return missing if value is None else str(value)
 
 
 def choices(path: Path) -> dict[str, Any]:
@@ -71,7 +72,8 @@ def markdown(table: dict[str, dict]) -> str:
     names = list(table)
     rows = ["| choice | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for key in ("model", *CHOICES, "gate_features", *FIGURES):
-        rows.append(f"| {key} | " + " | ".join(_cell(table[n].get(key)) for n in names) + " |")
+        missing = "n/a" if key in FIGURES else "off"
+        rows.append(f"| {key} | " + " | ".join(_cell(table[n].get(key), missing) for n in names) + " |")
     return "\n".join(rows) + "\n"
 
 
