@@ -158,20 +158,11 @@ def test_bootstrap_intervals_cover_the_mean_and_are_seeded():
     assert d["diff"] == 0.5 and d["ci"][0] > 0 and d["p_not_better"] == 0.0
 
 
-def _one_at_a_time(vals, seed, n_resamples=2000, alpha=0.05):
-    """The bootstrap as first written (every committed interval was computed so): one randrange a draw."""
-    import random
-
-    rng = random.Random(seed)
-    n = len(vals)
-    means = sorted(sum(vals[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_resamples))
-    return means[int(alpha / 2 * n_resamples)], means[int((1 - alpha / 2) * n_resamples) - 1], means
-
-
 @pytest.mark.parametrize("n", [2, 7, 8, 64, 127, 128, 130, 259])
 def test_the_bulk_bootstrap_draws_the_same_resamples_as_randrange_to_the_bit(n):
     import random
 
+    from experiments.lab.benchmarks.bootstrap import reference_ci, reference_paired  # one randrange a draw
     from optimize.stats import resample_indices
 
     rng = random.Random(n)
@@ -181,10 +172,7 @@ def test_the_bulk_bootstrap_draws_the_same_resamples_as_randrange_to_the_bit(n):
         em = [float(rng.random() < 0.4) for _ in range(n)]  # whole values: summed by numpy
         f1 = [rng.random() for _ in range(n)]  # fractions: summed in draw order
         for vals in (em, f1):
-            lo, hi, _ = _one_at_a_time(vals, seed)
-            assert bootstrap_ci(vals, seed=seed) == (lo, hi)
+            assert bootstrap_ci(vals, seed=seed) == reference_ci(vals, seed=seed)
         a = {str(i): f for i, f in enumerate(f1)}
         b = {str(i): e for i, e in enumerate(em)}
-        lo, hi, means = _one_at_a_time([a[i] - b[i] for i in sorted(a)], seed)
-        d = paired_bootstrap(a, b, seed=seed)
-        assert d["ci"] == (lo, hi) and d["p_not_better"] == sum(m <= 0 for m in means) / 2000
+        assert paired_bootstrap(a, b, seed=seed) == reference_paired(a, b, seed=seed)
