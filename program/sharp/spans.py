@@ -42,7 +42,7 @@ def _title_words(title: str) -> tuple[str, ...]:
     return _words(re.sub(r"\(.*?\)", "", title))
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=16384)  # whole passages: a replayed corpus reads a few thousand (~1 KB each)
 def _padded(title: str, text: str) -> str:
     """A passage's words (title and text), joined and padded with spaces: what a span is looked up in."""
     return f" {' '.join(_words(title + ' ' + text))} "
