@@ -3,7 +3,7 @@
 The resamples are the ones ``random.Random(seed).randrange(n)`` draws one at a time (every committed interval was
 computed so), drawn in bulk: the same Mersenne Twister, its state handed to numpy, its 32-bit words cut to
 ``n.bit_length()`` bits and the words ``>= n`` skipped, as ``randrange`` does. The same intervals, to the last
-bit, about 30x faster (a build computes dozens; ``python -m experiments.lab.benchmarks.bootstrap``).
+bit, 10-26x faster (a build computes dozens; ``python -m experiments.lab.benchmarks.bootstrap``).
 """
 
 from __future__ import annotations
