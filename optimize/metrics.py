@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
@@ -172,7 +173,16 @@ def auroc(positives: list[float], negatives: list[float]) -> float | None:
     """
     if not positives or not negatives:
         return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    if any(v != v for v in (*positives, *negatives)):  # a NaN orders nothing: count the pairs one by one
+        wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+        return wins / (len(positives) * len(negatives))
+    # the same count as pair by pair, by sorting: each positive wins over the negatives below it and half of those
+    # it ties (every term a multiple of 0.5, so the sum is exact and the value identical to the bit)
+    ordered = sorted(negatives)
+    wins = 0.0
+    for p in positives:
+        below, upto = bisect_left(ordered, p), bisect_right(ordered, p)
+        wins += below + 0.5 * (upto - below)
     return wins / (len(positives) * len(negatives))
 
 

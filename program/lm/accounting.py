@@ -13,7 +13,7 @@ import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,12 @@ class CallRecord:
     reused_prompt_tokens: int = 0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # what dataclasses.asdict gives (every field a scalar), without its deep copy: a replayed search asks it
+        # for every call of every question it plays
+        return {name: getattr(self, name) for name in _CALL_FIELDS}
+
+
+_CALL_FIELDS = tuple(f.name for f in fields(CallRecord))
 
 
 @dataclass
