@@ -11,19 +11,25 @@ passage, since names differ: "Usher" for "Usher Raymond IV"); the chain's and th
 the draft's evidence and in the union of the passages the chain's hops read, with the passages read a question.
 ``--ceiling FILE`` adds the gold-plan ceiling of this reader: hop 2 asked with the gold hop-1 answer written in,
 searched and read as the chain reads it (one LM call a question, recorded in FILE and resumed from it; the
-only part that calls the model).
+only part that calls the model). ``--set KEY=VALUE`` (repeatable) reads the ceiling's hops with the program's
+config changed so (``--set passage_chars=2400``: the whole of the entity's passage): a variant of the hop read
+measured on gold hop 1 before any chain is recorded again; give it its own FILE. The ceiling's answers are sorted
+as ``bridge_misses`` sorts them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from experiments.keyvalue import parse_sets
 from experiments.lab.studies import show
+from experiments.lab.studies.bridge_misses import KINDS, kind_of
 from experiments.lab.studies.lever_selection import load
-from optimize.metrics import exact_match
+from optimize.metrics import exact_match, gold_answers
 from program.lm.accounting import Ledger
 from program.sharp.chain import read_hop
 from program.sharp.forms import question_form
@@ -155,6 +161,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, required=True, help="the first N seeded train questions")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ceiling", type=Path, default=None, help="record (and resume) hop 2 read with gold hop 1")
+    ap.add_argument("--set", dest="sets", action="append", default=[],
+                    help="KEY=VALUE over the program's config for the ceiling's reads (repeatable)")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
@@ -164,8 +172,18 @@ def main() -> None:
     out: dict[str, Any] = {"positions": f"train 0:{len(examples)} (seed {args.seed})", "bridges": len(bridges),
                            "program": str(args.program), **summary(rows)}  # fmt: skip
     if args.ceiling is not None:
+        changes = parse_sets(args.sets, "--set")
+        if changes:
+            program.config = program.config.replace(**changes)  # a bad key or value: the config's own error
         got = ceiling(program, bridges, records, args.ceiling)
-        out["hop 2 with the gold hop 1 (the reader's ceiling)"] = {"questions": len(got), "em": _mean(got, "em")}
+        by_id = {ex.id: ex for ex in bridges}
+        kinds = Counter(kind_of(by_id[r["id"]].question, r["answer"] or "", gold_answers(by_id[r["id"]])) for r in got)
+        out["hop 2 with the gold hop 1 (the reader's ceiling)"] = {
+            "questions": len(got),
+            "em": _mean(got, "em"),
+            "config changed": changes,
+            "answers as read, sorted": {k: kinds.get(k, 0) for k in KINDS},
+        }
     show(out, args.json)
 
 
