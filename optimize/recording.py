@@ -79,6 +79,7 @@ READS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "sub_k",
             "evidence_cap",
             "passage_chars",
+            "hop_passage_chars",
             "generator_adapter",
             "structured_adapter",
             "planner_max_tokens",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -20,6 +20,17 @@ class StrictConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # keys added after programs were saved and shipped: a saved program holds them only when set, so a program
+    # built at their default saves to the same bytes (the sha256 its MANIFEST entry records) as before they were
+    SAVED_ONLY_WHEN_SET: ClassVar[frozenset[str]] = frozenset()
+
+    def saved(self) -> dict[str, Any]:
+        """The config as a saved program writes it: JSON values, :attr:`SAVED_ONLY_WHEN_SET` keys only when set."""
+        out = self.model_dump(mode="json")
+        for key in self.SAVED_ONLY_WHEN_SET:
+            if getattr(self, key) == type(self).model_fields[key].default:
+                out.pop(key, None)
+        return out
 
     @classmethod
     def from_mapping(cls: type[T], values: Mapping[str, Any] | None = None, **overrides: Any) -> T:

@@ -18,6 +18,7 @@ from typing import Any
 import dspy
 
 from program import version
+from program.config import StrictConfig
 from program.digest import digest
 from program.errors import ProgramFileError, SharpError
 
@@ -64,7 +65,9 @@ def save_program(
         "format": FORMAT,
         "code_version": version.__version__,
         "system": system,
-        "config": module.config.model_dump(mode="json"),
+        "config": module.config.saved()
+        if isinstance(module.config, StrictConfig)
+        else module.config.model_dump(mode="json"),
         "state": without_lms(module.dump_state()),
         "retriever": retriever or {},
         "lm": lm or {},

@@ -8,7 +8,8 @@
    from): the entity's own passage, where the retriever can look titles up (the evidence ranker's pool can).
    The generator reads the hop alone: the entity's own passage alone first, where it was found; the hop's
    passages together where that read finds no answer. Its answer must be a span of the hop's passages (written as the
-   passage writes it, the closest span where the reader reworded it). A place hop answered with a date is asked
+   passage writes it, the closest span where the reader reworded it). A hop shows ``hop_passage_chars`` of each
+   passage where set (the asked fact of an entity's passage often stands past the first 600 characters). A place hop answered with a date is asked
    once more for the kind of place ("In which city was X born?": the 1.5B reader reads the date first in a
    person's passage). A hop that finds nothing, answers nothing, the wrong kind of thing for its question, off
    its passages, or with the entity it asks about stops the chain (traced).
@@ -42,7 +43,15 @@ class ChainReader(Protocol):
     retriever: Any
     hop_planner: Any
 
-    def _read(self, q: str, evidence: list[Passage], tr: Tracer, round_no: int) -> Read: ...
+    def _read(
+        self,
+        q: str,
+        evidence: list[Passage],
+        tr: Tracer,
+        round_no: int,
+        focus: str | None = None,
+        chars: int | None = None,
+    ) -> Read: ...
 
     def _note_query(self, run: Run, query: str) -> None: ...
 
@@ -106,12 +115,13 @@ def _read_checked(
 ) -> tuple[Read, str | None, str]:
     """``query`` read over ``evidence``, its answer checked (:func:`hop_answer`); a place hop answered with a date
     asked once more, for the kind of place."""
-    read = reader._read(query, evidence, tr, round_no)
+    chars = reader.config.hop_passage_chars  # None: as every read (passage_chars)
+    read = reader._read(query, evidence, tr, round_no, chars=chars)
     tr.steps[-1].update(hop=hop, **mark)
     answer, problem = hop_answer(read, query, entity)
     again = reworded(query) if answer is None and mismatch(query, read.answer) else None
     if again is not None:  # a date for "where": asked once more, for the kind of place
-        read = reader._read(again, evidence, tr, round_no)
+        read = reader._read(again, evidence, tr, round_no, chars=chars)
         tr.steps[-1].update(hop=hop, reworded=True, **mark)
         answer, problem = hop_answer(read, query, entity)
     return read, answer, problem

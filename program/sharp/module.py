@@ -94,11 +94,21 @@ class SharpRAG(dspy.Module):
         if query not in run.queries:
             run.queries.append(query)
 
-    def _read(self, q: str, evidence: list[Passage], tr: Tracer, round_no: int, focus: str | None = None) -> Read:
+    def _read(
+        self,
+        q: str,
+        evidence: list[Passage],
+        tr: Tracer,
+        round_no: int,
+        focus: str | None = None,
+        chars: int | None = None,
+    ) -> Read:
+        """One read of ``q`` over ``evidence`` (each passage cut at ``chars``, else ``passage_chars``): the generator's,
+        or the focuser's about the entity ``focus``."""
         cfg = self.config
         predictor, role, inputs = (self.generator, "generator", {}) if focus is None else (
             self.focuser, "focuser", {"intermediate": focus})  # fmt: skip
-        answer, cited = answer_from_evidence(predictor, q, evidence, cfg.passage_chars, tr, role=role,
+        answer, cited = answer_from_evidence(predictor, q, evidence, chars or cfg.passage_chars, tr, role=role,
                                              adapter=cfg.generator_adapter, confidence=True, inputs=inputs)  # fmt: skip
         step = tr.steps[-1]
         step["round"] = round_no

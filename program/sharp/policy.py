@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
@@ -106,6 +106,8 @@ def bare_off(value: Any) -> Any:
 class SharpConfig(StrictConfig):
     """Everything an optimizer may tune, validated."""
 
+    SAVED_ONLY_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"hop_passage_chars"})
+
     # the evidence ranker the searches go through (its probabilities are features of the answer critic): a
     # ranker's name, "dataset" for the dataset's own (experiments/rankers.py), or None for plain hybrid search
     ranker: str | None = "dataset"
@@ -114,6 +116,10 @@ class SharpConfig(StrictConfig):
     k_schedule: tuple[int, ...] = (3, 5)
     evidence_cap: int = Field(5, ge=1, le=40)  # a re-read (retrieve, focus) reads at most this many passages
     passage_chars: int = Field(600, ge=50, le=5000)
+    # how much of each passage a chain hop's read shows (None: passage_chars): a hop reads one entity's passage,
+    # whose asked fact often stands past the first 600 characters (the gold-hop-1 ceiling on 2Wiki train:
+    # experiments/findings/chain.md)
+    hop_passage_chars: int | None = Field(None, ge=50, le=5000)
     # stop when a round's P(right) reaches this; `sharp tune` searches it
     accept_threshold: Annotated[float, Lever("threshold", explore=2.0, neutral=1.0)] = Field(0.8, ge=0.0, le=1.0)
     # the same for comparisons and yes/no questions, where their drafts fail otherwise (None: accept_threshold)

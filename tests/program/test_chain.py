@@ -367,3 +367,50 @@ def test_a_place_hop_answered_with_a_date_is_asked_once_more_for_the_kind_of_pla
     assert pred.answer == "Knoxville" and pred.cost["lm_calls"] == 6
     assert [s.get("own", False) for s in steps(pred, "generator") if s.get("reworded")] == [True, False]
     assert reworded("Where did Max Mack die?") == "In which city did Max Mack die?" and reworded(HOPS[0]) is None
+
+
+def test_a_hop_shows_hop_passage_chars_of_each_passage_and_every_other_read_passage_chars():
+    """hop_passage_chars: a hop reads one entity's passage, whose asked fact often stands past the first
+    passage_chars characters (issue 38's gold-hop-1 ceiling on 2Wiki train: 0.39 -> higher with whole passages)."""
+    late = "Quentin Jerome Tarantino is a film director, screenwriter and actor from Knoxville, Tennessee. " * 2
+    corpus = [*CORPUS[:1], Passage("p2", "Quentin Tarantino", late + "He holds American citizenship."), *CORPUS[2:]]
+    seen: dict[str, list[str]] = {}
+
+    def rule(fields):
+        seen.setdefault(fields["question"], []).append(fields["evidence"])
+        if fields["question"] == BRIDGE:
+            return reply("Quentin Tarantino", UNSURE)
+        if fields["question"] == "Who directed Pulp Fiction?":
+            return reply("Quentin Tarantino")
+        return reply("American" if "American citizenship" in fields["evidence"] else "unknown")
+
+    def run(**over):
+        seen.clear()
+        prog, lms = program(CHAINED, retriever=TitledRetriever(corpus), passage_chars=120, **over)
+        lms["generator"].rules.rule = rule
+        return prog(question=BRIDGE)
+
+    pred = run()  # every read cut at 120 characters: the hop cannot see the fact
+    assert pred.answer == "Quentin Tarantino" and "hop 2: answered nothing" in steps(pred, "chain")[0]["stopped"]
+    pred = run(hop_passage_chars=400)
+    assert pred.answer == "American"
+    nationality = seen["What nationality was Quentin Tarantino?"]
+    assert nationality and all("American citizenship" in ev for ev in nationality)
+    assert all("American citizenship" not in ev for ev in seen[BRIDGE])  # the draft still reads 120 characters
+
+
+def test_hop_passage_chars_is_saved_and_digested_only_when_set(tmp_path):
+    """A key added after programs were shipped: a program at its default saves to the same bytes (its MANIFEST
+    sha256) and reads its recordings as before; set, it is saved, and only the chain's rounds read otherwise."""
+    import json
+
+    from optimize.recording import reading
+    from program.serving.saved import save_program
+
+    prog, _ = program(CHAINED)
+    set_, _ = program(CHAINED, hop_passage_chars=3000)
+    assert "hop_passage_chars" not in json.loads(save_program(tmp_path / "a.json", prog, "sharp").read_text())["config"]
+    saved = json.loads(save_program(tmp_path / "b.json", set_, "sharp").read_text())["config"]
+    assert saved["hop_passage_chars"] == 3000 and SharpConfig(**saved).hop_passage_chars == 3000
+    assert reading(set_, "chain") != reading(prog, "chain")
+    assert all(reading(set_, a) == reading(prog, a) for a in ("draft", "compare", "focus", "critic"))
