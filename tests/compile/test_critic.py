@@ -54,9 +54,7 @@ def test_the_critic_target_fits_gate_and_judge_installs_them_and_reports_by_repl
     assert cfg.gate.fitted_on["held_out"]["auroc"] == pytest.approx(out.critic["report"]["gate"]["auroc"], abs=1e-4)
     assert out.critic["gate_features"] == list(cfg.gate.features)
     assert {k: v for k, v in saved.config.items() if k not in ("gate", "judge", "accept_threshold")} == {
-        k: v
-        for k, v in student.config.saved().items()
-        if k not in ("gate", "judge", "accept_threshold")
+        k: v for k, v in student.config.saved().items() if k not in ("gate", "judge", "accept_threshold")
     }  # nothing else of the program changed
 
     # every LM call was the recording's: before and after are replayed, not run
