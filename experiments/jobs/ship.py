@@ -101,7 +101,9 @@ def score_on(runtime: Any, module: Any, examples: Sequence[Any], where: Path) ->
         actions=cfg.reachable_repairs(),
         focus_when=cfg.focus_when,
     )
-    recording.check_reading(records.values(), module)
+    # only the rounds it reaches: a build's recording also holds rounds of repairs this program never runs (a chain
+    # recorded by the program being built, read with its own hop planner), which it need not read alike
+    recording.check_reading(records.values(), module, ("draft", *cfg.reachable_repairs()))
     return replay.score(records, examples, module.config, passages=runtime.passages())
 
 

@@ -123,6 +123,34 @@ def test_a_program_that_scores_below_the_shipped_one_on_held_out_questions_is_re
     refuse_if_worse(same, "sharp-toy", force=False)  # not below: shipped
 
 
+def test_the_ship_check_reads_only_the_rounds_each_program_reaches(world, tmp_path, monkeypatch):
+    """A build's recording also holds rounds of repairs the shipped program never runs (the chain the new program
+    was built with, read with its own hop planner): the shipped program is replayed over the same recording, its
+    reading checked on the rounds it reaches only. A round it reaches, read otherwise, is still refused."""
+    import json
+
+    from experiments.jobs.ship import score_on
+    from optimize.recording import reading
+
+    prog = world.program(world.small.replace(ask_critic="off", max_repairs=0))
+    where = tmp_path / "recording.jsonl"
+    first = score_on(_ShipRuntime(world, tmp_path), prog, world.examples(), where)
+    records = [json.loads(line) for line in where.read_text().splitlines()]
+    for rec in records:  # a chain round another program read: this one never chains
+        rec["rounds"].append({**rec["rounds"][0], "action": "chain", "reading": "read-by-another-program"})
+    where.write_text("".join(json.dumps(r) + "\n" for r in records))
+    again = score_on(_ShipRuntime(world, tmp_path), prog, world.examples(), where)
+    assert again.metrics["em"] == first.metrics["em"]
+    for rec in records:  # the draft, which it reaches, read by another program: read again, not taken
+        rec["rounds"][0]["reading"] = "read-by-another-program"
+    where.write_text("".join(json.dumps(r) + "\n" for r in records))
+    score_on(_ShipRuntime(world, tmp_path), prog, world.examples(), where)
+    latest = {r["id"]: r for r in map(json.loads, where.read_text().splitlines())}
+    assert {rnd["reading"] for r in latest.values() for rnd in r["rounds"] if rnd["action"] == "draft"} == {
+        reading(prog, "draft")
+    }
+
+
 def test_replacing_a_shipped_program_asks_for_the_held_out_questions_or_force(tmp_path, retriever, monkeypatch):
     folder = tmp_path / "compiled"
     ship_program(saved(tmp_path, retriever), "sharp-x", folder=folder)
