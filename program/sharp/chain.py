@@ -9,9 +9,9 @@
    The generator reads the hop alone: the entity's own passage alone first, where it was found; the hop's
    passages together where that read finds no answer. Its answer must be a span of the hop's passages (written as the
    passage writes it, the closest span where the reader reworded it). A hop shows ``hop_passage_chars`` of each
-   passage where set (the asked fact of an entity's passage often stands past the first 600 characters). A place hop answered with a date is asked
-   once more for the kind of place ("In which city was X born?": the 1.5B reader reads the date first in a
-   person's passage). A hop that finds nothing, answers nothing, the wrong kind of thing for its question, off
+   passage where set (the asked fact of an entity's passage often stands past the first 600 characters). A place
+   hop answered with a date is asked once more for the kind of place ("In which city was X born?": the 1.5B reader
+   reads the date first in a person's passage). A hop that finds nothing, answers nothing, the wrong kind of thing for its question, off
    its passages, or with the entity it asks about stops the chain (traced).
 3. **Answer.** The last hop's answer; or, where the policy says ``chain_answer: union``, one read of the whole
    question over the union of the hops' passages (the IRCoT way), made by :func:`union_read` on demand, as the
