@@ -166,6 +166,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--workspace", type=Path, default=Path("workspace"))
     args = ap.parse_args()
+    if args.sets and args.ceiling is None:  # the recorded chains were read as recorded: only the ceiling reads anew
+        ap.error("--set changes how the ceiling's hops are read: give --ceiling FILE too")
     rt, program, _, examples, records = load(args, args.n)
     bridges = [ex for ex in examples if question_form(ex.question) == "bridge"]
     rows = [r for ex in bridges if (r := question_row(ex, records[ex.id])) is not None]
