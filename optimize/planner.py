@@ -11,7 +11,8 @@ hop's search. The planner is compiled with DSPy's few-shot optimizers over:
   find, each hop searched with the gold answers of the earlier hops written in for #1, #2 (MuSiQue's
   decomposition answers, 2Wiki's evidence objects; HotpotQA's bridge entity, the supporting title its question
   does not name). Query writing per hop is what it scores: DSPy's published optimizer gains on multi-hop search
-  come from there.
+  come from there. :func:`plan_feedback` is the same score with GEPA's textual feedback (why Python refused the
+  plan, else which gold paragraphs its hops' searches missed, each hop as searched).
 
 The compiled planner's state goes back into the program (:func:`install`); the program's other predictors
 are untouched. Gold fields are read here, on train questions only: the program sees only the question.
@@ -37,6 +38,7 @@ __all__ = [
     "gold_answers_for",
     "install",
     "natural_hop",
+    "plan_feedback",
     "plan_metric",
     "plannable",
     "planner_examples",
@@ -181,6 +183,47 @@ def plan_metric(search: Callable[[str, int], list] | None = None, k: int = 3) ->
         return 0.5 + 0.5 * len(titles & found) / len(titles)
 
     return metric
+
+
+def plan_feedback(search: Callable[[str, int], list] | None = None, k: int = 3) -> Callable[..., dspy.Prediction]:
+    """:func:`plan_metric` with GEPA's textual feedback (its signature: ``(gold, pred, trace, pred_name,
+    pred_trace)``): why Python refused the plan, else which gold paragraphs its hops' searches missed (each hop
+    as searched, the gold answers written in) and, where the question has one, the gold decomposition."""
+    score_of = plan_metric(search, k)
+
+    def metric(example: Any, prediction: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None):
+        score = score_of(example, prediction)
+        return dspy.Prediction(score=score, feedback=_plan_notes(example, prediction, search, k))
+
+    return metric
+
+
+def _plan_notes(example: Any, prediction: Any, search: Callable[[str, int], list] | None, k: int) -> str:
+    hops = items(getattr(prediction, "hops", None))
+    gold = [natural_hop(h) for h, _ in getattr(example, "gold_hops", None) or []]
+    shown = (
+        f" A plan of this question that works: {gold}." if gold and check_plan(gold, example.question) is None else ""
+    )
+    why = check_plan(hops, example.question)
+    if why is not None:
+        return (
+            f"The plan {hops} was refused: {why}. A plan is 2 to 4 single questions, one fact each; hop 1 asks "
+            f"about something the question names; each later hop names an earlier hop's answer as #1, #2.{shown}"
+        )
+    titles = list(getattr(example, "gold_titles", None) or [])
+    answers = gold_answers_for(example, len(hops))
+    if search is None or not titles or answers is None:
+        return f"The plan is valid ({len(hops)} hops).{shown}"
+    searched = {_written(hop, answers): [p.title for p in search(_written(hop, answers), k)] for hop in hops}
+    found = {t for got in searched.values() for t in got}
+    missing = [t for t in titles if t not in found]
+    if not missing:
+        return "The plan is valid and its hops' searches found every paragraph the answer needs."
+    asked = "; ".join(f"{q!r} found {got}" for q, got in searched.items())
+    return (
+        f"The plan is valid, but searched with the right earlier answers written in ({asked}) its hops never "
+        f"found the paragraph(s) {missing}: a hop should ask about the entity each of them is about.{shown}"
+    )
 
 
 def _written(hop: str, answers: Sequence[str]) -> str:

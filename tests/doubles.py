@@ -234,7 +234,8 @@ class RuleEngine:
         system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system or ())
         system = system or (request.messages[0].text or "")
         fields = fields_of(request.messages[-1].text or "")
-        out = dict(self.rule(fields))
+        # a rule that wants it also reads the system prompt (the instructions an optimizer wrote)
+        out = dict(self.rule(fields, system) if getattr(self.rule, "reads_system", False) else self.rule(fields))
         spec = out.pop("_logprobs", None)
         if "`reasoning`" in system:  # a ChainOfThought predictor: think first
             out = {"reasoning": "Reading the passages step by step.", **out}

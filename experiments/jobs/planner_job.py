@@ -1,7 +1,8 @@
 """`sharp compile --target planner`: the hop planner compiled on train, one MLflow run, the program saved.
 
 Demos come from train questions with a gold or rule plan (``--demos``: MuSiQue's decompositions, 2Wiki's rule
-plans; optimize/planner.py); an optimizer that selects (bootstrap-rs, mipro) scores its candidates on
+plans; optimize/planner.py); an optimizer that selects (bootstrap-rs, mipro; gepa, which reflects on the plan
+metric's feedback: why a plan was refused, the gold paragraphs its hops missed) scores its candidates on
 ``n_select`` of this dataset's train bridges that no rule plans, and the planner is reported before and after on
 the next ``n_val`` (held out from every choice): the plan metric (valid plans, the gold paragraphs their hops
 find with the gold answers written in), the share of plans Python accepts, hops a plan. The program keeps its
@@ -23,6 +24,7 @@ from optimize.planner import (
     PlannerStudent,
     demo_examples,
     install,
+    plan_feedback,
     plan_metric,
     plannable,
     planner_examples,
@@ -68,7 +70,8 @@ def compile_planner(
         raise ConfigError("--n-val must be at least 1: the planner is reported before and after on it")
     program, retriever = _start(runtime, program_path, system_config)
     demos, selectset, valset = _sets(runtime, demo_datasets, n_select, n_val, train_offset, seed)
-    metric = plan_metric(lambda q, k: program.retriever.retrieve(q, k))
+    search = lambda q, k: program.retriever.retrieve(q, k)  # noqa: E731
+    metric = plan_metric(search)
     student = PlannerStudent(program.hop_planner, program.config)
     assign_lms(student, runtime.lm_config)
     name = name or f"sharp-{runtime.dataset}-planner-{optimizer}"
@@ -80,8 +83,8 @@ def compile_planner(
         before = score_plans(student, valset, metric) if report else {}
         tracking.log_metrics(tracking.numeric(before, "before."))
         result = compile_program(
-            student, optimizer, demos, selectset, metric=metric, proposer_lm=proposer_for(runtime, optimizer),
-            overrides=settings, metric_threshold=0.75, seed=seed,
+            student, optimizer, demos, selectset, metric=metric, feedback_metric=plan_feedback(search),
+            proposer_lm=proposer_for(runtime, optimizer), overrides=settings, metric_threshold=0.75, seed=seed,
         )  # fmt: skip
         after = score_plans(result.program, valset, metric) if report else {}
         tracking.log_metrics(tracking.numeric(after, "after."))

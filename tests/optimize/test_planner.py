@@ -14,6 +14,7 @@ from optimize.planner import (
     gold_answers_for,
     install,
     natural_hop,
+    plan_feedback,
     plan_metric,
     plannable,
     planner_examples,
@@ -89,6 +90,57 @@ def test_the_plan_metric_scores_validity_then_what_the_hops_find():
     assert metric(HOTPOT, dspy.Prediction(hops=["Who publishes it?", "Who was its first president?"])) == 0.0
     assert plan_metric()(MUSIQUE, good) == 1.0 and plan_metric()(MUSIQUE, dspy.Prediction(hops=["a?", "b #1?",
                                                                                                "c #2?"])) == 0.5  # fmt: skip
+
+
+def test_the_feedback_metric_says_why_a_plan_failed_for_gepa():
+    feedback = plan_feedback(KeywordRetriever(CORPUS).retrieve, k=1)
+    off = dspy.Prediction(hops=["Who directed Pulp Fiction?", "Where was #1 born?"])
+    out = feedback(HOTPOT, off, None, "hop_planner", None)  # GEPA's five arguments
+    assert out.score == plan_metric(KeywordRetriever(CORPUS).retrieve, k=1)(HOTPOT, off) == 0.75
+    assert "never found the paragraph(s) ['Journal of Psychotherapy Integration']" in out.feedback
+    assert "'Who directed Pulp Fiction?' found ['Pulp Fiction']" in out.feedback  # each hop as it was searched
+    refused = feedback(MUSIQUE, dspy.Prediction(hops=[MUSIQUE.question]))
+    assert refused.score == 0.0 and "was refused: 1 hop(s)" in refused.feedback
+    assert (
+        "A plan of this question that works: ['Who published Journal of Psychotherapy Integration?'" in refused.feedback
+    )
+    good = dspy.Prediction(
+        hops=["Who publishes Journal of Psychotherapy Integration?", "Who was the first president of #1?"]
+    )
+    assert feedback(HOTPOT, good).feedback.endswith("found every paragraph the answer needs.")
+    assert plan_feedback()(HOTPOT, good).feedback == "The plan is valid (2 hops)."  # no search: no titles to judge
+
+
+def test_gepa_compiles_the_planner_on_the_feedback_metric():
+    """`sharp compile --target planner --optimizer gepa` (refused before: no feedback metric): the reflection
+    LM reads why a plan failed, and the instruction it writes goes back into the program where it pays."""
+    good = ["Who publishes Journal of Psychotherapy Integration?", "Who was the first president of #1?"]
+
+    def plan(fields, system):  # one hop (refused) until the instructions ask for single questions naming #1
+        return {"hops": good if "names #1" in system else [fields["question"]]}
+
+    plan.reads_system = True
+    prompts: list[str] = []
+
+    def reflect(fields, system):
+        prompts.append(str(fields) + system)
+        return {"new_instruction": "Write single questions; hop 2 names #1."}
+
+    reflect.reads_system = True
+    prog = SharpRAG(KeywordRetriever(CORPUS), SharpConfig())
+    student = PlannerStudent(prog.hop_planner)
+    assign(student, {"hop_planner": FieldLM("planner", plan)})
+    search = KeywordRetriever(CORPUS).retrieve
+    valset = planner_examples([HOTPOT])
+    trainset = planner_examples(
+        [example(HOTPOT.question, gold_titles=HOTPOT.gold_titles, id=f"h{i}") for i in range(3)]
+    )
+    result = compile_program(student, "gepa", trainset, valset, metric=plan_metric(search, 1),
+                             feedback_metric=plan_feedback(search, 1), proposer_lm=FieldLM("proposer", reflect),
+                             overrides={"max_metric_calls": 6, "reflection_minibatch_size": 1})  # fmt: skip
+    assert any("was refused: 1 hop(s)" in p for p in prompts)  # the feedback reached the reflection
+    assert "names #1" in result.program.hop_planner.signature.instructions
+    assert score_plans(result.program, valset, plan_metric(search, 1))["valid"] == 1.0
 
 
 def test_a_compiled_planner_goes_back_into_the_program_without_its_demos_gold_fields():
