@@ -87,6 +87,31 @@ def recorded_actions(records: Mapping[str, dict], examples: Sequence[Any]) -> se
     return {r["action"] for ex in examples for r in records[ex.id].get("rounds") or []}
 
 
+def replayable(
+    records: Mapping[str, dict],
+    examples: Sequence[Any],
+    base: SharpConfig,
+    candidates: Sequence[Lever],
+    passages: PassageLookup = titles_only,
+    seed: int = 0,
+) -> tuple[list[Lever], dict[str, str]]:
+    """The ``candidates`` whose every round the recording holds for ``examples`` (a lever that reaches a repair
+    recorded for some questions only, e.g. re-retrieval recorded for a comparison but no bridge, would stop a
+    replay), and why each other one is not (its name -> the replay's error)."""
+    from program.sharp.rounds import ReplayError
+
+    neutral = base.replace(**NEUTRAL)
+    kept, refused = [], {}
+    for lever in candidates:
+        try:
+            replay.score(records, examples, neutral.replace(**lever.overrides), seed, passages, intervals=False)
+        except ReplayError as exc:
+            refused[lever.name] = str(exc)
+        else:
+            kept.append(lever)
+    return kept, refused
+
+
 @dataclass
 class Effect:
     """A lever's EM difference against the neutral program: [diff, CI low, CI high], its LM calls and its

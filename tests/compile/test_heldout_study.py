@@ -289,3 +289,26 @@ def test_the_chain_levers_need_recorded_chains_and_say_how_they_answer():
     assert routed["repair_bridge"] == ("chain",) and routed["accept_threshold"] == CHAIN_ROUTES[-1]
     kept = combine(SharpConfig(), [chain[1]])
     assert kept.chain_answer == "union" and shown("chain_answer", kept) and not shown("chain_answer", SharpConfig())
+
+
+def test_a_lever_whose_rounds_are_recorded_for_some_questions_only_is_no_candidate(compiled):
+    """A recording that holds a repair for some questions only (MuSiQue's: re-retrieval for its one comparison,
+    none for its bridges) offers no lever that reaches it elsewhere: the studies name it instead of stopping."""
+    import copy
+
+    from experiments.lab.studies.crossfit_levers import study
+    from optimize.levers import levers, replayable
+
+    program, path, held = compiled
+    records = copy.deepcopy(recording.read_records(path, held))
+    bridges = [ex.id for ex in held if records[ex.id]["form"] == "bridge"]
+    assert len(bridges) >= 2
+    for qid in bridges[1:]:  # only the first bridge keeps its re-retrieval rounds
+        records[qid]["rounds"] = [r for r in records[qid]["rounds"] if r["action"] != "retrieve"]
+    assert any(r["action"] == "retrieve" for r in records[bridges[0]]["rounds"])
+    kept, refused = replayable(records, held, program.config, levers(program.config))
+    assert "bridges: re-retrieval" in refused and "did not record" in refused["bridges: re-retrieval"]
+    assert "bridges: re-retrieval" not in [lever.name for lever in kept] and kept
+    out = study(program, records, held, 2, titles_only)
+    assert "bridges: re-retrieval" in out["not candidates (rounds the recording lacks)"]
+    assert "bridges: re-retrieval" not in out["candidates"]

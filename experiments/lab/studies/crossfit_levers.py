@@ -29,7 +29,8 @@ from optimize.stats import paired_bootstrap
 def study(program: Any, records: dict, examples: list, folds: int, passages: Any, seed: int = 0) -> dict[str, Any]:
     base = program.config
     have = lv.recorded_actions(records, examples)
-    candidates = [lever for lever in lv.levers(base, lv.THRESHOLDS) if lever.needs is None or lever.needs in have]
+    offered = [lever for lever in lv.levers(base, lv.THRESHOLDS) if lever.needs is None or lever.needs in have]
+    candidates, unrecorded = lv.replayable(records, examples, base, offered, passages, seed)
     cf = lv.crossfit(records, examples, base, candidates, folds, passages, seed)
     d = paired_bootstrap(cf.em, cf.em0, seed=seed)
     n = len(examples)
@@ -39,6 +40,7 @@ def study(program: Any, records: dict, examples: list, folds: int, passages: Any
     return {
         "recorded actions": sorted(have),
         "candidates": [lever.name for lever in candidates],
+        "not candidates (rounds the recording lacks)": unrecorded,
         "cross-fitted": {
             "questions": n,
             "folds": cf.folds,

@@ -59,10 +59,13 @@ def by_form(records: dict, examples: list, em: dict[str, float], em0: dict[str, 
 def study(program: Any, records: dict, tune: list, check: list, passages: Any, seed: int = 0) -> dict[str, Any]:
     base = program.config
     have = lv.recorded_actions(records, tune)
-    candidates = [lever for lever in lv.levers(base) if lever.needs is None or lever.needs in have]
+    offered = [lever for lever in lv.levers(base) if lever.needs is None or lever.needs in have]
+    candidates, unrecorded = lv.replayable(records, [*tune, *check], base, offered, passages, seed)
     neutral_t, on_tune = lv.measure(records, tune, base, candidates, passages, seed)
     kept = lv.select(on_tune)
     out: dict[str, Any] = {"recorded actions": sorted(have), "kept": [lever.name for lever in kept]}
+    if unrecorded:
+        out["not candidates (rounds the recording lacks)"] = unrecorded
     combined = lv.combine(base, kept)
     out["kept config"] = {k: v for k, v in combined.model_dump(mode="json").items() if lv.shown(k, combined)}
     for label, examples, (neutral, effects) in (
