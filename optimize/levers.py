@@ -40,6 +40,8 @@ class Lever:
 THRESHOLDS = (0.6, 0.7, 0.8, 0.9)
 # the draft's P(right) (the program's gate) below which a bridge is chained, where the chain is routed
 CHAIN_ROUTES = (0.3, 0.5, 0.7)
+# hop 1's first-token probability at or below which the chain carries its second answer (the beam; 1.0: always)
+BEAM_ROUTES = (0.5, 1.0)
 
 
 def levers(tuned: SharpConfig, thresholds: Sequence[float] | None = None) -> list[Lever]:
@@ -73,6 +75,8 @@ def levers(tuned: SharpConfig, thresholds: Sequence[float] | None = None) -> lis
               {"repair_bridge": ("chain",), "chain_answer": "union"}, "chain"),
         *(Lever(f"bridges: the chain where the draft's P(right) < {t}", "repair_bridge",
                 {"repair_bridge": ("chain",), "accept_threshold": t}, "chain") for t in CHAIN_ROUTES),
+        *(Lever(f"bridges: the chain, hop 1's second answer carried where its P <= {t}", "repair_bridge",
+                {"repair_bridge": ("chain",), "chain_answer": "hop", "chain_beam": t}, "chain") for t in BEAM_ROUTES),
     ]  # fmt: skip
 
 

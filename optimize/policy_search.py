@@ -158,11 +158,24 @@ def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
     for name in TUNED_FIELDS:
         if name in fixed:
             params[name] = fixed[name]
+        elif _unsearched(name, space):
+            continue  # a lever added later, offered only at its default: the program keeps its own value
         elif name in floats:
             params[name] = trial.suggest_float(name, *floats[name])
         else:
             params[name] = trial.suggest_categorical(name, list(getattr(space, name)))
     return params
+
+
+def _unsearched(name: str, space: SearchSpace) -> bool:
+    """Whether ``name`` is a lever added after programs were shipped (SharpConfig.SAVED_ONLY_WHEN_SET: ``chain_beam``)
+    that ``space`` offers at its default alone: not suggested, so a search over a space without it draws, saves and
+    rebuilds what it did before the lever existed (the base program's value stands: a ``--set`` is kept)."""
+    if name not in SharpConfig.SAVED_ONLY_WHEN_SET or name in float_ranges(space):
+        return False
+    lever = LEVERS[name]
+    default = lever.choice(SharpConfig.model_fields[name].default)
+    return list(getattr(space, name)) == [default]
 
 
 def apply_params(base: SharpConfig, params: Mapping[str, Any]) -> SharpConfig:
@@ -187,7 +200,7 @@ def in_space(params: Mapping[str, Any], space: SearchSpace) -> bool:
     """Whether every free parameter of ``params`` is a value the space can suggest."""
     ranges = float_ranges(space)
     for name, value in params.items():
-        if name in space.fixed:
+        if name in space.fixed or _unsearched(name, space):
             continue
         if name in ranges:
             lo, hi = ranges[name]
@@ -207,7 +220,8 @@ def enqueue_baseline(study: Any, space: SearchSpace, params: Mapping[str, Any] |
     if not in_space(params, space):
         log.info("the starting config %s lies outside the search space; no baseline trial", dict(params))
         return False
-    study.enqueue_trial({k: v for k, v in params.items() if k not in space.fixed}, user_attrs={"baseline": True})
+    point = {k: v for k, v in params.items() if k not in space.fixed and not _unsearched(k, space)}
+    study.enqueue_trial(point, user_attrs={"baseline": True})
     return True
 
 

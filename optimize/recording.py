@@ -172,6 +172,11 @@ class _Resumed:
             return self.known.read(run, action, policy, tr)
         return self.program.read(run, action, policy, tr)
 
+    def branch(self, run: Any, rnd: Any, tr: Tracer) -> Any:
+        if rnd.branch_tried:  # a known chain round read with its branch
+            return self.known.branch(run, rnd, tr) if self.known is not None else rnd.branch
+        return self.program.branch(run, rnd, tr)
+
     def compose(self, run: Any, rnd: Any, tr: Tracer) -> Any:
         if self.known is not None and self.known.by_action.get(rnd.action, {}).get("read") is not None:
             return self.known.compose(run, rnd, tr)
@@ -204,7 +209,8 @@ def record_question(
     source = _Resumed(program, known, passages)
     with recording() as ledger:
         tr = Tracer(Budget(max_lm_calls=None), ledger)
-        run = play(q, question_form(q), source, Explore(critique, actions, focus_when), tr)
+        beam = cfg.chain_beam is not None  # the program carries a beam: every chain's branch is read
+        run = play(q, question_form(q), source, Explore(critique, actions, focus_when, beam), tr)
     mine = readings(program)
     rounds = []
     for rnd in run.rounds:
@@ -291,7 +297,14 @@ def complete(
     draft = next((r for r in kept if r["action"] == "draft"), None)
     if focus_when == "flagged" and draft is not None and not _draft_flagged(rec, draft):
         want.discard("focus")
+    if program.config.chain_beam is not None and any(_unbeamed(r) for r in kept if r["action"] == "chain"):
+        return False  # a chain whose hop 1 answered, its branch not read: read it (the chain itself is kept)
     return want <= have
+
+
+def _unbeamed(chain: dict) -> bool:
+    """Whether a recorded chain round lacks the branch a beam replays (its hop 1 answered, no branch read)."""
+    return bool(chain.get("hop_answers")) and "branch" not in chain
 
 
 def _draft_flagged(rec: dict, draft: dict) -> bool:

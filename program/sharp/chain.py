@@ -13,7 +13,11 @@
    hop answered with a date is asked once more for the kind of place ("In which city was X born?": the 1.5B reader
    reads the date first in a person's passage). A hop that finds nothing, answers nothing, the wrong kind of thing for its question, off
    its passages, or with the entity it asks about stops the chain (traced).
-3. **Answer.** The last hop's answer; or, where the policy says ``chain_answer: union``, one read of the whole
+3. **Beam.** Where the policy carries a second hop-1 answer (``chain_beam``: hop 1's first-token probability at or
+   below it), hop 1 is read again over its passages that do not hold the first answer, and that answer is
+   carried through the later hops (:func:`branch_round`, read on demand as the union read is); the loop keeps the
+   branch the gate trusts more (a finished chain before one a hop stopped).
+4. **Answer.** The last hop's answer; or, where the policy says ``chain_answer: union``, one read of the whole
    question over the union of the hops' passages (the IRCoT way), made by :func:`union_read` on demand, as the
    composer is for a comparison.
 
@@ -33,7 +37,7 @@ from program.sharp.spans import closest_span, is_span
 from program.tracing import Tracer
 from program.types import Passage
 
-__all__ = ["chain_round", "hop_answer", "read_hop", "union_evidence", "union_read"]
+__all__ = ["branch_round", "chain_round", "hop1_p", "hop_answer", "read_hop", "union_evidence", "union_read"]
 
 
 class ChainReader(Protocol):
@@ -128,7 +132,7 @@ def _read_checked(
 
 
 def read_hop(
-    reader: ChainReader, query: str, names: list[str], tr: Tracer, round_no: int, hop: int
+    reader: ChainReader, query: str, names: list[str], tr: Tracer, round_no: int, hop: int, **mark: Any
 ) -> tuple[Read | None, str | None, str]:
     """One hop: ``query`` searched with the titled passages of ``names`` (the entity it asks about) and read;
     (the read, its answer as its passages write it or None, why none). Where the entity's own passage was found,
@@ -141,10 +145,10 @@ def read_hop(
     entity = names[0] if names else None
     own = [p for p in passages if p.id in set(titled)][:1]
     if own and len(passages) > 1:
-        read, answer, problem = _read_checked(reader, query, own, entity, tr, round_no, hop, own=True)
+        read, answer, problem = _read_checked(reader, query, own, entity, tr, round_no, hop, own=True, **mark)
         if answer is not None:
             return read, answer, problem
-    return _read_checked(reader, query, passages, entity, tr, round_no, hop)
+    return _read_checked(reader, query, passages, entity, tr, round_no, hop, **mark)
 
 
 def chain_round(reader: ChainReader, run: Run, tr: Tracer, round_no: int) -> Round:
@@ -156,11 +160,17 @@ def chain_round(reader: ChainReader, run: Run, tr: Tracer, round_no: int) -> Rou
     if why:
         rnd.fallback = f"plan refused: {why}: the draft stands"
         return rnd
-    for i, hop in enumerate(plan.hops, 1):
+    _follow(reader, run, plan, rnd, tr, round_no)
+    return rnd
+
+
+def _follow(reader: ChainReader, run: Run, plan: Plan, rnd: Round, tr: Tracer, round_no: int, **mark: Any) -> None:
+    """Read ``plan``'s hops after those ``rnd`` has answered, one a hop, as far as they hold (into ``rnd``)."""
+    for i, hop in enumerate(plan.hops[len(rnd.hop_answers) :], len(rnd.hop_answers) + 1):
         query = substitute(hop, rnd.hop_answers)
         names = [rnd.hop_answers[-1]] if rnd.hop_answers else [plan.entity] if plan.entity else []
         reader._note_query(run, query)
-        read, answer, problem = read_hop(reader, query, names, tr, round_no, i)
+        read, answer, problem = read_hop(reader, query, names, tr, round_no, i, **mark)
         if read is not None:
             rnd.hops.append(read)
         if answer is None:
@@ -168,8 +178,41 @@ def chain_round(reader: ChainReader, run: Run, tr: Tracer, round_no: int) -> Rou
             break
         rnd.hop_answers.append(answer)
     if rnd.fallback:
-        tr.add("chain", round=round_no, stopped=rnd.fallback, hop_answers=list(rnd.hop_answers))
-    return rnd
+        tr.add("chain", round=round_no, stopped=rnd.fallback, hop_answers=list(rnd.hop_answers), **mark)
+
+
+def hop1_p(rnd: Round) -> float:
+    """How sure the chain's hop 1 is of its answer: its first token's probability (0 without log-probabilities:
+    unsure)."""
+    conf = rnd.hops[0].confidence if rnd.hops else None
+    return float((conf or {}).get("first", 0.0))
+
+
+def branch_round(reader: ChainReader, run: Run, rnd: Round, tr: Tracer) -> Round | None:
+    """The chain's second branch (a beam of 2): hop 1 read again over its passages that do not hold its first
+    answer, that answer checked as every hop's and carried through the later hops. None where hop 1 answered
+    nothing or no other passage was found (then no LM call)."""
+    if rnd.plan is None or not rnd.hop_answers:
+        return None
+    plan, first = Plan.from_record(rnd.plan), rnd.hop_answers[0]
+    names = [plan.entity] if plan.entity else []
+    passages, _ = _hop_search(reader, plan.hops[0], names, tr, rnd.round, 1)
+    others = [p for p in passages if not is_span(first, [p])]
+    if not others:
+        tr.add("chain", round=rnd.round, beam=f"every hop-1 passage holds {first!r}: no second answer")
+        return None
+    alt = Round("chain", plan=rnd.plan, round=rnd.round)
+    read, answer, problem = _read_checked(reader, plan.hops[0], others, plan.entity, tr, rnd.round, 1, beam=True)
+    alt.hops.append(read)
+    if answer is not None and answer.strip().lower() == first.strip().lower():
+        answer, problem = None, f"{answer!r} again"
+    if answer is None:
+        alt.fallback = f"hop 1: {problem}: no second answer"
+        tr.add("chain", round=rnd.round, stopped=alt.fallback, beam=True)
+        return alt
+    alt.hop_answers.append(answer)
+    _follow(reader, run, plan, alt, tr, rnd.round, beam=True)
+    return alt
 
 
 def union_evidence(rnd: Round, cap: int) -> list[Passage]:

@@ -29,12 +29,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import dspy
 
 from program.reading.answers import is_yes_no_question
 from program.sharp.answer_types import asked_type, mismatch
+from program.sharp.chain import hop1_p
 from program.sharp.forms import Form, matches_option, options
 from program.sharp.gate import critic_features, round_features
 from program.sharp.policy import UNCALIBRATED_P, Policy
@@ -292,6 +294,50 @@ def needs_composer(run: Run, rnd: Round, policy: Policy) -> bool:
     return policy.compare_by == "composer" or settle(run, rnd, policy).how != "code"
 
 
+def beams(rnd: Round, policy: Policy) -> bool:
+    """Whether a chain round carries hop 1's second answer (``chain_beam``): hop 1 answered, its first token's
+    probability at or below the policy's beam threshold."""
+    threshold = getattr(policy, "chain_beam", None)
+    return threshold is not None and rnd.action == "chain" and bool(rnd.hop_answers) and hop1_p(rnd) <= threshold
+
+
+def _finished(rnd: Round) -> bool:
+    return not rnd.fallback and rnd.plan is not None and len(rnd.hop_answers) == len(rnd.plan["hops"])
+
+
+def _gate_p(run: Run, rnd: Round, policy: Policy) -> float:
+    """The gate's P(right) of a chain's answer as the policy settles it (-1 where it settles none)."""
+    settled = settle(run, rnd, policy)
+    if settled.answer is None:
+        return -1.0
+    features = round_features(run, replace(rnd, answer=settled.answer, how=settled.how))
+    return gate_probability(features, policy)
+
+
+def carry_beam(run: Run, rnd: Round, source: RoundSource, policy: Policy, tr: Tracer) -> None:
+    """Read the chain's second branch (``source.branch``) and answer from it where it beats the first chain: the
+    first stopped and the branch finished, or both finished and the gate trusts the branch more (a tie keeps the
+    first). With ``chain_answer: union`` (a recording's explore policy) the branch is read, never taken: the
+    union read answers from the first chain's passages."""
+    alt = source.branch(run, rnd, tr)
+    first_p = branch_p = None
+    if alt is None:
+        chose, why = "first", "no second hop-1 answer"
+    elif not _finished(alt):
+        chose, why = "first", f"the branch stopped ({alt.fallback})"
+    elif not _finished(rnd):
+        chose, why = "branch", "the first chain stopped"
+    else:
+        first_p, branch_p = round(_gate_p(run, rnd, policy), 4), round(_gate_p(run, alt, policy), 4)
+        chose, why = ("branch", "the gate trusts it more") if branch_p > first_p else ("first", "the gate's P")
+    if chose == "branch" and policy.chain_answer == "union":
+        chose, why = "first", "read for a replay (the union read answers from the first chain)"
+    tr.add("chain", round=rnd.round, beam=chose, why=why, hop1=[rnd.hop_answers[0], *(alt.hop_answers[:1] if alt else [])],
+           p_gate=[first_p, branch_p] if first_p is not None else None)  # fmt: skip
+    if chose == "branch":
+        rnd.take_branch()
+
+
 def assess(run: Run, rnd: Round, source: RoundSource, policy: Policy, tr: Tracer) -> None:
     """Settle a read round, then its features, gate, critic (where the policy wants it) and P(right), in
     place; a judgement step records the outcome."""
@@ -323,6 +369,8 @@ def play(question: str, form: Form, source: RoundSource, policy: Policy, tr: Tra
     action: str | None = "draft"
     while action is not None:
         rnd = source.read(run, action, policy, tr)  # type: ignore[arg-type]
+        if beams(rnd, policy):
+            carry_beam(run, rnd, source, policy, tr)
         if needs_composer(run, rnd, policy):
             rnd.read = source.compose(run, rnd, tr)
         assess(run, rnd, source, policy, tr)

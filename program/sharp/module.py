@@ -12,7 +12,7 @@ from program.reading.evidence import EvidencePool, format_evidence
 from program.reading.generation import answer_from_evidence, record_confidence
 from program.reading.parsing import items
 from program.retrieval.base import Retriever
-from program.sharp.chain import chain_round, union_read
+from program.sharp.chain import branch_round, chain_round, union_read
 from program.sharp.critic import output_fields, read_critique
 from program.sharp.forms import options, question_form, rule_checks, rule_sub_questions
 from program.sharp.loop import SYSTEM, conclude, play
@@ -207,6 +207,17 @@ class SharpRAG(dspy.Module):
     def _chain(self, run: Run, tr: Tracer, round_no: int, policy: Policy) -> Round:
         """The bridge hop by hop: a checked plan, each hop searched and read alone (program/sharp/chain.py)."""
         return chain_round(self, run, tr, round_no)
+
+    def branch(self, run: Run, rnd: Round, tr: Tracer) -> Round | None:
+        """A chain's second branch (program/sharp/chain.py branch_round), its steps, calls and seconds its own,
+        kept on ``rnd``."""
+        n_steps, n_calls, t0 = len(tr.steps), len(tr.ledger.records), time.perf_counter()
+        alt = branch_round(self, run, rnd, tr)
+        if alt is not None:
+            alt.steps, alt.calls = tr.steps[n_steps:], _calls(tr, n_calls)
+            alt.seconds = round(time.perf_counter() - t0, 4)
+        rnd.branch, rnd.branch_tried = alt, True
+        return alt
 
     def compose(self, run: Run, rnd: Round, tr: Tracer) -> Read:
         """The composer's answer from a comparison's values, or a chain's read of the question over its hops'

@@ -106,7 +106,7 @@ def bare_off(value: Any) -> Any:
 class SharpConfig(StrictConfig):
     """Everything an optimizer may tune, validated."""
 
-    SAVED_ONLY_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"hop_passage_chars"})
+    SAVED_ONLY_WHEN_SET: ClassVar[frozenset[str]] = frozenset({"hop_passage_chars", "chain_beam"})
 
     # the evidence ranker the searches go through (its probabilities are features of the answer critic): a
     # ranker's name, "dataset" for the dataset's own (experiments/rankers.py), or None for plain hybrid search
@@ -201,6 +201,13 @@ class SharpConfig(StrictConfig):
     chain_answer: Annotated[
         Literal["hop", "union"], Lever(("hop",), explore="union", neutral=KEEP, valid=("hop", "union"))
     ] = "hop"
+    # a beam of 2 for a chain: where hop 1's first answer token has at most this probability, hop 1 is read again
+    # over its passages that do not hold that answer and the second answer is carried through the later hops; the
+    # gate keeps the better branch (None: off). Replayed only over a recording made with it set (it reads the
+    # branch of every chain, at any probability); a chain answered by its union read carries no beam
+    chain_beam: Annotated[float | None, Lever(("off",), explore=None, neutral=None, off=None)] = Field(
+        None, ge=0.0, le=1.0
+    )
     # what the draft reads: the top k_schedule[0] passages whole, or the sentences the selector keeps of the top
     # sentence_passages passages (sentence_budget sentences in all: each passage's first, then the best scored)
     evidence: Literal["passages", "sentences"] = "passages"
@@ -261,6 +268,11 @@ class SharpConfig(StrictConfig):
             raise ValueError("judge: a judge calibrator reads the critic's verdict; this one does not (use gate)")
         if self.gate is not None and self.gate.needs_critic:
             raise ValueError("gate: the gate calibrator must not read the critic's verdict (use judge)")
+        if self.chain_beam is not None and self.chain_answer == "union":
+            raise ValueError(
+                "chain_beam: a chain answered by its union read (chain_answer: union) reads the first chain's "
+                "passages; the beam needs chain_answer: hop"
+            )
         return self
 
     def accept_for(self, form: Form) -> float:
@@ -326,14 +338,22 @@ class Explore:
     """The policy of a recording: every lever at its exploring value (:data:`LEVERS`): every repair a question
     of its form can get (or those in ``actions``), in order, none accepted early; every comparison composed by
     the LM too and every chain read whole too (so a replay can take either path); each round critiqued, or
-    none (``critique=False``: such a record replays only policies that never ask the critic)."""
+    none (``critique=False``: such a record replays only policies that never ask the critic); with ``beam`` (the
+    recorded program sets ``chain_beam``), every chain's second branch read too, whatever hop 1's probability."""
 
     gate = judge = None
     budget = Budget(max_lm_calls=None)
 
-    def __init__(self, critique: bool = True, actions: Sequence[str] | None = None, focus_when: str = "rejected"):
+    def __init__(
+        self,
+        critique: bool = True,
+        actions: Sequence[str] | None = None,
+        focus_when: str = "rejected",
+        beam: bool = False,
+    ):
         for name, lever in LEVERS.items():
             setattr(self, name, lever.explore)
+        self.chain_beam = 1.0 if beam else None  # beam: every chain's second branch read (any threshold replays)
         self.ask_critic = "always" if critique else "off"
         self.actions = None if actions is None else tuple(actions)
         self.focus_when = focus_when  # "flagged": focused reads of flagged drafts alone (what flagged policies run)

@@ -104,6 +104,10 @@ class Round:
     compose_steps: list[dict] = field(default_factory=list)
     compose_calls: list[dict] = field(default_factory=list)
     compose_seconds: float = 0.0
+    # chain: its second branch (a beam of 2, ``chain_beam``): hop 1's next answer carried through the later hops,
+    # read on demand as the union read is; ``branch_tried``: the beam was read (None then: hop 1 had no other answer)
+    branch: Round | None = None
+    branch_tried: bool = False
     critique: dict | None = None  # the critic LM's reading of the round, where it was asked
     critic_steps: list[dict] = field(default_factory=list)
     critic_calls: list[dict] = field(default_factory=list)
@@ -118,6 +122,7 @@ class Round:
     source: str | None = None  # where P(right) came from: gate, judge, critic
     critic_used: bool = False
     flagged: bool = False  # the type check or the intermediate-entity sign flags what the reader wrote
+    swapped: bool = False  # chain: the beam chose the branch, now in hops / hop_answers (the first in ``branch``)
 
     @property
     def parts(self) -> list[Read]:
@@ -141,8 +146,25 @@ class Round:
             return list(self.read.cited_ids) if self.read else []
         return list(dict.fromkeys(i for v in self.parts for i in v.cited_ids))
 
+    def take_branch(self) -> None:
+        """Answer from the branch (the beam chose it): its hops, answers and stop trade places with the first
+        chain's, which stays recorded as read (:meth:`to_record` writes the rounds as they were read)."""
+        if self.branch is None:
+            raise ValueError("a chain round without a branch cannot take it")
+        b = self.branch
+        self.hops, b.hops = b.hops, self.hops
+        self.hop_answers, b.hop_answers = b.hop_answers, self.hop_answers
+        self.fallback, b.fallback = b.fallback, self.fallback
+        self.swapped = not self.swapped
+
     def to_record(self) -> dict:
         """What was read, as JSON (passages as id, title and score): a recording's round."""
+        if self.swapped:  # as read: the first chain in hops, the branch in branch
+            self.take_branch()
+            try:
+                return self.to_record()
+            finally:
+                self.take_branch()
         return {
             "action": self.action,
             "read": self.read.to_record() if self.read else None,
@@ -156,6 +178,7 @@ class Round:
                 if self.action == "chain"
                 else {}
             ),
+            **({"branch": self.branch.to_record() if self.branch else None} if self.branch_tried else {}),
             "fallback": self.fallback,
             "steps": self.steps,
             "calls": self.calls,
@@ -191,6 +214,8 @@ class Round:
             critique=d.get("critique"),
             critic_steps=[dict(s) for s in d.get("critic_steps") or []],
             critic_calls=[dict(c) for c in d.get("critic_calls") or []],
+            branch=cls.from_record(d["branch"], passages) if d.get("branch") else None,
+            branch_tried="branch" in d,
         )
 
 
@@ -248,6 +273,11 @@ class RoundSource(Protocol):
         over its hops' passages (its steps in ``tr``)."""
         ...
 
+    def branch(self, run: Run, rnd: Round, tr: Tracer) -> Round | None:
+        """A chain round's second branch (hop 1's next answer carried through the later hops: the beam), its
+        steps in ``tr``; None where hop 1 had no other answer. Kept on ``rnd`` (``branch``, ``branch_tried``)."""
+        ...
+
     def critique(self, run: Run, rnd: Round, tr: Tracer) -> dict | None:
         """The critic LM's reading of ``rnd`` (its steps in ``tr``), or None when its reply was discarded."""
         ...
@@ -292,6 +322,17 @@ class RecordedRounds:
             raise ReplayError(f"the policy composes a {rnd.action} round the recording did not compose")
         self._enter(rnd.compose_steps, rnd.compose_calls, rnd.compose_seconds, rnd.round, tr)
         return Read.from_record(recorded, self.passages)
+
+    def branch(self, run: Run, rnd: Round, tr: Tracer) -> Round | None:
+        if not rnd.branch_tried:
+            raise ReplayError(
+                "the policy carries hop 1's second answer (chain_beam), which the recording did not read; record "
+                "again with chain_beam set"
+            )
+        if rnd.branch is not None:
+            self._enter(rnd.branch.steps, rnd.branch.calls, rnd.branch.seconds, rnd.round, tr)
+            run.queries.extend(q for q in self._queries(rnd.branch.steps) if q not in run.queries)
+        return rnd.branch
 
     def critique(self, run: Run, rnd: Round, tr: Tracer) -> dict | None:
         if not self.record.get("critiqued", False):

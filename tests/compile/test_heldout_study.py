@@ -280,13 +280,14 @@ def test_the_yes_no_ceiling_is_the_best_threshold_in_sample_and_the_fold_thresho
 
 
 def test_the_chain_levers_need_recorded_chains_and_say_how_they_answer():
-    from optimize.levers import CHAIN_ROUTES, combine, levers, shown
+    from optimize.levers import BEAM_ROUTES, CHAIN_ROUTES, combine, levers, shown
     from program.sharp.policy import SharpConfig
 
     chain = [lever for lever in levers(SharpConfig()) if lever.needs == "chain"]
-    assert [lever.setting for lever in chain] == ["repair_bridge"] * (2 + len(CHAIN_ROUTES))  # alternatives of one
-    routed = chain[-1].overrides
+    assert [lever.setting for lever in chain] == ["repair_bridge"] * (2 + len(CHAIN_ROUTES) + len(BEAM_ROUTES))
+    routed = chain[2 + len(CHAIN_ROUTES) - 1].overrides
     assert routed["repair_bridge"] == ("chain",) and routed["accept_threshold"] == CHAIN_ROUTES[-1]
+    assert chain[-1].overrides["chain_beam"] == BEAM_ROUTES[-1] and chain[-1].overrides["chain_answer"] == "hop"
     kept = combine(SharpConfig(), [chain[1]])
     assert kept.chain_answer == "union" and shown("chain_answer", kept) and not shown("chain_answer", SharpConfig())
 

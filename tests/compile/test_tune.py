@@ -78,7 +78,7 @@ def test_suggest_stays_within_the_space_and_keeps_the_pins():
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
     for _ in range(20):
         params = suggest(study.ask(), space)
-        assert set(params) == set(TUNED_FIELDS)
+        assert set(params) == set(TUNED_FIELDS) - {"chain_beam"}  # a lever added later, offered at its default
         assert all(0.4 <= params[k] <= 0.6 for k in ("accept_threshold", "accept_comparison", "accept_yesno"))
         assert 0.0 <= params["critic_floor"] <= 0.9
         assert params["ask_critic"] == "band" and params["max_repairs"] == 1 and params["choose"] == "last"
@@ -86,6 +86,19 @@ def test_suggest_stays_within_the_space_and_keeps_the_pins():
         assert params["yes_threshold"] in YES_GRID and params["span_rule"] in ("off", "name", "span", "both")
         assert in_space(params, space)
         apply_params(SharpConfig(), params)  # every point is a valid config
+
+
+def test_a_lever_added_later_is_suggested_only_where_the_space_offers_more_than_its_default():
+    """chain_beam came after programs were shipped: a space without it draws, saves and rebuilds what it did
+    before (the MANIFEST rebuild test holds it to the byte); a space that offers it searches it; the base
+    program's own value stands where it is not searched (a build's --set chain_beam is kept)."""
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    assert "chain_beam" not in suggest(study.ask(), SearchSpace())
+    space = SearchSpace(chain_answer=("hop",), chain_beam=("off", 0.5, 1.0))
+    seen = {suggest(study.ask(), space)["chain_beam"] for _ in range(30)}
+    assert seen == {"off", 0.5, 1.0}
+    assert apply_params(SharpConfig(chain_beam=0.7), suggest(study.ask(), SearchSpace())).chain_beam == 0.7
+    assert apply_params(SharpConfig(chain_beam=0.7), {"chain_beam": "off"}).chain_beam is None
 
 
 SPACES = {
@@ -156,6 +169,7 @@ def test_params_and_configs_round_trip():
         "span_rule": "off",
         "place_rule": "off",
         "chain_answer": "hop",
+        "chain_beam": "off",
     }
     back = apply_params(SharpConfig(), default)
     same = {k: v for k, v in back.model_dump().items() if k not in ("accept_comparison", "accept_yesno")}
@@ -273,7 +287,8 @@ def test_the_starting_config_is_the_first_trial_when_it_lies_in_the_space():
     assert enqueue_baseline(study, SearchSpace(), default)
     seen = []
     run_study(study, Tuner(SearchSpace(), objective, lambda p: (seen.append(p), fake_score(p))[1]), 3)
-    assert seen[0] == default and seen[1] != default
+    unsearched = {k: v for k, v in default.items() if k != "chain_beam"}  # offered at its default alone
+    assert seen[0] == unsearched and seen[1] != unsearched
     assert baseline_trial(study).number == 0
     assert not enqueue_baseline(study, SearchSpace(), default)  # a study with trials is not re-seeded
     fresh = optuna.create_study(direction="maximize")
@@ -350,7 +365,8 @@ def test_tune_scores_every_trial_by_replay_of_one_recording_and_saves_the_best_p
     # the best policy run live scores what its replay said
     assert out.verify["match"] == 1.0 and out.verify["live_em"] == pytest.approx(out.best_metrics["em"])
     assert out.best_values[0] == pytest.approx(out.best_metrics["em_cost"])
-    assert out.baseline["number"] == 0 and out.baseline["params"] == params_of(world.small)
+    baseline = {k: v for k, v in params_of(world.small).items() if k != "chain_beam"}  # not searched: not drawn
+    assert out.baseline["number"] == 0 and out.baseline["params"] == baseline
 
     saved = read_program(out.path)
     assert saved.meta["best_params"] == out.best_params and saved.meta["objective"] == "em-cost"

@@ -414,3 +414,94 @@ def test_hop_passage_chars_is_saved_and_digested_only_when_set(tmp_path):
     assert saved["hop_passage_chars"] == 3000 and SharpConfig(**saved).hop_passage_chars == 3000
     assert reading(set_, "chain") != reading(prog, "chain")
     assert all(reading(set_, a) == reading(prog, a) for a in ("draft", "compare", "focus", "critic"))
+
+
+# ---- the beam: hop 1's second answer carried through the later hops ------------------------------------------
+BEAMED = {
+    **CHAINED,
+    # hop 1 unsure (P 0.37): read again over its passages that do not hold "Quentin Tarantino" (p3)
+    "Who directed Pulp Fiction?": [reply("Quentin Tarantino", UNSURE), reply("Krzysztof Kieslowski")],
+    "What nationality was Quentin Tarantino?": reply("unknown"),  # the first chain stops at hop 2
+    "What nationality was Krzysztof Kieslowski?": reply("Polish"),
+}
+
+
+def test_an_unsure_hop_1_carries_its_second_answer_and_a_finished_branch_beats_a_stopped_chain():
+    prog, _ = program(BEAMED, chain_beam=0.5)
+    pred = prog(question=BRIDGE)
+    assert pred.answer == "Polish" and rounds(pred)[-1] == ("chain", "Polish")
+    # the draft; hop 1; hop 2 twice (its own passage, then together); the branch's hop 1 and hop 2
+    assert pred.cost["lm_calls"] == 6
+    branch_reads = [s for s in steps(pred, "generator") if s.get("beam")]
+    assert [s["hop"] for s in branch_reads] == [1, 2] and branch_reads[0]["evidence_ids"] == ["p3"]  # without p1, p2
+    (beam,) = [s for s in steps(pred, "chain") if s.get("beam") in ("first", "branch")]
+    assert beam["beam"] == "branch" and beam["why"] == "the first chain stopped"
+    assert beam["hop1"] == ["Quentin Tarantino", "Krzysztof Kieslowski"]
+    assert {p.id for p in pred.passages} >= {"p3", "p4"}  # the branch's passages
+
+
+def test_without_the_beam_or_with_a_sure_hop_1_no_branch_is_read():
+    pred = program(BEAMED)[0](question=BRIDGE)  # chain_beam off: the first chain stopped, the draft stands
+    assert pred.answer == "Quentin Tarantino" and pred.cost["lm_calls"] == 4
+    sure = {**CHAINED, "Who directed Pulp Fiction?": reply("Quentin Tarantino", [-0.3])}  # P 0.74
+    pred = program(sure, chain_beam=0.5)[0](question=BRIDGE)
+    assert pred.answer == "American" and pred.cost["lm_calls"] == 3 and not any(s.get("beam") for s in pred.trace)
+
+
+def test_a_tie_keeps_the_first_chain_and_a_stopped_branch_never_wins():
+    both = {**BEAMED, "What nationality was Quentin Tarantino?": reply("American")}  # both chains finish
+    pred = program(both, chain_beam=0.5)[0](question=BRIDGE)
+    (beam,) = [s for s in steps(pred, "chain") if s.get("beam")]
+    assert pred.answer == "American" and beam["beam"] == "first" and beam["p_gate"][0] == beam["p_gate"][1]
+    stopped = {**both, "What nationality was Krzysztof Kieslowski?": reply("unknown")}
+    pred = program(stopped, chain_beam=0.5)[0](question=BRIDGE)
+    (beam,) = [s for s in steps(pred, "chain") if s.get("beam") in ("first", "branch")]
+    assert pred.answer == "American" and beam["beam"] == "first" and "the branch stopped" in beam["why"]
+
+
+def test_the_beam_is_recorded_once_and_replayed_at_any_threshold_its_calls_counted_only_where_it_runs(tmp_path):
+    import dspy
+
+    from optimize.recording import complete, record
+    from optimize.replay import replay
+    from program.sharp.rounds import ReplayError, lookup_in
+
+    examples = [dspy.Example(id="q0", question=BRIDGE, answer="Polish", answer_aliases=[]).with_inputs("question")]
+    plain, _ = program(BEAMED)
+    recs = record(plain, examples, path=tmp_path / "plain.jsonl", critique=False, actions=("chain",))
+    assert "branch" not in recs["q0"]["rounds"][1]  # a program without the beam reads no branch
+    # (its reader's first hop-1 reply is the branch's: the chain's own is kept from the recording)
+    beamed, lms = program({**BEAMED, "Who directed Pulp Fiction?": reply("Krzysztof Kieslowski")}, chain_beam=0.5)
+    assert not complete(recs["q0"], beamed, ("chain",))  # its chains lack the branch: recorded again
+    texts = lookup_in({p.id: p for p in CORPUS})
+    with pytest.raises(ReplayError, match="chain_beam"):
+        replay(recs["q0"], beamed.config, texts)
+    before = lms["generator"].calls
+    recs = record(beamed, examples, path=tmp_path / "plain.jsonl", critique=False, actions=("chain",))
+    assert lms["generator"].calls - before == 2  # the branch's two reads alone: the draft and the chain were kept
+    chain = recs["q0"]["rounds"][1]
+    assert chain["hop_answers"] == ["Quentin Tarantino"] and chain["branch"]["hop_answers"] == [
+        "Krzysztof Kieslowski", "Polish"]  # fmt: skip
+    assert complete(recs["q0"], beamed, ("chain",))
+    live = program(BEAMED, chain_beam=0.5)[0](question=BRIDGE)
+    on = replay(recs["q0"], beamed.config, texts)
+    assert on.answer == live.answer == "Polish" and on.cost["lm_calls"] == live.cost["lm_calls"] == 6
+    off = replay(recs["q0"], beamed.config.model_copy(update={"chain_beam": None}), texts)
+    assert off.answer == "Quentin Tarantino" and off.cost["lm_calls"] == 4  # the branch's calls not counted
+    below = replay(recs["q0"], beamed.config.model_copy(update={"chain_beam": 0.2}), texts)  # hop 1's P 0.37
+    assert below.answer == "Quentin Tarantino" and below.cost["lm_calls"] == 4
+
+
+def test_the_beam_is_refused_with_the_union_read_and_saved_only_when_set(tmp_path):
+    import json
+
+    from optimize.recording import reading
+    from program.serving.saved import save_program
+
+    with pytest.raises(ValueError, match="the beam needs chain_answer: hop"):
+        SharpConfig(chain_beam=0.5, chain_answer="union")
+    prog, _ = program(CHAINED)
+    beamed, _ = program(CHAINED, chain_beam=0.5)
+    assert "chain_beam" not in json.loads(save_program(tmp_path / "a.json", prog, "sharp").read_text())["config"]
+    assert json.loads(save_program(tmp_path / "b.json", beamed, "sharp").read_text())["config"]["chain_beam"] == 0.5
+    assert all(reading(beamed, a) == reading(prog, a) for a in ("draft", "compare", "focus", "critic", "chain"))
