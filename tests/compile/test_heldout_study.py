@@ -313,3 +313,17 @@ def test_a_lever_whose_rounds_are_recorded_for_some_questions_only_is_no_candida
     out = study(program, records, held, 2, titles_only)
     assert "bridges: re-retrieval" in out["not candidates (rounds the recording lacks)"]
     assert "bridges: re-retrieval" not in out["candidates"]
+
+
+def test_the_chain_lever_study_measures_each_chain_lever_on_bridges_and_names_those_it_cannot_replay(compiled):
+    from experiments.lab.studies.chain_levers import study
+    from optimize.levers import levers
+
+    program, path, held = compiled
+    records = recording.read_records(path, held)
+    out = study(program, records, held, titles_only)
+    assert out["bridges"] == sum(records[ex.id]["form"] == "bridge" for ex in held) > 0
+    chained = any(r["action"] == "chain" for ex in held for r in records[ex.id]["rounds"])
+    named = set(out["levers"]) | set(out.get("not replayable (rounds the recording lacks)", {}))
+    assert named == {lever.name for lever in levers(program.config) if lever.needs == "chain"}  # each one, once
+    assert bool(out["levers"]) == chained  # measured where the recording holds chains, else named

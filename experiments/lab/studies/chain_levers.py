@@ -1,0 +1,50 @@
+"""Each chain lever alone against the ranked read, on a recording's bridges (replays, no LM call):
+
+    python -m experiments.lab.studies.chain_levers --dataset hotpotqa \\
+        --program experiments/results/programs/sharp-hotpotqa-chain-build.json \\
+        --recording experiments/results/recordings/hotpotqa-train-chain.jsonl.gz --n 598 \\
+        --json experiments/results/chain/chain-levers-hotpotqa-bridges.json
+
+The first ``--n`` seeded train questions, their bridges only (the form the recording holds); each lever of
+optimize/levers.py that runs the chain (every bridge, the union read, routed by the draft's P(right), the beam
+where the recording holds branches) over the neutral ranked read, with its paired 95% CI, LM calls and recorded
+seconds a bridge. What a build's policy weighs when it takes or leaves the chain.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from experiments.lab.studies import show
+from experiments.lab.studies.lever_selection import add_arguments, load
+from optimize import levers as lv
+
+
+def study(program: Any, records: dict, examples: list, passages: Any, seed: int = 0) -> dict[str, Any]:
+    bridges = [ex for ex in examples if records[ex.id]["form"] == "bridge"]
+    offered = [lever for lever in lv.levers(program.config) if lever.needs == "chain"]
+    chain, unrecorded = lv.replayable(records, bridges, program.config, offered, passages, seed)
+    neutral, effects = lv.measure(records, bridges, program.config, chain, passages, seed)
+    return {
+        "bridges": len(bridges),
+        "neutral": neutral,
+        "levers": {e.lever.name: {"em": e.em, "delta_em": e.delta_em, "lm_calls_per_q": e.lm_calls_per_q,
+                                  "seconds_per_q": e.seconds_per_q} for e in effects},  # fmt: skip
+        **({"not replayable (rounds the recording lacks)": unrecorded} if unrecorded else {}),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    ap.add_argument("--n", type=int, required=True, help="the first N seeded train questions")
+    args = ap.parse_args()
+    if args.save is not None:
+        ap.error("--save: this study measures the chain levers, it keeps none (crossfit_levers --save does)")
+    rt, program, _, examples, records = load(args, args.n)
+    show({"program": str(args.program), **study(program, records, examples, rt.passages(), args.seed)}, args.json)
+
+
+if __name__ == "__main__":
+    main()
