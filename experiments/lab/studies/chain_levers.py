@@ -29,8 +29,15 @@ def study(program: Any, records: dict, examples: list, passages: Any, seed: int 
     return {
         "bridges": len(bridges),
         "neutral": neutral,
-        "levers": {e.lever.name: {"em": e.em, "delta_em": e.delta_em, "lm_calls_per_q": e.lm_calls_per_q,
-                                  "seconds_per_q": e.seconds_per_q} for e in effects},  # fmt: skip
+        "levers": {
+            e.lever.name: {
+                "em": e.em,
+                "delta_em": e.delta_em,
+                "lm_calls_per_q": e.lm_calls_per_q,
+                "seconds_per_q": e.seconds_per_q,
+            }
+            for e in effects
+        },  # fmt: skip
         **({"not replayable (rounds the recording lacks)": unrecorded} if unrecorded else {}),
     }
 
