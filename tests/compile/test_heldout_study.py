@@ -327,3 +327,6 @@ def test_the_chain_lever_study_measures_each_chain_lever_on_bridges_and_names_th
     named = set(out["levers"]) | set(out.get("not replayable (rounds the recording lacks)", {}))
     assert named == {lever.name for lever in levers(program.config) if lever.needs == "chain"}  # each one, once
     assert bool(out["levers"]) == chained  # measured where the recording holds chains, else named
+    assert sum(out["chains"].values()) == sum(
+        r["action"] == "chain" for ex in held if records[ex.id]["form"] == "bridge" for r in records[ex.id]["rounds"]
+    )

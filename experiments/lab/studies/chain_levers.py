@@ -8,7 +8,7 @@
 The first ``--n`` seeded train questions, their bridges only (the form the recording holds); each lever of
 optimize/levers.py that runs the chain (every bridge, the union read, routed by the draft's P(right), the beam
 where the recording holds branches) over the neutral ranked read, with its paired 95% CI, LM calls and recorded
-seconds a bridge. What a build's policy weighs when it takes or leaves the chain.
+seconds a bridge, and how the recorded chains ended. What a build's policy weighs when it takes or leaves the chain.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def study(program: Any, records: dict, examples: list, passages: Any, seed: int 
     neutral, effects = lv.measure(records, bridges, program.config, chain, passages, seed)
     return {
         "bridges": len(bridges),
+        "chains": chain_outcomes(records, bridges),
         "neutral": neutral,
         "levers": {
             e.lever.name: {
@@ -40,6 +41,19 @@ def study(program: Any, records: dict, examples: list, passages: Any, seed: int 
         },  # fmt: skip
         **({"not replayable (rounds the recording lacks)": unrecorded} if unrecorded else {}),
     }
+
+
+def chain_outcomes(records: dict, bridges: list) -> dict[str, int]:
+    """How the recorded chains of ``bridges`` ended: finished, stopped at a hop, or their plan refused (by why)."""
+    out: dict[str, int] = {}
+    for ex in bridges:
+        for rnd in records[ex.id].get("rounds") or []:
+            if rnd["action"] == "chain":
+                why = rnd.get("fallback") or ""
+                key = ("refused: " + why.split(": ")[1]) if why.startswith("plan refused") else (
+                    "a hop stopped it" if why else "finished")  # fmt: skip
+                out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def main() -> None:
