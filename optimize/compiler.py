@@ -102,6 +102,7 @@ class CompileResult:
     settings: dict
     cost: dict
     seconds: float
+    search: dict | None = None  # what a searching optimizer tried (GEPA: :func:`search_summary`)
 
 
 def _fresh_student(
@@ -199,7 +200,42 @@ def compile_program(
     seconds = time.perf_counter() - t0
     cost = ledger.summary()
     cost["seconds"] = round(seconds, 3)
-    return CompileResult(program=compiled, optimizer=optimizer, settings=built.settings, cost=cost, seconds=seconds)
+    search = search_summary(compiled)
+    if search is not None:
+        log.info(
+            "%s tried %d candidate(s), scored on %d example(s); kept candidate %d (%s)", optimizer,
+            len(search["candidates"]), search["examples"], search["kept"], search["candidates"][search["kept"]]["score"],
+        )  # fmt: skip
+    return CompileResult(
+        program=compiled, optimizer=optimizer, settings=built.settings, cost=cost, seconds=seconds, search=search
+    )
+
+
+def search_summary(compiled: dspy.Module) -> dict | None:
+    """What GEPA tried (its ``detailed_results``, kept by ``track_stats``): each candidate's instructions, the
+    candidate it grew from, its mean score on the examples it selects on and the metric calls spent when it was
+    found; which one was kept (candidate 0 is the student as it came). None for an optimizer that keeps no such
+    record."""
+    results = getattr(compiled, "detailed_results", None)
+    if results is None or not getattr(results, "candidates", None):
+        return None
+    candidates = []
+    for i, candidate in enumerate(results.candidates):
+        candidates.append(
+            {
+                "instructions": {name: pred.signature.instructions for name, pred in candidate.named_predictors()},
+                "parents": [p for p in (results.parents[i] or []) if p is not None],
+                "score": round(float(results.val_aggregate_scores[i]), 4),
+                "found_after_metric_calls": results.discovery_eval_counts[i],
+            }
+        )
+    return {
+        "candidates": candidates,
+        "kept": results.best_idx,
+        "examples": len(results.val_subscores[0]) if results.val_subscores else 0,
+        "metric_calls": results.total_metric_calls,
+        "full_evaluations": results.num_full_val_evals,
+    }
 
 
 def frozen_states(module: dspy.Module, roles: Sequence[str]) -> dict[str, dict]:

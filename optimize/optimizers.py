@@ -223,7 +223,7 @@ def gepa(ctx: OptimizerContext, opts: dict) -> Built:
         "reflection_minibatch_size": 3,
         "num_threads": 1,
         "seed": ctx.seed,
-        "track_stats": False,
+        "track_stats": True,  # its candidates and their scores: the compile reports what it tried
     }
     if ctx.frozen and "component_selector" not in opts:
         defaults["component_selector"] = ThawedRoundRobin(ctx.frozen)

@@ -159,7 +159,20 @@ def _compile_planner(
     typer.echo(f"program: {out.path}\nrun: {out.run_id}\nplanner demos: {out.demos} (train ids {out.demo_ids})")
     for key in ("metric", "valid", "hops_per_plan"):
         typer.echo(f"  {key:>15}: {out.before.get(key)} -> {out.after.get(key)}")
+    if out.search:
+        _show_search(out.search)
     typer.echo(f"  compile cost: {_cost(out.cost)}, {out.cost['seconds']:.0f}s")
+
+
+def _show_search(search: dict) -> None:
+    """What a searching optimizer tried: each candidate's score on the examples it selects on, which it kept."""
+    scores = ", ".join(f"{i}: {c['score']:.3f}" for i, c in enumerate(search["candidates"]))
+    kept = search["kept"]
+    typer.echo(
+        f"  search: {len(search['candidates'])} candidate(s) (0 is the program as it came), scored on "
+        f"{search['examples']} selection example(s): {scores}; kept {kept}"
+        + (" (the program as it came: no candidate scored higher)" if kept == 0 else "")
+    )
 
 
 def _show_compile(out: CompileOutcome) -> None:

@@ -167,7 +167,8 @@ def _log_program(path: Path, module: dspy.Module, result: CompileResult) -> None
 
     mlflow.log_text(render_prompts(description), "prompts.md")
     tracking.log_json(
-        {"optimizer": result.optimizer, "settings": result.settings, "cost": result.cost}, "optimizer.json"
+        {"optimizer": result.optimizer, "settings": result.settings, "cost": result.cost, "search": result.search},
+        "optimizer.json",
     )
 
 

@@ -46,6 +46,7 @@ class PlannerOutcome:
     demos: int
     demo_ids: list[str]
     cost: dict
+    search: dict | None = None  # what the optimizer tried (GEPA's candidates and their scores)
 
 
 def compile_planner(
@@ -88,6 +89,8 @@ def compile_planner(
         )  # fmt: skip
         after = score_plans(result.program, valset, metric) if report else {}
         tracking.log_metrics(tracking.numeric(after, "after."))
+        if result.search is not None:
+            tracking.log_json(result.search, "search.json")
         demo_ids = install(program, result.program)
         path = save_info(runtime, retriever).save(
             runtime.workspace / "programs" / f"{name}.json", program, "sharp", run_id=active.info.run_id,
@@ -99,7 +102,7 @@ def compile_planner(
         log.info("saved %s (plan metric %.3f -> %.3f on %d held-out bridges)", path, before["metric"],
                  after["metric"], len(valset))  # fmt: skip
     return PlannerOutcome(
-        path, active.info.run_id, before, after, len(program.hop_planner.demos), demo_ids, result.cost
+        path, active.info.run_id, before, after, len(program.hop_planner.demos), demo_ids, result.cost, result.search
     )
 
 

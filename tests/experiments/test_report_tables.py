@@ -173,3 +173,19 @@ def test_compare_runs_without_shared_questions_or_with_a_bad_file_fails_clearly(
     broken.write_text("{cut")
     res = report("compare-runs", base, broken)
     assert res.exit_code == 2 and "cannot read the results file" in res.stderr
+
+
+def test_the_planner_compile_says_what_its_search_tried_and_which_candidate_it_kept(capsys):
+    from experiments.commands.compile import _show_search
+
+    def search(kept):
+        cands = [{"score": 0.5062, "instructions": {}, "parents": [], "found_after_metric_calls": 0},
+                 {"score": 0.45, "instructions": {}, "parents": [0], "found_after_metric_calls": 110}]  # fmt: skip
+        return {"candidates": cands, "kept": kept, "examples": 20, "metric_calls": 150, "full_evaluations": 2}
+
+    _show_search(search(0))
+    out = capsys.readouterr().out
+    assert "2 candidate(s)" in out and "scored on 20 selection example(s): 0: 0.506, 1: 0.450; kept 0" in out
+    assert "no candidate scored higher" in out
+    _show_search(search(1))
+    assert "no candidate scored higher" not in capsys.readouterr().out

@@ -141,6 +141,23 @@ def test_gepa_compiles_the_planner_on_the_feedback_metric():
     assert any("was refused: 1 hop(s)" in p for p in prompts)  # the feedback reached the reflection
     assert "names #1" in result.program.hop_planner.signature.instructions
     assert score_plans(result.program, valset, plan_metric(search, 1))["valid"] == 1.0
+    # what GEPA tried is reported: the program as it came (candidate 0, refused plans: score 0), then the
+    # reflection's instruction, which scored higher and was kept
+    tried = result.search
+    assert tried is not None and len(tried["candidates"]) >= 2 and tried["examples"] == 1
+    first, kept = tried["candidates"][0], tried["candidates"][tried["kept"]]
+    assert tried["kept"] != 0 and kept["score"] > first["score"] == 0.0
+    assert "names #1" in kept["instructions"]["hop_planner"] and "names #1" not in first["instructions"]["hop_planner"]
+    assert kept["parents"] == [0] and tried["metric_calls"] <= 6 + 1
+
+
+def test_an_optimizer_that_keeps_no_candidates_reports_no_search():
+    prog = SharpRAG(KeywordRetriever(CORPUS), SharpConfig())
+    student = PlannerStudent(prog.hop_planner)
+    result = compile_program(
+        student, "labeled", demo_examples([MUSIQUE, WIKI]), metric=plan_metric(), overrides={"k": 2}
+    )
+    assert result.search is None
 
 
 def test_a_compiled_planner_goes_back_into_the_program_without_its_demos_gold_fields():
