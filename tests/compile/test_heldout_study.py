@@ -330,3 +330,35 @@ def test_the_chain_lever_study_measures_each_chain_lever_on_bridges_and_names_th
     assert sum(out["chains"].values()) == sum(
         r["action"] == "chain" for ex in held if records[ex.id]["form"] == "bridge" for r in records[ex.id]["rounds"]
     )
+
+
+def test_the_chain_lever_study_sets_each_chain_beside_its_branch_by_gold():
+    """Where the recording holds the beam's branches: each chain's last answer and its branch's, right, wrong or
+    stopped by gold; the most a perfect choice adds is the branches right where the chain is not."""
+    from types import SimpleNamespace
+
+    from experiments.lab.studies.chain_levers import branch_outcomes
+
+    plan = {"hops": ["Who directed X?", "Where was #1 born?"]}
+
+    def chain(answers, fallback=None, branch=None):
+        return {"action": "chain", "plan": plan, "hop_answers": answers, "fallback": fallback, "branch": branch}
+
+    rounds = {
+        "a": [chain(["D", "Rome"], branch=chain(["E", "Paris"]))],  # right, wrong
+        "b": [chain(["E", "Paris"], branch=chain(["D", "Rome"]))],  # wrong, right: mended
+        "c": [chain(["D"], fallback="hop 2: no answer", branch=chain(["E", "Rome"]))],  # stopped, right: mended
+        "d": [chain(["D", "Rome"])],  # no branch: not counted
+        "e": [{"action": "focus"}],
+    }
+    records = {k: {"form": "bridge", "rounds": v} for k, v in rounds.items()}
+    bridges = [SimpleNamespace(id=k, answer="Rome", answers=None) for k in rounds]
+    out = branch_outcomes(records, bridges)
+    assert out["chains with a branch"] == 3
+    assert out["pairs"] == {
+        "chain right, branch wrong": 1,
+        "chain stopped, branch right": 1,
+        "chain wrong, branch right": 1,
+    }
+    assert out["the branch right where the chain is not (a perfect choice's gain)"] == 2
+    assert branch_outcomes({"d": records["d"]}, bridges[3:4]) == {}
