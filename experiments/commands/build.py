@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,7 +81,8 @@ def build_cmd(
     demos = None if planner_demos is None else tuple(d for d in planner_demos.split(",") if d and d != "none")
     if form_floors is not None and not form_floors.is_file():
         raise ConfigError(f"--form-floors: no program at {form_floors}")
-    command = build_command(opts.dataset, model, sizes, space, settings.workspace(opts.workspace), form_floors)
+    command = build_command(opts.dataset, model, sizes, space, settings.workspace(opts.workspace), form_floors,
+                            deciding_options(opts))  # fmt: skip
     job = BuildJob(limit=limit, heldout=heldout, offset=offset, seed=seed, trials=trials, space_path=space,
                    max_calls=max_calls, threads=threads, max_cost=max_cost, ship=ship, force=force, command=command,
                    system_config=opts.system_config(), planner_demos=demos, form_floors=form_floors)  # fmt: skip
@@ -106,11 +108,36 @@ def _check_folders(opts: o.Options, demos: tuple[str, ...] | None, min_fit: int,
         dataset_source(name, opts.data_dir).split_file("train")
 
 
+def deciding_options(opts: o.Options) -> list[tuple[str, str]]:
+    """The shared options given that decide what a build makes, as (flag, value) in the order a command line
+    takes them: the system's config file and each --set, the role models and the LM config file. (--lm is the
+    model, written by :func:`build_command`; --api-base, --cache-dir and the tracking store only say where.)"""
+    from experiments import settings
+
+    out: list[tuple[str, str]] = []
+    for flag, path in (("--lm-config", opts.lm_file), ("--config", opts.config)):
+        if path is not None:
+            out.append((flag, str(settings.portable(Path(path).resolve()))))
+    for flag, model in (("--planner-lm", opts.planner_lm), ("--critic-lm", opts.critic_lm),
+                        ("--generator-lm", opts.generator_lm)):  # fmt: skip
+        if model is not None:
+            out.append((flag, model))
+    out += [("--set", item) for item in opts.set_]
+    return out
+
+
 def build_command(
-    dataset: str, model: str, sizes: dict, space: Path | None, ws: Path, form_floors: Path | None = None
+    dataset: str,
+    model: str,
+    sizes: dict,
+    space: Path | None,
+    ws: Path,
+    form_floors: Path | None = None,
+    options: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The product command that rebuilds this program (recorded in the shipped program's manifest): the
-    corpus, the model and what decides the program; not where things run (--api-base, --threads, --workspace)."""
+    corpus, the model and what decides the program (``options``: :func:`deciding_options`); not where things
+    run (--api-base, --threads, --workspace)."""
     from experiments import settings
     from program.serving.builds import build_command as base
 
@@ -124,6 +151,8 @@ def build_command(
         text += f" --space {shlex.quote(str(settings.portable(Path(space).resolve())))}"
     if form_floors is not None:
         text += f" --form-floors {shlex.quote(str(settings.portable(Path(form_floors).resolve())))}"
+    for flag, value in options:
+        text += f" {flag} {shlex.quote(value)}"
     return text
 
 

@@ -58,7 +58,8 @@ def place(tmp_path_factory, tracking_uri):
         mp.setattr(terminal, "err_console", Console(stderr=True, width=100_000))  # one line a message
         (tmp / "chain.yaml").write_text(CHAIN_SPACE)
         yield SimpleNamespace(tmp=tmp, folder=write_folder(tmp / "tinybooks"), uri=tracking_uri,
-                              sizes=[*SIZES, "--space", str(tmp / "chain.yaml"), "--planner-demos", "tinybooks"])  # fmt: skip
+                              sizes=[*SIZES, "--space", str(tmp / "chain.yaml"), "--planner-demos", "tinybooks",
+                                     "--set", "hop_passage_chars=3000"])  # fmt: skip
     dspy.cache = previous
 
 
@@ -93,10 +94,11 @@ def test_a_build_ships_a_checked_program_that_load_answers_with_and_a_rerun_skip
     assert entry["lm"] == MODEL and entry["file"] == shipped_file.name
     assert entry["commands"] == [
         f"sharp build --dataset {place.folder} --lm {MODEL} --heldout 8 --trials 8 --planner-demos tinybooks "
-        f"--space {place.tmp / 'chain.yaml'}"
+        f"--space {place.tmp / 'chain.yaml'} --set hop_passage_chars=3000"  # a --set decides the program too
     ]
     assert entry["figures"]["heldout_questions"] == 8 and entry["figures"]["train_questions"] == 24
     program = json.loads(shipped_file.read_text())
+    assert program["config"]["hop_passage_chars"] == 3000
     gate = program["config"]["gate"]
     assert gate is not None and not {"lp_mean", "lp_min", "p_first", "lp_missing", "yes_margin"} & set(gate["features"])
     assert program["config"]["yes_threshold"] is None  # P(yes) needs log-probabilities: left off
@@ -116,6 +118,27 @@ def test_a_build_ships_a_checked_program_that_load_answers_with_and_a_rerun_skip
     assert "steps run: none (every step was up to date)" in again, again
     assert server.requests == built.requests  # no LM call
     assert json.loads(shipped_file.read_text()) == program
+
+
+def test_the_command_a_build_records_names_every_option_that_decides_its_program():
+    """--config, the role models, the LM config and each --set decide what a build makes: the command recorded with
+    the program (MANIFEST.json) names them, in the order given; where things run (--api-base, --workspace) it
+    does not."""
+    from experiments import settings
+    from experiments.commands.build import build_command, deciding_options
+    from experiments.options import Options
+
+    opts = Options(lm="m", api_base="http://127.0.0.1:9/v1", planner_lm="openai/gpt-4o", config=settings.PROJECT_ROOT / "sys.yaml",
+                   set_=("hop_passage_chars=3000", "chain_answer=hop"))  # fmt: skip
+    sizes = {"--heldout": 8}
+    text = build_command(
+        "tinybooks", "m", sizes, None, settings.PROJECT_ROOT / "workspace", None, deciding_options(opts)
+    )
+    assert text == ("sharp build --dataset tinybooks --lm m --heldout 8 --config sys.yaml --planner-lm openai/gpt-4o "
+                    "--set hop_passage_chars=3000 --set chain_answer=hop")  # fmt: skip
+    assert build_command("tinybooks", "m", sizes, None, settings.PROJECT_ROOT / "workspace") == (
+        "sharp build --dataset tinybooks --lm m --heldout 8"
+    )
 
 
 def test_the_build_is_one_mlflow_run_with_a_nested_run_per_step_and_registers_its_program(place, built):
