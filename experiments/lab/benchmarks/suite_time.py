@@ -5,7 +5,8 @@
 Runs what `make test` runs (``pytest -q --durations=0 -n auto --maxprocesses=4 --dist loadfile``) twice: every test,
 then with ``--ignore`` for each of ``--files``. Reports each run's wall seconds, pytest's own seconds and the tests
 passed, the wall the files add, and their durations (setup, call and teardown, as ``--durations=0`` prints them),
-summed per file. Run it on a quiet machine (no model job beside it): the wall is the figure.
+summed per file (each run's whole output: WORKSPACE/logs/NAME-all.log and NAME-without.log, NAME the --json's stem).
+Run it on a quiet machine (no model job beside it): the wall is the figure.
 """
 
 from __future__ import annotations
@@ -57,7 +58,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     base = ["-q", "-p", "no:cacheprovider", "--durations=0", "-n", args.workers, "--maxprocesses=4",
             "--dist", "loadfile"]  # fmt: skip
-    logs = args.json.with_suffix("")
+    # the two runs' whole output, beside the workspace's other logs (not beside the committed figures)
+    from experiments import settings
+
+    folder = settings.workspace(None) / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    logs = folder / args.json.stem
     every = run(base, Path(f"{logs}-all.log"))
     without = run([*base, *(f"--ignore={f}" for f in args.files)], Path(f"{logs}-without.log"))
     per_file: dict[str, float] = {}
