@@ -173,8 +173,8 @@ class _Resumed:
         return self.program.read(run, action, policy, tr)
 
     def branch(self, run: Any, rnd: Any, tr: Tracer) -> Any:
-        if rnd.branch_tried:  # a known chain round read with its branch
-            return self.known.branch(run, rnd, tr) if self.known is not None else rnd.branch
+        if self.known is not None and rnd.branch_tried:  # a recorded chain round, its branch recorded with it
+            return self.known.branch(run, rnd, tr)
         return self.program.branch(run, rnd, tr)
 
     def compose(self, run: Any, rnd: Any, tr: Tracer) -> Any:

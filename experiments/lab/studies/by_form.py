@@ -10,13 +10,15 @@ the question id, EM and all-gold). Each cell is computed on the questions every 
 compare the same questions; paired differences against the first file come with a bootstrap 95% CI. Each cell also
 holds the share of its questions whose answer's evidence held every gold paragraph (for a chain: the union of its
 hops' passages), the passages that evidence held (rows written since they keep ``n_passages``; None before), LM
-calls and seconds a question; ``ids`` lists the questions of each form.
+calls and seconds a question; ``ids`` lists the questions of each form; ``command`` the command that wrote it.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shlex
+import sys
 from pathlib import Path
 
 from experiments.lab.studies import show
@@ -99,8 +101,8 @@ def main() -> None:
     for spec in args.files:
         label, _, path = spec.partition("=")
         files[label] = read_results(Path(path))
-    out = table(files, forms)
-    show(out, args.json)
+    command = "python -m experiments.lab.studies.by_form " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    show({"command": command, **table(files, forms)}, args.json)  # the file says how it is made again
 
 
 if __name__ == "__main__":
